@@ -1,0 +1,1 @@
+"""Configuration: ``config.yaml`` (operator-edited, startup-only) and ``DEERFLOW_*`` settings."""

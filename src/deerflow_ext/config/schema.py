@@ -1,0 +1,123 @@
+"""The shape of ``config.yaml``.
+
+Plugin entries are strict (``extra="forbid"``) because a misspelt key such as ``enable:``
+would otherwise silently load an extension the operator meant to switch off. Model entries
+are open: every key besides ``name`` and ``use`` is a constructor argument of the model class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "AppConfig",
+    "GoalConfig",
+    "MemoryConfig",
+    "ModelEntry",
+    "PluginEntry",
+    "SubagentsConfig",
+    "SummarizationConfig",
+    "TitleConfig",
+    "TokenBudgetConfig",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PluginEntry(_Strict):
+    """One ``plugins:`` record. ``use`` is an entry-point name or ``module:attr``."""
+
+    name: str = Field(min_length=1)
+    use: str = Field(min_length=1)
+    enabled: bool = True
+    required: bool = False
+    config: dict[str, Any] = Field(default_factory=dict)
+    table_prefix: str | None = None
+
+    @field_validator("table_prefix")
+    @classmethod
+    def _prefix_not_empty(cls, value: str | None) -> str | None:
+        # An empty prefix would claim every table in the database, host tables included.
+        if value is not None and not value.strip():
+            raise ValueError("table_prefix must not be empty; omit the key if the extension owns no tables")
+        return value
+
+
+class ModelEntry(BaseModel):
+    """A chat model imported by ``use`` (``module:Class``); extra keys are its constructor kwargs."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(min_length=1)
+    use: str = Field(min_length=1, pattern=r"^[\w.]+:[\w.]+$")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class TokenBudgetConfig(_Strict):
+    """Token limits the host enforces; projected to extensions as ``HostPolicySnapshot``."""
+
+    enabled: bool = False
+    max_input_tokens: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    warn_fraction: float = Field(default=0.8, gt=0, le=1)
+    hard_fraction: float = Field(default=1.0, gt=0, le=1)
+
+
+class SubagentsConfig(_Strict):
+    enabled: bool = True
+    max_per_run: int = Field(default=3, ge=0)
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    token_budget: TokenBudgetConfig | None = None
+    # Per-agent overrides of the subagent budget, keyed by subagent name.
+    agents: dict[str, TokenBudgetConfig] = Field(default_factory=dict)
+
+
+class TitleConfig(_Strict):
+    enabled: bool = True
+    max_chars: int = Field(default=60, gt=0)
+
+
+class MemoryConfig(_Strict):
+    enabled: bool = True
+    debounce_seconds: float = Field(default=0.5, ge=0)
+
+
+class SummarizationConfig(_Strict):
+    enabled: bool = True
+    trigger_messages: int = Field(default=24, ge=4)
+    keep_messages: int = Field(default=6, ge=1)
+
+
+class GoalConfig(_Strict):
+    max_continuations: int = Field(default=3, ge=0)
+
+
+class AppConfig(_Strict):
+    """The whole file. Every section is optional: an empty file is a working Gateway."""
+
+    plugins: list[PluginEntry] = Field(default_factory=list)
+    models: list[ModelEntry] = Field(default_factory=list)
+    token_budget: TokenBudgetConfig = Field(default_factory=TokenBudgetConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    title: TitleConfig = Field(default_factory=TitleConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
+    goal: GoalConfig = Field(default_factory=GoalConfig)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> AppConfig:
+        for kind, names in (("plugins", [p.name for p in self.plugins]), ("models", [m.name for m in self.models])):
+            seen: set[str] = set()
+            for name in names:
+                if name in seen:
+                    raise ValueError(f"duplicate {kind} name {name!r}; names label log lines and CLI commands")
+                seen.add(name)
+        return self

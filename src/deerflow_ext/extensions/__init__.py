@@ -1,0 +1,1 @@
+"""The extension runtime: loading, snapshots, notifications, composition and isolation."""

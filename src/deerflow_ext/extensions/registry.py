@@ -1,0 +1,219 @@
+"""The host's ``ExtensionRegistry``: pluggy underneath, attribution and rollback on top.
+
+Each registration wraps the contributor in a small plugin object whose hookimpls forward to
+the contributor's own bound methods (``functools.wraps`` keeps their signatures visible, so
+pluggy's hookimpl validation checks the real parameter names). Plugin names encode the
+entry's *position* in ``plugins:`` and the registration index — ``"{position}:{use}#{n}"`` —
+so two entries with the same ``use`` never share a name and rollback is positional: it
+unregisters exactly the plugin objects registered since the failing install began.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+
+from deerflow_extension_api import ExtensionData
+
+from .hookspecs import KINDS, PROJECT_NAME, ContributionKind, ContributionSpecs, hookimpl
+from .snapshot import Contribution, LoadedExtensions, TablePrefix
+
+__all__ = ["HostRegistry", "RegistrationError", "RegistrationMark"]
+
+logger = logging.getLogger("deerflow_ext.extensions")
+
+
+class RegistrationError(TypeError):
+    """A contribution the host cannot accept; raised inside ``install()``, so it rolls back."""
+
+
+@dataclass(frozen=True)
+class RegistrationMark:
+    """Where one entry's install started; :meth:`HostRegistry.rollback` returns to it."""
+
+    position: int
+    label: str
+    extension: str
+    start: int
+
+
+class _ContributionPlugin:
+    """The plugin object pluggy sees for one contribution; hookimpls are set per instance."""
+
+    def __init__(self, contribution: Contribution[Any], kind: ContributionKind, sequence: int) -> None:
+        self.contribution = contribution
+        self.kind = kind
+        self.sequence = sequence
+
+    def __repr__(self) -> str:
+        return f"<{self.kind.registry_method} {self.contribution.plugin_name}>"
+
+
+def _forwarder(target: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(target)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return target(*args, **kwargs)
+
+    return hookimpl(forward)
+
+
+def _constant(value: object) -> Callable[[], object]:
+    def router() -> object:
+        return value
+
+    return hookimpl(router)
+
+
+class HostRegistry:
+    """Collects registrations during loading; :meth:`freeze` turns them into a snapshot.
+
+    Only the methods of ``deerflow_extension_api.ExtensionRegistry`` exist: a registration
+    method this host does not implement raises ``AttributeError`` in ``install()`` (and so
+    rolls back) instead of being silently ignored.
+    """
+
+    def __init__(self) -> None:
+        self._pm = pluggy.PluginManager(PROJECT_NAME)
+        self._pm.add_hookspecs(ContributionSpecs)
+        if os.environ.get("DEERFLOW_TRACE_EXTENSIONS") == "1":
+            self._pm.trace.root.setwriter(logger.info)
+            self._pm.enable_tracing()
+        self._plugins: list[_ContributionPlugin] = []
+        self._mark: RegistrationMark | None = None
+        self._per_entry = 0
+        self._sequence = 0
+
+    @property
+    def plugin_manager(self) -> pluggy.PluginManager:
+        return self._pm
+
+    # -- install bracketing -------------------------------------------------------------
+    def begin(self, position: int, label: str, extension: str) -> RegistrationMark:
+        self._mark = RegistrationMark(position, label, extension, len(self._plugins))
+        self._per_entry = 0
+        return self._mark
+
+    def end(self) -> None:
+        self._mark = None
+
+    def rollback(self, mark: RegistrationMark) -> None:
+        """Unregister everything registered since ``mark`` — and nothing before it."""
+        for plugin in self._plugins[mark.start :]:
+            self._pm.unregister(plugin)
+        del self._plugins[mark.start :]
+        self._mark = None
+
+    # -- the ExtensionRegistry protocol ---------------------------------------------------
+    def middlewares(self, contributor: Any) -> None:
+        self._register(KINDS["middlewares"], contributor)
+
+    def task_lifecycle(self, contributor: Any) -> None:
+        self._register(KINDS["task_lifecycle"], contributor)
+
+    def system_model_observer(self, observer: Any) -> None:
+        self._register(KINDS["system_model_observer"], observer)
+
+    def agent_assembly_observer(self, observer: Any) -> None:
+        self._register(KINDS["agent_assembly_observer"], observer)
+
+    def context_compaction_observer(self, observer: Any) -> None:
+        self._register(KINDS["context_compaction_observer"], observer)
+
+    def service(self, service: Any) -> None:
+        self._register(KINDS["service"], service)
+
+    def routers(self, routers: Sequence[Any]) -> None:
+        if isinstance(routers, (str, bytes)) or not isinstance(routers, Sequence):
+            raise RegistrationError(f"routers() takes a sequence of routers, got {type(routers).__name__}")
+        for router in routers:
+            if not hasattr(router, "routes"):
+                raise RegistrationError(f"routers() got {type(router).__name__}, which is not an APIRouter")
+        for router in routers:
+            self._register(KINDS["routers"], router)
+
+    def __getattr__(self, name: str) -> Any:
+        supported = ", ".join(sorted(KINDS))
+        raise AttributeError(
+            f"this host's extension registry has no {name!r} (it supports: {supported}); "
+            "the extension needs a newer deerflow-ext"
+        )
+
+    # -- internals -------------------------------------------------------------------------
+    def _register(self, kind: ContributionKind, contributor: Any) -> None:
+        mark = self._mark
+        if mark is None:
+            raise RegistrationError("extensions may register only while their install() runs")
+        if kind.registry_method == "routers":
+            methods: dict[str, Callable[..., Any]] = {"router": _constant(contributor)}
+        else:
+            methods = {
+                hook: _forwarder(getattr(contributor, attr))
+                for hook, attr in kind.hooks
+                if callable(getattr(contributor, attr, None))
+            }
+            if not methods:
+                wanted = " / ".join(attr for _, attr in kind.hooks)
+                raise RegistrationError(
+                    f"{kind.registry_method}() needs an object with {wanted}; got {type(contributor).__name__}"
+                )
+            self._check_arity(kind, contributor, methods)
+        self._per_entry += 1
+        plugin_name = f"{mark.position}:{mark.extension}#{self._per_entry}"
+        contribution = Contribution(mark.extension, mark.label, mark.position, plugin_name, contributor)
+        self._sequence += 1
+        plugin = _ContributionPlugin(contribution, kind, self._sequence)
+        for hook, method in methods.items():
+            setattr(plugin, hook, method)
+        try:
+            self._pm.register(plugin, name=plugin_name)
+        except pluggy.PluginValidationError as exc:
+            raise RegistrationError(f"{kind.registry_method}(): {exc}") from exc
+        self._plugins.append(plugin)
+
+    def _check_arity(self, kind: ContributionKind, contributor: Any, methods: dict[str, Callable[..., Any]]) -> None:
+        # pluggy accepts an implementation that takes a *subset* of the spec's arguments; the
+        # host calls positionally, so a short signature would fail on every call instead of
+        # once, here, at install time.
+        for hook in methods:
+            spec_args = getattr(self._pm.hook, hook).spec.argnames
+            impl_args, _ = pluggy._hooks.varnames(methods[hook])
+            if len(impl_args) != len(spec_args):
+                attr = dict(kind.hooks)[hook]
+                raise RegistrationError(
+                    f"{type(contributor).__name__}.{attr} takes ({', '.join(impl_args)}); "
+                    f"the contract is ({', '.join(spec_args)})"
+                )
+
+    def freeze(
+        self,
+        *,
+        table_prefixes: Sequence[TablePrefix] = (),
+        loaded: Sequence[str] = (),
+        total: int = 0,
+        app_store: ExtensionData | None = None,
+    ) -> LoadedExtensions:
+        """Freeze the registrations, read back from pluggy, in registration order."""
+        fields: dict[str, list[Contribution[Any]]] = {kind.field: [] for kind in KINDS.values()}
+        plugins: dict[int, _ContributionPlugin] = {}
+        for kind in KINDS.values():
+            for hook, _ in kind.hooks:
+                for impl in getattr(self._pm.hook, hook).get_hookimpls():
+                    plugin = impl.plugin
+                    if isinstance(plugin, _ContributionPlugin):
+                        plugins[plugin.sequence] = plugin
+        for sequence in sorted(plugins):
+            plugin = plugins[sequence]
+            fields[plugin.kind.field].append(plugin.contribution)
+        return LoadedExtensions(
+            **{name: tuple(values) for name, values in fields.items()},
+            table_prefixes=tuple(table_prefixes),
+            loaded=tuple(loaded),
+            total=total,
+            app_store=app_store if app_store is not None else ExtensionData("app"),
+        )

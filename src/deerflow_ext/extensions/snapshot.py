@@ -1,0 +1,162 @@
+"""The immutable loaded-extension snapshot and how a run binds it.
+
+Each task resolves the snapshot once and uses that same object for its task store, its
+notifications and its agent construction, so one run never mixes two extension generations.
+Construction is synchronous, so a ContextVar binds it there; delegation happens later, from
+inside the graph, so the run also publishes it on the LangGraph runtime context, where the
+``task`` tool reads it back. Runtime context is caller-mergeable, which is why the key is
+written *after* the caller's values are merged and why reading it back is type-checked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from deerflow_extension_api import (
+    AgentAssemblyObserver,
+    ContextCompactionObserver,
+    ExtensionData,
+    ExtensionService,
+    MiddlewareContributor,
+    SystemModelCallObserver,
+    TaskLifecycleContributor,
+)
+
+__all__ = [
+    "EXTENSION_SNAPSHOT_CONTEXT_KEY",
+    "Contribution",
+    "LoadedExtensions",
+    "TablePrefix",
+    "bound_extensions",
+    "build_extensions",
+    "get_loaded_extensions",
+    "publish_snapshot",
+    "resolve_run_extensions",
+    "set_loaded_extensions",
+]
+
+T = TypeVar("T")
+
+EXTENSION_SNAPSHOT_CONTEXT_KEY = "__deerflow_extension_snapshot__"
+
+
+@dataclass(frozen=True)
+class Contribution(Generic[T]):
+    """One registered contributor and the ``plugins:`` entry it is attributed to."""
+
+    extension: str
+    label: str
+    position: int
+    plugin_name: str
+    contributor: T
+
+
+@dataclass(frozen=True)
+class TablePrefix:
+    """A table prefix an entry owns; registered even when the entry is disabled or fails."""
+
+    prefix: str
+    extension: str
+    label: str
+
+
+@dataclass(frozen=True)
+class LoadedExtensions:
+    """Everything the enabled extensions contributed, frozen at the end of loading."""
+
+    middlewares: tuple[Contribution[MiddlewareContributor], ...] = ()
+    task_lifecycle: tuple[Contribution[TaskLifecycleContributor], ...] = ()
+    system_model_observers: tuple[Contribution[SystemModelCallObserver], ...] = ()
+    assembly_observers: tuple[Contribution[AgentAssemblyObserver], ...] = ()
+    compaction_observers: tuple[Contribution[ContextCompactionObserver], ...] = ()
+    services: tuple[Contribution[ExtensionService], ...] = ()
+    routers: tuple[Contribution[Any], ...] = ()
+    table_prefixes: tuple[TablePrefix, ...] = ()
+    loaded: tuple[str, ...] = ()
+    total: int = 0
+    app_store: ExtensionData = field(default_factory=lambda: ExtensionData("app"), compare=False, repr=False)
+    needs_task_store: bool = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Computed once: it is asked on every run, and only these four kinds live in a task.
+        object.__setattr__(
+            self,
+            "needs_task_store",
+            bool(self.middlewares or self.task_lifecycle or self.system_model_observers or self.compaction_observers),
+        )
+
+    def new_task_store(self, scope_id: str) -> ExtensionData | None:
+        """A fresh task store, or ``None`` when no task-scoped contributor is registered."""
+        return ExtensionData(scope_id) if self.needs_task_store else None
+
+    @property
+    def summary(self) -> str:
+        """The spec's summary line, e.g. ``Extensions loaded: 2/3 (a:install, b:install)``."""
+        return f"Extensions loaded: {len(self.loaded)}/{self.total} ({', '.join(self.loaded)})"
+
+    @classmethod
+    def empty(cls) -> LoadedExtensions:
+        return cls()
+
+
+_process_wide: LoadedExtensions = LoadedExtensions()
+_process_lock = threading.Lock()
+_building: ContextVar[LoadedExtensions | None] = ContextVar("deerflow_building_extensions", default=None)
+
+
+def get_loaded_extensions() -> LoadedExtensions:
+    """The process-wide set: what callers without a published snapshot fall back to."""
+    return _process_wide
+
+
+def set_loaded_extensions(extensions: LoadedExtensions) -> None:
+    global _process_wide
+    if not isinstance(extensions, LoadedExtensions):
+        raise TypeError(f"expected LoadedExtensions, got {type(extensions).__name__}")
+    with _process_lock:
+        _process_wide = extensions
+
+
+@contextmanager
+def bound_extensions(extensions: LoadedExtensions) -> Iterator[LoadedExtensions]:
+    """Bind ``extensions`` for one synchronous agent construction."""
+    token = _building.set(extensions)
+    try:
+        yield extensions
+    finally:
+        _building.reset(token)
+
+
+def build_extensions() -> LoadedExtensions:
+    """The snapshot bound for the construction under way, else the process-wide set."""
+    bound = _building.get()
+    return bound if bound is not None else _process_wide
+
+
+def publish_snapshot(context: MutableMapping[str, Any], extensions: LoadedExtensions | None) -> MutableMapping[str, Any]:
+    """Make ``extensions`` the run's snapshot on an already-merged runtime context.
+
+    Popping the key when the run has none matters as much as writing it: otherwise a value a
+    caller merged in would survive and be read back as if the host had put it there.
+    """
+    if extensions is None:
+        context.pop(EXTENSION_SNAPSHOT_CONTEXT_KEY, None)
+    else:
+        context[EXTENSION_SNAPSHOT_CONTEXT_KEY] = extensions
+    return context
+
+
+def resolve_run_extensions(context: Mapping[str, Any] | object | None) -> LoadedExtensions:
+    """The snapshot a run published on its runtime context, else the process-wide set."""
+    if context is None:
+        return _process_wide
+    if isinstance(context, Mapping):
+        value = context.get(EXTENSION_SNAPSHOT_CONTEXT_KEY)
+    else:
+        value = getattr(context, EXTENSION_SNAPSHOT_CONTEXT_KEY, None)
+    return value if isinstance(value, LoadedExtensions) else _process_wide
