@@ -1,0 +1,52 @@
+"""Host persistence: threads and runs (SQLAlchemy 2 async), migrations, the checkpointer."""
+
+from .checkpointer import open_checkpointer, psycopg_conninfo
+from .engine import (
+    DEFAULT_DATABASE_URL,
+    SessionFactory,
+    create_engine,
+    is_sqlite,
+    make_session_factory,
+    normalize_database_url,
+)
+from .migrate import MIGRATIONS_DIR, alembic_config, host_include_object, upgrade_head
+from .models import (
+    HOST_TABLES,
+    HOST_VERSION_TABLE,
+    Base,
+    RunOutcome,
+    RunRow,
+    RunStatus,
+    ThreadRow,
+    ThreadStatus,
+)
+from .records import PROCESS_OWNER, HostStore, RunRecord, RunTokens, ThreadRecord, owner_is_dead
+
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "HOST_TABLES",
+    "HOST_VERSION_TABLE",
+    "MIGRATIONS_DIR",
+    "PROCESS_OWNER",
+    "Base",
+    "HostStore",
+    "RunOutcome",
+    "RunRecord",
+    "RunRow",
+    "RunStatus",
+    "RunTokens",
+    "SessionFactory",
+    "ThreadRecord",
+    "ThreadRow",
+    "ThreadStatus",
+    "alembic_config",
+    "create_engine",
+    "host_include_object",
+    "is_sqlite",
+    "make_session_factory",
+    "normalize_database_url",
+    "open_checkpointer",
+    "owner_is_dead",
+    "psycopg_conninfo",
+    "upgrade_head",
+]

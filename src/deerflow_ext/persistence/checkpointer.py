@@ -1,0 +1,47 @@
+"""The LangGraph checkpointer, on the same database as the host tables.
+
+One database means one backup and one place to look; on PostgreSQL it also means any
+Gateway process can continue any thread. The savers manage their own connections (the
+SQLite saver an aiosqlite connection, the Postgres saver a psycopg one), so they are opened
+and closed with the Gateway's lifespan alongside, not through, the SQLAlchemy engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy.engine import URL
+
+from .engine import normalize_database_url, sqlite_path
+
+__all__ = ["open_checkpointer", "psycopg_conninfo"]
+
+
+def psycopg_conninfo(url: str | URL) -> str:
+    """A libpq URL (``postgresql://...``) for psycopg from any spelling of a Postgres URL."""
+    parsed = normalize_database_url(url).set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=False)
+
+
+@asynccontextmanager
+async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
+    """Open, set up and finally close the saver that matches ``url``'s database."""
+    parsed = normalize_database_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        path = sqlite_path(parsed)
+        if path is None:
+            raise ValueError("the checkpointer needs a SQLite file, not an in-memory database")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            await saver.setup()
+            yield saver
+        return
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with AsyncPostgresSaver.from_conn_string(psycopg_conninfo(parsed)) as saver:
+        await saver.setup()
+        yield saver

@@ -1,0 +1,90 @@
+"""Engine and session factory from a database URL.
+
+SQLite is the zero-setup default, so the engine creates the database folder itself and
+turns on what a multi-task async server needs from SQLite (WAL, a busy timeout, foreign
+keys). PostgreSQL URLs are accepted in their common spellings and normalised to asyncpg.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "SessionFactory",
+    "create_engine",
+    "is_sqlite",
+    "make_session_factory",
+    "normalize_database_url",
+    "sqlite_path",
+]
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.deer-flow/deerflow.db"
+
+SessionFactory = async_sessionmaker[AsyncSession]
+
+
+def normalize_database_url(url: str | URL) -> URL:
+    """``sqlite://`` -> aiosqlite, ``postgres(ql)://`` / psycopg -> asyncpg."""
+    parsed = make_url(str(url)) if not isinstance(url, URL) else url
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+asyncpg")
+    raise ValueError(
+        f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: "
+        "use sqlite+aiosqlite:///path or postgresql+asyncpg://..."
+    )
+
+
+def is_sqlite(url: str | URL) -> bool:
+    return normalize_database_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: str | URL) -> Path | None:
+    """The database file of a SQLite URL; ``None`` for in-memory databases."""
+    parsed = normalize_database_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        raise ValueError("not a SQLite URL")
+    if not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
+def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
+    """An ``AsyncEngine`` for ``url``; creates the SQLite folder when needed."""
+    parsed = normalize_database_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = sqlite_path(parsed)
+        if path is None:
+            raise ValueError(
+                "an in-memory SQLite database cannot be shared with the checkpointer; use a file"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kwargs.setdefault("connect_args", {"timeout": 30})
+        engine = create_async_engine(parsed, **kwargs)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_async_engine(parsed, **kwargs)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+    finally:
+        cursor.close()
+
+
+def make_session_factory(engine: AsyncEngine) -> SessionFactory:
+    # expire_on_commit=False: rows are read after commit to build responses.
+    return async_sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,62 @@
+"""Apply the host's migrations at startup, without an alembic.ini.
+
+The script location is resolved from this package, so an installed wheel migrates itself.
+Alembic is synchronous; the Gateway hands it the async engine's connection through
+``run_sync`` instead of opening a second, blocking connection to the same database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["MIGRATIONS_DIR", "alembic_config", "host_include_object", "upgrade_head"]
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+IncludeObject = Callable[[Any, str | None, str, bool, Any], bool]
+
+
+def host_include_object(prefixes: Sequence[str]) -> IncludeObject:
+    """The host's autogenerate filter: everything except tables owned by extension prefixes.
+
+    Imported lazily so the persistence layer does not pull in the extension runtime unless a
+    migration actually runs.
+    """
+    from deerflow_ext.extensions.tables import make_include_object
+
+    return make_include_object(tuple(prefixes))
+
+
+def alembic_config(
+    *,
+    url: str | None = None,
+    connection: Connection | None = None,
+    table_prefixes: Sequence[str] = (),
+) -> Config:
+    """A programmatic alembic ``Config`` for the host's migration chain."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        # ConfigParser interpolation: a literal % in a password must be doubled.
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    config.attributes["table_prefixes"] = tuple(table_prefixes)
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+async def upgrade_head(engine: AsyncEngine, *, table_prefixes: Sequence[str] = ()) -> None:
+    """``alembic upgrade head`` on ``engine``'s database, in one transaction."""
+
+    def _upgrade(connection: Connection) -> None:
+        command.upgrade(alembic_config(connection=connection, table_prefixes=table_prefixes), "head")
+
+    async with engine.begin() as conn:
+        await conn.run_sync(_upgrade)

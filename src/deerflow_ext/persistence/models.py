@@ -1,0 +1,112 @@
+"""The host's own tables: threads and runs.
+
+The host keeps its tables under a private ``MetaData`` so that alembic autogenerate compares
+only what the host owns; extension tables live under their own metadata and migration chain
+and are additionally filtered out by prefix (see ``deerflow_ext.extensions.tables``).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "HOST_TABLES",
+    "HOST_VERSION_TABLE",
+    "Base",
+    "RunOutcome",
+    "RunRow",
+    "RunStatus",
+    "ThreadRow",
+    "ThreadStatus",
+    "utcnow",
+]
+
+HOST_VERSION_TABLE = "alembic_version"
+"""The host's alembic version table; extensions keep their own (e.g. ``acme_alembic_version``)."""
+
+
+class ThreadStatus(enum.StrEnum):
+    IDLE = "idle"
+    BUSY = "busy"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+
+class RunStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCESS = "success"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+class RunOutcome(enum.StrEnum):
+    """Stored with the same values as ``deerflow_extension_api.TaskOutcome``."""
+
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+_NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=_NAMING)
+
+
+class ThreadRow(Base):
+    __tablename__ = "threads"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    title: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default=ThreadStatus.IDLE.value, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+    # ``metadata`` is reserved on declarative classes; the column keeps the domain name.
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict, nullable=False)
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_thread_id_created_at", "thread_id", "created_at"),
+        Index("ix_runs_status", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    thread_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False
+    )
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING.value, nullable=False)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    input: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, nullable=False)
+    answer: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    total_tokens: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Which process executes the run ("host:pid:token"): crash recovery and, later, scale-out
+    # cancellation need to know whose run it is.
+    owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+
+
+HOST_TABLES: tuple[str, ...] = (*Base.metadata.tables, HOST_VERSION_TABLE)
+"""Every table the host owns; an extension's ``table_prefix`` must not claim any of them."""

@@ -1,0 +1,285 @@
+"""Reading and writing threads and runs.
+
+Rows never leave this module: callers get frozen records, so a response can be built after
+the session is closed and nothing downstream can mutate ORM state by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from .engine import SessionFactory
+from .models import RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
+
+__all__ = [
+    "PROCESS_OWNER",
+    "HostStore",
+    "RunRecord",
+    "RunTokens",
+    "ThreadRecord",
+    "owner_is_dead",
+]
+
+PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+"""This process's identity on run rows: host, pid and a per-start token (pids get reused)."""
+
+
+def owner_is_dead(owner: str | None, *, me: str = PROCESS_OWNER) -> bool:
+    """Whether the process recorded as ``owner`` can no longer be executing its runs.
+
+    Conservative about other machines: without a lease (the scale-out work) a run owned by a
+    process on another host is left alone. On this host a missing pid, or our own pid with a
+    different start token (a previous incarnation), is dead.
+    """
+    if owner is None:
+        return True
+    host, _, rest = owner.partition(":")
+    pid_text, _, _token = rest.partition(":")
+    if host != socket.gethostname():
+        return False
+    if owner == me:
+        return False
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return True
+    if pid == os.getpid():
+        return True  # same pid, different token: an earlier process that used our pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    id: str
+    title: str | None
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, row: ThreadRow) -> ThreadRecord:
+        return cls(row.id, row.title, row.status, row.created_at, row.updated_at, dict(row.meta or {}))
+
+
+@dataclass(frozen=True)
+class RunTokens:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    thread_id: str
+    status: str
+    outcome: str | None
+    input: dict[str, Any]
+    answer: str | None
+    error: str | None
+    tokens: RunTokens
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    owner: str | None
+
+    @classmethod
+    def of(cls, row: RunRow) -> RunRecord:
+        return cls(
+            row.id,
+            row.thread_id,
+            row.status,
+            row.outcome,
+            dict(row.input or {}),
+            row.answer,
+            row.error,
+            RunTokens(row.input_tokens, row.output_tokens, row.total_tokens),
+            row.created_at,
+            row.started_at,
+            row.finished_at,
+            row.owner,
+        )
+
+
+class HostStore:
+    """The host's thread and run records over one session factory."""
+
+    def __init__(self, session_factory: SessionFactory) -> None:
+        self.session_factory = session_factory
+
+    # -- threads ----------------------------------------------------------------------
+    async def create_thread(
+        self, metadata: dict[str, Any] | None = None, *, thread_id: str | None = None
+    ) -> ThreadRecord:
+        now = utcnow()
+        row = ThreadRow(
+            id=thread_id or str(uuid.uuid4()),
+            title=None,
+            status=ThreadStatus.IDLE.value,
+            created_at=now,
+            updated_at=now,
+            meta=dict(metadata or {}),
+        )
+        async with self.session_factory.begin() as session:
+            session.add(row)
+        return ThreadRecord.of(row)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        async with self.session_factory() as session:
+            row = await session.get(ThreadRow, thread_id)
+            return ThreadRecord.of(row) if row is not None else None
+
+    async def list_threads(self, *, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
+        async with self.session_factory() as session:
+            rows = await session.scalars(
+                select(ThreadRow)
+                .order_by(ThreadRow.updated_at.desc(), ThreadRow.id)
+                .limit(limit)
+                .offset(offset)
+            )
+            return [ThreadRecord.of(r) for r in rows]
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        async with self.session_factory.begin() as session:
+            # Runs first: SQLite honours ON DELETE CASCADE only with the foreign_keys pragma.
+            await session.execute(delete(RunRow).where(RunRow.thread_id == thread_id))
+            result = await session.execute(delete(ThreadRow).where(ThreadRow.id == thread_id))
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def set_thread_state(self, thread_id: str, *, status: str, title: str | None = None) -> None:
+        """Sync status (and the title, when the run produced one) after a run."""
+        values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
+        if title:
+            values["title"] = title
+        async with self.session_factory.begin() as session:
+            await session.execute(update(ThreadRow).where(ThreadRow.id == thread_id).values(**values))
+
+    # -- runs -------------------------------------------------------------------------
+    async def create_run(
+        self, thread_id: str, run_id: str, run_input: dict[str, Any], *, owner: str
+    ) -> RunRecord:
+        row = RunRow(
+            id=run_id,
+            thread_id=thread_id,
+            status=RunStatus.PENDING.value,
+            input=run_input,
+            input_tokens=0,
+            output_tokens=0,
+            total_tokens=0,
+            created_at=utcnow(),
+            owner=owner,
+        )
+        async with self.session_factory.begin() as session:
+            session.add(row)
+        return RunRecord.of(row)
+
+    async def mark_started(self, run_id: str, thread_id: str) -> None:
+        now = utcnow()
+        async with self.session_factory.begin() as session:
+            await session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id)
+                .values(status=RunStatus.RUNNING.value, started_at=now)
+            )
+            await session.execute(
+                update(ThreadRow)
+                .where(ThreadRow.id == thread_id)
+                .values(status=ThreadStatus.BUSY.value, updated_at=now)
+            )
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        outcome: str | None,
+        answer: str | None = None,
+        error: str | None = None,
+        tokens: RunTokens | None = None,
+    ) -> None:
+        values: dict[str, Any] = {
+            "status": status,
+            "outcome": outcome,
+            "finished_at": utcnow(),
+            "error": error,
+        }
+        if answer is not None:
+            values["answer"] = answer
+        if tokens is not None:
+            values.update(
+                input_tokens=tokens.input_tokens,
+                output_tokens=tokens.output_tokens,
+                total_tokens=tokens.total_tokens,
+            )
+        async with self.session_factory.begin() as session:
+            await session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
+
+    async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
+        async with self.session_factory() as session:
+            row = await session.get(RunRow, run_id)
+            return RunRecord.of(row) if row is not None and row.thread_id == thread_id else None
+
+    async def list_runs(self, thread_id: str, *, limit: int = 100, offset: int = 0) -> list[RunRecord]:
+        async with self.session_factory() as session:
+            rows = await session.scalars(
+                select(RunRow)
+                .where(RunRow.thread_id == thread_id)
+                .order_by(RunRow.created_at, RunRow.id)
+                .limit(limit)
+                .offset(offset)
+            )
+            return [RunRecord.of(r) for r in rows]
+
+    async def interrupt_orphaned_runs(
+        self, *, is_dead: Callable[[str | None], bool] = owner_is_dead
+    ) -> Sequence[str]:
+        """Mark runs left ``pending``/``running`` by a dead process as ``interrupted``.
+
+        Their threads go to ``interrupted`` too, so a client polling a thread never sees it
+        ``busy`` forever after a crash. Returns the ids of the runs it changed.
+        """
+        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+        async with self.session_factory.begin() as session:
+            rows = (
+                await session.execute(
+                    select(RunRow.id, RunRow.thread_id, RunRow.owner).where(RunRow.status.in_(live))
+                )
+            ).all()
+            orphaned = [(run_id, thread_id) for run_id, thread_id, owner in rows if is_dead(owner)]
+            if not orphaned:
+                return ()
+            now = utcnow()
+            run_ids = [run_id for run_id, _ in orphaned]
+            await session.execute(
+                update(RunRow)
+                .where(RunRow.id.in_(run_ids), RunRow.status.in_(live))
+                .values(
+                    status=RunStatus.INTERRUPTED.value,
+                    outcome="aborted",
+                    finished_at=now,
+                    error="the process running it stopped before it finished",
+                )
+            )
+            await session.execute(
+                update(ThreadRow)
+                .where(
+                    ThreadRow.id.in_({t for _, t in orphaned}), ThreadRow.status == ThreadStatus.BUSY.value
+                )
+                .values(status=ThreadStatus.INTERRUPTED.value, updated_at=now)
+            )
+            return tuple(run_ids)
