@@ -1,0 +1,374 @@
+"""``IsolatedMiddleware``: a contributed middleware that cannot take a run down with it.
+
+Every middleware an extension contributes is wrapped before it reaches ``create_agent``.
+The wrapper has three jobs:
+
+* **Look exactly like the inner middleware to LangChain.** ``create_agent`` decides which
+  graph nodes and wrapper chains to build by comparing *class attributes* against
+  ``AgentMiddleware``'s (``m.__class__.before_model is not AgentMiddleware.before_model``).
+  A single wrapper class that defined every hook would add a node for every hook of every
+  contribution, and a wrapper that defined none would hide them all. So one subclass is
+  generated per inner class, defining precisely the hooks the inner class overrides, with
+  ``__can_jump_to__`` copied so conditional edges survive. ``tools``, ``state_schema``,
+  ``transformers`` and ``trace_policy`` are mirrored from the instance.
+* **Complete the sync/async pair.** LangChain treats ``wrap_model_call``/``awrap_model_call``
+  (and the tool pair) as one capability: a middleware that defines only one side is put in
+  *both* chains, and the missing side raises ``NotImplementedError`` on that execution path.
+  The wrapper gives the missing side a pass-through, so a sync-only extension does not break
+  ``ainvoke`` (it simply does not observe it — implement both sides to observe both paths).
+* **Fail open without repeating side effects.** An exception raised by the extension's own
+  code is recorded as an attributed diagnostic and the run continues as if the middleware
+  were absent. For wrap hooks the ``handler`` handed to the inner middleware is tracked, so
+  the wrapper knows whether the downstream model or tool call already happened: if it did,
+  its result is returned (a second model call would double cost and side effects); if it did
+  not, the wrapper calls the handler itself, once. Failures of the downstream call itself
+  are not the extension's fault and propagate unchanged — the retry layer outside needs to
+  see them as they are. LangGraph's control-flow exceptions (``GraphBubbleUp``: interrupts,
+  parent commands) are not failures either and always propagate.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from weakref import WeakKeyDictionary
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
+
+from .diagnostics import DiagnosticsList, get_diagnostics
+
+__all__ = ["STATE_HOOKS", "WRAP_HOOK_PAIRS", "IsolatedMiddleware", "implemented_hooks", "node_slug"]
+
+#: The node hooks (``before_*`` / ``after_*``), each with its own sync and async side.
+STATE_HOOKS: tuple[str, ...] = (
+    "before_agent",
+    "abefore_agent",
+    "before_model",
+    "abefore_model",
+    "after_model",
+    "aafter_model",
+    "after_agent",
+    "aafter_agent",
+)
+#: Wrap hooks as (sync, async) pairs LangChain treats as one capability.
+WRAP_HOOK_PAIRS: tuple[tuple[str, str], ...] = (
+    ("wrap_model_call", "awrap_model_call"),
+    ("wrap_tool_call", "awrap_tool_call"),
+)
+
+_ASYNC_STATE_HOOKS = frozenset(STATE_HOOKS[1::2])
+_PHASE = "middleware"
+_MISSING: Any = object()
+_MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
+_TOOL_RESULTS = (ToolMessage, Command)
+
+
+def implemented_hooks(cls: type) -> frozenset[str]:
+    """The hook names ``cls`` overrides, exactly as ``create_agent`` would detect them."""
+    names = [*STATE_HOOKS, *(hook for pair in WRAP_HOOK_PAIRS for hook in pair)]
+    return frozenset(name for name in names if getattr(cls, name, None) is not getattr(AgentMiddleware, name))
+
+
+def node_slug(text: str) -> str:
+    """A graph-node-safe fragment: LangGraph reserves ``|`` and ``:`` in node names."""
+    return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"
+
+
+@dataclass
+class _HandlerCalls:
+    """What the tracked handler saw, so a failure can be resolved without a second call."""
+
+    count: int = 0
+    result: Any = _MISSING
+    error: BaseException | None = None
+
+    def succeeded(self, result: Any) -> Any:
+        self.result, self.error = result, None
+        return result
+
+    def failed(self, error: BaseException) -> None:
+        self.result, self.error = _MISSING, error
+
+
+class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """Fail-open wrapper around one contributed middleware, attributed to ``extension``.
+
+    ``IsolatedMiddleware(inner, extension=...)`` returns an instance of a subclass generated
+    for ``type(inner)`` (cached), which defines only the hooks ``inner`` implements. This base
+    class defines no hook at all, on purpose. ``index`` disambiguates node names when one
+    stack holds the same class from the same extension more than once; the composition point
+    assigns it deterministically so node names (which end up in checkpoints) are stable.
+    """
+
+    _hooks: ClassVar[frozenset[str]] = frozenset()
+
+    def __new__(
+        cls,
+        inner: AgentMiddleware,  # type: ignore[type-arg]
+        *,
+        extension: str,
+        index: int = 1,
+        diagnostics: DiagnosticsList | None = None,
+    ) -> IsolatedMiddleware:
+        if not isinstance(inner, AgentMiddleware):
+            raise TypeError(f"expected an AgentMiddleware, got {type(inner).__name__}")
+        if isinstance(inner, IsolatedMiddleware):
+            raise TypeError("middleware is already isolated")
+        if cls is IsolatedMiddleware:
+            cls = _isolated_class_for(type(inner))
+        return object.__new__(cls)
+
+    def __init__(
+        self,
+        inner: AgentMiddleware,  # type: ignore[type-arg]
+        *,
+        extension: str,
+        index: int = 1,
+        diagnostics: DiagnosticsList | None = None,
+    ) -> None:
+        self._inner = inner
+        self._extension = extension
+        self._diagnostics = diagnostics
+        self._name = f"ext_{node_slug(extension)}_{node_slug(type(inner).__name__)}_{index}"
+        # Mirrored once, here: create_agent reads these during construction, and a raising
+        # property in extension code must become a diagnostic, not a failed build.
+        self.tools = list(self._mirror("tools", []))
+        self.state_schema = self._mirror("state_schema", AgentMiddleware.state_schema)
+        self.transformers = tuple(self._mirror("transformers", ()))
+        self.trace_policy = self._mirror("trace_policy", None)
+
+    # -- attribution -----------------------------------------------------------------------
+    @property
+    def inner(self) -> AgentMiddleware:  # type: ignore[type-arg]
+        """The extension's own middleware."""
+        return self._inner
+
+    @property
+    def extension(self) -> str:
+        """Attribution: the contributing entry's resolved ``module:attr``."""
+        return self._extension
+
+    @property
+    def name(self) -> str:
+        """A unique, LangGraph-valid node-name prefix: ``ext_<slug>_<ClassName>_<n>``."""
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"IsolatedMiddleware({self._inner!r}, extension={self._extension!r})"
+
+    # -- failure handling ------------------------------------------------------------------
+    def _mirror(self, attr: str, default: Any) -> Any:
+        try:
+            value = getattr(self._inner, attr, default)
+        except Exception as exc:  # a property in extension code
+            self._fail(attr, exc)
+            return default
+        return default if value is None and default is not None else value
+
+    def _fail(self, hook: str, exc: BaseException) -> None:
+        diagnostics = self._diagnostics if self._diagnostics is not None else get_diagnostics()
+        diagnostics.record(
+            self._extension,
+            _PHASE,
+            f"{type(self._inner).__name__}.{hook} raised {type(exc).__name__}: {exc}",
+            exc=exc,
+        )
+
+    def _bad_result(self, hook: str, result: Any) -> None:
+        self._fail(hook, TypeError(f"returned {type(result).__name__}, which is not a valid {hook} result"))
+
+    # -- node hooks ------------------------------------------------------------------------
+    def _run_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
+        try:
+            update = getattr(self._inner, hook)(state, runtime)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            self._fail(hook, exc)
+            return None
+        return self._checked_update(hook, update)
+
+    async def _arun_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
+        try:
+            update = await getattr(self._inner, hook)(state, runtime)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            self._fail(hook, exc)
+            return None
+        return self._checked_update(hook, update)
+
+    def _checked_update(self, hook: str, update: Any) -> Any:
+        # A malformed update would fail later inside LangGraph, far from the extension that
+        # produced it; reject it here, attributed, and apply nothing.
+        if update is None or isinstance(update, (Mapping, Command)):
+            return update
+        self._bad_result(hook, update)
+        return None
+
+    # -- wrap hooks ------------------------------------------------------------------------
+    def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
+        calls = _HandlerCalls()
+
+        def tracked(req: Any) -> Any:
+            calls.count += 1
+            try:
+                return calls.succeeded(handler(req))
+            except BaseException as exc:
+                calls.failed(exc)
+                raise
+
+        failure: Exception | None = None
+        try:
+            result = getattr(self._inner, hook)(request, tracked)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            if exc is calls.error:
+                raise  # the downstream call failed: not the extension's fault
+            failure = exc
+        else:
+            if isinstance(result, _valid_results(hook)):
+                return result
+            self._bad_result(hook, result)
+        if failure is not None:
+            self._fail(hook, failure)
+        if calls.count == 0:
+            return handler(request)
+        return self._downstream_outcome(calls)
+
+    async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        calls = _HandlerCalls()
+
+        async def tracked(req: Any) -> Any:
+            calls.count += 1
+            try:
+                return calls.succeeded(await handler(req))
+            except BaseException as exc:
+                calls.failed(exc)
+                raise
+
+        failure: Exception | None = None
+        try:
+            result = await getattr(self._inner, hook)(request, tracked)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            if exc is calls.error:
+                raise
+            failure = exc
+        else:
+            if isinstance(result, _valid_results(hook)):
+                return result
+            self._bad_result(hook, result)
+        if failure is not None:
+            self._fail(hook, failure)
+        if calls.count == 0:
+            return await handler(request)
+        return self._downstream_outcome(calls)
+
+    @staticmethod
+    def _downstream_outcome(calls: _HandlerCalls) -> Any:
+        """What the run would have got without the extension, without a second call."""
+        if calls.error is not None:
+            # The last downstream call failed and the extension then raised something else:
+            # surface the downstream failure, as if the extension were absent.
+            raise calls.error
+        return calls.result
+
+
+def _valid_results(hook: str) -> tuple[type, ...]:
+    return _MODEL_RESULTS if "model" in hook else _TOOL_RESULTS
+
+
+# -- per-class generation --------------------------------------------------------------------
+_classes: WeakKeyDictionary[type, type[IsolatedMiddleware]] = WeakKeyDictionary()
+_classes_lock = threading.Lock()
+
+
+def _isolated_class_for(inner_cls: type) -> type[IsolatedMiddleware]:
+    with _classes_lock:
+        cls = _classes.get(inner_cls)
+        if cls is None:
+            cls = _build_class(inner_cls)
+            _classes[inner_cls] = cls
+        return cls
+
+
+def _build_class(inner_cls: type) -> type[IsolatedMiddleware]:
+    hooks = implemented_hooks(inner_cls)
+    namespace: dict[str, Any] = {"_hooks": hooks, "__module__": __name__, "__qualname__": ""}
+    for hook in STATE_HOOKS:
+        if hook in hooks:
+            namespace[hook] = _state_method(hook, is_async=hook in _ASYNC_STATE_HOOKS)
+    for sync_hook, async_hook in WRAP_HOOK_PAIRS:
+        if sync_hook not in hooks and async_hook not in hooks:
+            continue
+        sync_impl = _wrap_method if sync_hook in hooks else _sync_pass_through
+        async_impl = _awrap_method if async_hook in hooks else _async_pass_through
+        namespace[sync_hook] = sync_impl(sync_hook)
+        namespace[async_hook] = async_impl(async_hook)
+    for hook in hooks:
+        jump = getattr(getattr(inner_cls, hook, None), "__can_jump_to__", None)
+        if jump is not None and hook in namespace:
+            namespace[hook].__can_jump_to__ = list(jump)
+    name = f"Isolated{inner_cls.__name__}"
+    namespace["__qualname__"] = name
+    return type(name, (IsolatedMiddleware,), namespace)
+
+
+def _state_method(hook: str, *, is_async: bool) -> Callable[..., Any]:
+    if is_async:
+
+        async def async_hook(self: IsolatedMiddleware, state: Any, runtime: Any) -> Any:
+            return await self._arun_state_hook(hook, state, runtime)
+
+        async_hook.__name__ = hook
+        return async_hook
+
+    def sync_hook(self: IsolatedMiddleware, state: Any, runtime: Any) -> Any:
+        return self._run_state_hook(hook, state, runtime)
+
+    sync_hook.__name__ = hook
+    return sync_hook
+
+
+def _wrap_method(hook: str) -> Callable[..., Any]:
+    def wrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._run_wrap_hook(hook, request, handler)
+
+    wrap.__name__ = hook
+    return wrap
+
+
+def _awrap_method(hook: str) -> Callable[..., Any]:
+    async def awrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await self._arun_wrap_hook(hook, request, handler)
+
+    awrap.__name__ = hook
+    return awrap
+
+
+def _sync_pass_through(hook: str) -> Callable[..., Any]:
+    def pass_through(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+    pass_through.__name__ = hook
+    return pass_through
+
+
+def _async_pass_through(hook: str) -> Callable[..., Any]:
+    async def pass_through(
+        self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        return await handler(request)
+
+    pass_through.__name__ = hook
+    return pass_through

@@ -1,0 +1,452 @@
+"""IsolatedMiddleware under a real ``create_agent`` graph: fail open, never call twice."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, NotRequired
+
+import pytest
+from langchain.agents import AgentState, create_agent
+from langchain.agents.middleware import AgentMiddleware, hook_config
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+
+from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.isolation import IsolatedMiddleware, implemented_hooks
+
+EXT = "acme_audit:install"
+_ids = itertools.count()
+
+
+class ScriptedModel(BaseChatModel):
+    """Replies from a script (one reply per call, last one repeated) and counts calls."""
+
+    script: list[AIMessage]
+    calls: list[int]
+    fail_with: Exception | None = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedModel:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.calls.append(len(messages))
+        if self.fail_with is not None:
+            raise self.fail_with
+        reply = self.script[min(len(self.calls) - 1, len(self.script) - 1)]
+        return ChatResult(
+            generations=[ChatGeneration(message=reply.model_copy(update={"id": f"m{next(_ids)}"}))]
+        )
+
+
+def scripted(*replies: AIMessage, fail_with: Exception | None = None) -> ScriptedModel:
+    return ScriptedModel(script=list(replies) or [AIMessage("done")], calls=[], fail_with=fail_with)
+
+
+tool_runs: list[str] = []
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text back."""
+    tool_runs.append(text)
+    return f"echo: {text}"
+
+
+def call_echo() -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "hi"}, "id": f"call{next(_ids)}"}])
+
+
+@pytest.fixture(autouse=True)
+def _reset_tool_runs() -> None:
+    tool_runs.clear()
+
+
+@pytest.fixture
+def diagnostics() -> DiagnosticsList:
+    return DiagnosticsList()
+
+
+async def run(agent: Any, mode: str) -> dict[str, Any]:
+    payload = {"messages": [{"role": "user", "content": "hello"}]}
+    if mode == "sync":
+        return agent.invoke(payload)  # type: ignore[no-any-return]
+    return await agent.ainvoke(payload)  # type: ignore[no-any-return]
+
+
+def isolate(mw: AgentMiddleware, diagnostics: DiagnosticsList, index: int = 1) -> IsolatedMiddleware:
+    return IsolatedMiddleware(mw, extension=EXT, index=index, diagnostics=diagnostics)
+
+
+class Boom(RuntimeError):
+    pass
+
+
+# -- extension middlewares ----------------------------------------------------------------
+class ModelBeforeHandler(AgentMiddleware):
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise Boom("before handler")
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise Boom("before handler")
+
+
+class ModelAfterHandler(AgentMiddleware):
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        handler(request)
+        raise Boom("after handler")
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        await handler(request)
+        raise Boom("after handler")
+
+
+class ToolBeforeHandler(AgentMiddleware):
+    def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise Boom("tool before")
+
+    async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise Boom("tool before")
+
+
+class ToolAfterHandler(AgentMiddleware):
+    def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        handler(request)
+        raise Boom("tool after")
+
+    async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        await handler(request)
+        raise Boom("tool after")
+
+
+class SyncOnlyModelObserver(AgentMiddleware):
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.seen += 1
+        return handler(request)
+
+
+class AsyncOnlyModelObserver(AgentMiddleware):
+    def __init__(self) -> None:
+        self.seen = 0
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.seen += 1
+        return await handler(request)
+
+
+class SyncOnlyRaisingTool(AgentMiddleware):
+    def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        result = handler(request)
+        raise Boom("sync-only tool after")
+        return result  # pragma: no cover
+
+
+class AsyncOnlyRaisingModel(AgentMiddleware):
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise Boom("async-only before")
+
+
+class RaisingNodeHooks(AgentMiddleware):
+    def before_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        raise Boom("before_model")
+
+    def after_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        raise Boom("after_model")
+
+    async def aafter_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        raise Boom("aafter_model")
+
+
+class GarbageResult(AgentMiddleware):
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return "not a response"
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return "not a response"
+
+
+# -- fail open without repeating the downstream call ----------------------------------------
+MODEL_CASES = [(ModelBeforeHandler, "before handler"), (ModelAfterHandler, "after handler")]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(("cls", "text"), MODEL_CASES)
+async def test_model_wrapper_failure_calls_model_exactly_once(
+    mode: str, cls: type[AgentMiddleware], text: str, diagnostics: DiagnosticsList
+) -> None:
+    model = scripted(AIMessage("the answer"))
+    agent = create_agent(model, middleware=[isolate(cls(), diagnostics)])
+
+    result = await run(agent, mode)
+
+    assert result["messages"][-1].content == "the answer"
+    assert len(model.calls) == 1
+    (diag,) = diagnostics.for_extension(EXT)
+    assert diag.phase == "middleware"
+    assert diag.error_type == "Boom"
+    hook = "wrap_model_call" if mode == "sync" else "awrap_model_call"
+    assert diag.message == f"{cls.__name__}.{hook} raised Boom: {text}"
+
+
+TOOL_CASES = [ToolBeforeHandler, ToolAfterHandler]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("cls", TOOL_CASES)
+async def test_tool_wrapper_failure_runs_tool_exactly_once(
+    mode: str, cls: type[AgentMiddleware], diagnostics: DiagnosticsList
+) -> None:
+    model = scripted(call_echo(), AIMessage("finished"))
+    agent = create_agent(model, tools=[echo], middleware=[isolate(cls(), diagnostics)])
+
+    result = await run(agent, mode)
+
+    assert tool_runs == ["hi"]
+    assert len(model.calls) == 2
+    tool_messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert [m.content for m in tool_messages] == ["echo: hi"]
+    assert result["messages"][-1].content == "finished"
+    assert [d.extension for d in diagnostics] == [EXT]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_one_sided_wrappers_get_a_pass_through(mode: str, diagnostics: DiagnosticsList) -> None:
+    sync_only, async_only = SyncOnlyModelObserver(), AsyncOnlyModelObserver()
+    model = scripted(AIMessage("ok"))
+    agent = create_agent(
+        model, middleware=[isolate(sync_only, diagnostics), isolate(async_only, diagnostics)]
+    )
+
+    result = await run(agent, mode)
+
+    assert result["messages"][-1].content == "ok"
+    assert len(model.calls) == 1
+    # Each extension observes only the path it implements; neither path breaks.
+    assert (sync_only.seen, async_only.seen) == ((1, 0) if mode == "sync" else (0, 1))
+    assert len(diagnostics) == 0
+
+
+def test_without_the_wrapper_a_one_sided_middleware_breaks_the_other_path() -> None:
+    # The reason the pass-through exists: LangChain puts a sync-only wrapper in the async chain.
+    agent = create_agent(scripted(), middleware=[SyncOnlyModelObserver()])
+    import asyncio
+
+    with pytest.raises(NotImplementedError):
+        asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "x"}]}))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_one_sided_raising_middleware_fails_open_on_its_own_path(
+    mode: str, diagnostics: DiagnosticsList
+) -> None:
+    model = scripted(call_echo(), AIMessage("finished"))
+    agent = create_agent(
+        model,
+        tools=[echo],
+        middleware=[
+            isolate(SyncOnlyRaisingTool(), diagnostics),
+            isolate(AsyncOnlyRaisingModel(), diagnostics),
+        ],
+    )
+
+    result = await run(agent, mode)
+
+    assert result["messages"][-1].content == "finished"
+    assert tool_runs == ["hi"]
+    assert len(model.calls) == 2
+    messages = {d.message for d in diagnostics.for_extension(EXT)}
+    if mode == "sync":
+        assert messages == {"SyncOnlyRaisingTool.wrap_tool_call raised Boom: sync-only tool after"}
+    else:
+        # Two model calls, each failing open before the handler.
+        assert messages == {"AsyncOnlyRaisingModel.awrap_model_call raised Boom: async-only before"}
+        assert len(diagnostics) == 2
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_node_hook_failure_is_a_diagnostic_and_no_update(
+    mode: str, diagnostics: DiagnosticsList
+) -> None:
+    model = scripted(AIMessage("ok"))
+    inner = RaisingNodeHooks()
+    agent = create_agent(model, middleware=[isolate(inner, diagnostics)])
+
+    result = await run(agent, mode)
+
+    assert result["messages"][-1].content == "ok"
+    assert len(model.calls) == 1
+    messages = [d.message for d in diagnostics]
+    after = "after_model" if mode == "sync" else "aafter_model"
+    assert messages == [
+        "RaisingNodeHooks.before_model raised Boom: before_model",
+        f"RaisingNodeHooks.{after} raised Boom: {after}",
+    ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_downstream_model_error_propagates_unchanged(mode: str, diagnostics: DiagnosticsList) -> None:
+    failure = ConnectionError("provider down")
+    model = scripted(fail_with=failure)
+    agent = create_agent(
+        model,
+        middleware=[isolate(ModelAfterHandler(), diagnostics), isolate(SyncOnlyModelObserver(), diagnostics)],
+    )
+
+    with pytest.raises(ConnectionError) as caught:
+        await run(agent, mode)
+
+    assert caught.value is failure
+    assert len(model.calls) == 1
+    assert len(diagnostics) == 0
+
+
+class TranslatesErrors(AgentMiddleware):
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        try:
+            return handler(request)
+        except ConnectionError as exc:
+            raise ValueError("extension bug while handling") from exc
+
+
+def test_extension_raising_over_a_downstream_failure_surfaces_the_downstream_failure(
+    diagnostics: DiagnosticsList,
+) -> None:
+    failure = ConnectionError("provider down")
+    model = scripted(fail_with=failure)
+    agent = create_agent(model, middleware=[isolate(TranslatesErrors(), diagnostics)])
+
+    with pytest.raises(ConnectionError) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "x"}]})
+
+    assert caught.value is failure
+    assert len(model.calls) == 1
+    assert [d.error_type for d in diagnostics] == ["ValueError"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_invalid_result_is_replaced_by_the_real_call(mode: str, diagnostics: DiagnosticsList) -> None:
+    model = scripted(AIMessage("real"))
+    agent = create_agent(model, middleware=[isolate(GarbageResult(), diagnostics)])
+
+    result = await run(agent, mode)
+
+    assert result["messages"][-1].content == "real"
+    assert len(model.calls) == 1
+    (diag,) = diagnostics
+    assert "GarbageResult" in diag.message and "returned str" in diag.message
+
+
+# -- the wrapper looks exactly like the inner middleware -------------------------------------
+class Notes(AgentState):  # type: ignore[type-arg]
+    notes: NotRequired[list[str]]
+
+
+@tool
+def remember(note: str) -> str:
+    """Remember a note."""
+    return f"noted {note}"
+
+
+class WithToolsAndState(AgentMiddleware):
+    state_schema = Notes
+    tools = [remember]
+
+    def after_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        return {"notes": [*state.get("notes", []), f"turn{len(state['messages'])}"]}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_tools_and_state_schema_work_through_the_wrapper(
+    mode: str, diagnostics: DiagnosticsList
+) -> None:
+    inner = WithToolsAndState()
+    model = scripted(
+        AIMessage("", tool_calls=[{"name": "remember", "args": {"note": "n1"}, "id": "r1"}]), AIMessage("bye")
+    )
+    wrapped = isolate(inner, diagnostics)
+    agent = create_agent(model, middleware=[wrapped])
+
+    result = await run(agent, mode)
+
+    assert wrapped.tools == [remember]
+    assert wrapped.state_schema is Notes
+    assert [m.content for m in result["messages"] if isinstance(m, ToolMessage)] == ["noted n1"]
+    assert result["notes"] == ["turn2", "turn4"]
+    assert len(diagnostics) == 0
+
+
+def test_exactly_the_inner_hooks_are_exposed() -> None:
+    for cls, expected in [
+        (RaisingNodeHooks, {"before_model", "after_model", "aafter_model"}),
+        (SyncOnlyModelObserver, {"wrap_model_call", "awrap_model_call"}),
+        (AsyncOnlyModelObserver, {"wrap_model_call", "awrap_model_call"}),
+        (ToolBeforeHandler, {"wrap_tool_call", "awrap_tool_call"}),
+        (WithToolsAndState, {"after_model"}),
+    ]:
+        wrapped = IsolatedMiddleware(cls(), extension=EXT)
+        assert type(wrapped) is not IsolatedMiddleware
+        assert isinstance(wrapped, IsolatedMiddleware)
+        assert implemented_hooks(type(wrapped)) == expected, cls
+    assert implemented_hooks(IsolatedMiddleware) == frozenset()
+
+
+def test_graph_nodes_match_the_inner_middleware() -> None:
+    plain = create_agent(scripted(), middleware=[RaisingNodeHooks()])
+    wrapped = create_agent(scripted(), middleware=[IsolatedMiddleware(RaisingNodeHooks(), extension=EXT)])
+    suffixes = lambda graph: sorted(n.split(".", 1)[1] for n in graph.get_graph().nodes if "." in n)  # noqa: E731
+    assert suffixes(plain) == suffixes(wrapped) == ["after_model", "before_model"]
+
+
+class Jumper(AgentMiddleware):
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        return {"jump_to": "end"}
+
+
+def test_jump_targets_survive_the_wrapper(diagnostics: DiagnosticsList) -> None:
+    model = scripted()
+    agent = create_agent(model, middleware=[isolate(Jumper(), diagnostics)])
+    agent.invoke({"messages": [{"role": "user", "content": "x"}]})
+    assert model.calls == []
+
+
+def test_node_names_are_unique_valid_and_attributed(diagnostics: DiagnosticsList) -> None:
+    first, second = isolate(RaisingNodeHooks(), diagnostics, 1), isolate(RaisingNodeHooks(), diagnostics, 2)
+    assert first.name == "ext_acme_audit_install_RaisingNodeHooks_1"
+    assert second.name == "ext_acme_audit_install_RaisingNodeHooks_2"
+    agent = create_agent(scripted(AIMessage("ok")), middleware=[first, second])
+    assert agent.invoke({"messages": [{"role": "user", "content": "x"}]})["messages"][-1].content == "ok"
+    assert first.inner.__class__ is RaisingNodeHooks and first.extension == EXT
+
+
+def test_only_middleware_can_be_isolated() -> None:
+    with pytest.raises(TypeError):
+        IsolatedMiddleware(object(), extension=EXT)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        IsolatedMiddleware(IsolatedMiddleware(Jumper(), extension=EXT), extension=EXT)
+
+
+def test_diagnostics_default_to_the_process_wide_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    live = DiagnosticsList()
+    monkeypatch.setattr("deerflow_ext.extensions.isolation.get_diagnostics", lambda: live)
+    model = scripted(AIMessage("ok"))
+    create_agent(model, middleware=[IsolatedMiddleware(ModelBeforeHandler(), extension=EXT)]).invoke(
+        {"messages": [{"role": "user", "content": "x"}]}
+    )
+    assert [d.extension for d in live] == [EXT]
