@@ -16,6 +16,8 @@ from alembic.config import Config
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .models import CHECKPOINT_TABLES
+
 __all__ = ["MIGRATIONS_DIR", "alembic_config", "host_include_object", "upgrade_head"]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -24,14 +26,24 @@ IncludeObject = Callable[[Any, str | None, str, bool, Any], bool]
 
 
 def host_include_object(prefixes: Sequence[str]) -> IncludeObject:
-    """The host's autogenerate filter: everything except tables owned by extension prefixes.
+    """The host's autogenerate filter: skip extension-owned and checkpointer tables.
 
-    Imported lazily so the persistence layer does not pull in the extension runtime unless a
-    migration actually runs.
+    Extension tables are matched by prefix (``make_include_object``); the LangGraph
+    checkpointer's tables share the database but are migrated by the saver's own ``setup()``,
+    so a host revision must not propose to drop them either. Imported lazily so the
+    persistence layer does not pull in the extension runtime unless a migration runs.
     """
     from deerflow_ext.extensions.tables import make_include_object
 
-    return make_include_object(tuple(prefixes))
+    by_prefix = make_include_object(tuple(prefixes))
+
+    def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        table = name if type_ == "table" else getattr(getattr(obj, "table", None), "name", None)
+        if table in CHECKPOINT_TABLES:
+            return False
+        return by_prefix(obj, name, type_, reflected, compare_to)
+
+    return include_object
 
 
 def alembic_config(

@@ -15,6 +15,7 @@ from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, MetaData, Str
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "CHECKPOINT_TABLES",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
     "Base",
@@ -108,5 +109,14 @@ class RunRow(Base):
     owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
-HOST_TABLES: tuple[str, ...] = (*Base.metadata.tables, HOST_VERSION_TABLE)
+CHECKPOINT_TABLES: tuple[str, ...] = (
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "checkpoint_migrations",
+    "writes",  # the SQLite saver's name for checkpoint writes
+)
+"""Tables the LangGraph checkpointer creates in the same database."""
+
+HOST_TABLES: tuple[str, ...] = (*Base.metadata.tables, HOST_VERSION_TABLE, *CHECKPOINT_TABLES)
 """Every table the host owns; an extension's ``table_prefix`` must not claim any of them."""

@@ -1,0 +1,53 @@
+"""One run as the runtime tracks it while it is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .stream import RunStream
+
+__all__ = ["RunHandle", "RunPhase"]
+
+
+class RunPhase(enum.Enum):
+    QUEUED = "queued"  # created, waiting to hold its thread
+    RUNNING = "running"  # admitted and marked started: it gets both lifecycle hooks
+    FINALIZING = "finalizing"  # persisting and notifying; an interrupt no longer applies
+    DONE = "done"
+
+
+@dataclass(eq=False)
+class RunHandle:
+    """Mutable in-flight state of one run; the persisted row is the durable record.
+
+    ``extensions`` is the snapshot resolved once when the run was created: the worker uses
+    this same object for the task store, both notifications and the agent.
+    """
+
+    run_id: str
+    thread_id: str
+    extensions: Any
+    stream: RunStream
+    phase: RunPhase = RunPhase.QUEUED
+    interrupted: bool = False
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+    finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def interrupt(self) -> bool:
+        """Cancel the run unless it is already finalizing; True when a cancel was sent.
+
+        A finalizing run is left alone on purpose: its ``on_task_stop`` is running under the
+        barrier and a follow-up is already waiting for it, so cancelling would only cut the
+        extension's bookkeeping short.
+        """
+        if self.phase in (RunPhase.FINALIZING, RunPhase.DONE) or self.task is None:
+            return False
+        self.interrupted = True
+        self.task.cancel()
+        return True
+
+    async def wait(self) -> None:
+        await self.finished.wait()

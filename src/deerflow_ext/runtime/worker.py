@@ -1,0 +1,243 @@
+"""The lead-run worker: the spec's exact order around the finalizing barrier.
+
+1. Hold the thread (admission), mark the run started. Cancelled before this: no hooks.
+2. ``notify_task_start`` — before the agent is built.
+3. ``AgentHost.run_lead`` — the agent, goal continuations included.
+4. Persist status and token usage, sync the thread's title and status, completion hooks.
+5. ``notify_task_stop`` while the thread is still held.
+6. Release the thread, then publish the stream end.
+
+A cancel (stop button, follow-up interrupt, shutdown) is *absorbed* once it has been mapped
+to the ``aborted`` outcome: the worker calls ``Task.uncancel()`` so persistence and
+``on_task_stop`` run to completion instead of being cut short by the same cancel. A second
+cancel — the shutdown drain giving up — still interrupts finalization.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from deerflow_extension_api import TaskInfo, TaskOutcome
+
+from ..extensions.snapshot import publish_snapshot
+from ..persistence.models import RunStatus, ThreadStatus
+from ..persistence.records import HostStore, RunTokens
+from .coordinator import ThreadCoordinator
+from .handle import RunHandle, RunPhase
+
+__all__ = [
+    "CompletionHook",
+    "LeadRunSpec",
+    "LeadRunner",
+    "RunCompletion",
+    "RunWorkerDeps",
+    "execute_lead_run",
+]
+
+logger = logging.getLogger("deerflow_ext.runtime")
+
+Emit = Callable[[str, Any], Awaitable[None]]
+
+
+class LeadRunner(Protocol):
+    """What the worker needs from ``deerflow_ext.agents.host.AgentHost``."""
+
+    async def run_lead(
+        self, request: Any, *, extensions: Any, task_store: Any, emit: Emit | None = None
+    ) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RunCompletion:
+    """What a completion hook learns about a finished run."""
+
+    run_id: str
+    thread_id: str
+    status: str
+    outcome: TaskOutcome
+    result: Any = None
+    error: BaseException | None = None
+
+
+CompletionHook = Callable[[RunCompletion], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RunWorkerDeps:
+    store: HostStore
+    coordinator: ThreadCoordinator
+    agent_host: LeadRunner
+    notify_budget: float | None = None
+    completion_hooks: Sequence[CompletionHook] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class LeadRunSpec:
+    messages: tuple[dict[str, Any], ...]
+    goal: str | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> Any:
+    from ..agents.host import LeadRunRequest
+
+    # The snapshot key is written after the caller's context is merged, so a caller-supplied
+    # value under it is never what the run uses.
+    context = publish_snapshot(dict(spec.context), handle.extensions)
+    return LeadRunRequest(
+        thread_id=handle.thread_id,
+        run_id=handle.run_id,
+        messages=spec.messages,
+        goal=spec.goal,
+        context=context,
+    )
+
+
+def _tokens(result: Any) -> RunTokens:
+    usage = getattr(result, "token_usage", None)
+    return RunTokens(
+        int(getattr(usage, "input_tokens", 0) or 0),
+        int(getattr(usage, "output_tokens", 0) or 0),
+        int(getattr(usage, "total_tokens", 0) or 0),
+    )
+
+
+def _absorb_cancel() -> None:
+    # Every pending cancel request is absorbed: notify decides a contributor's
+    # CancelledError by ``Task.cancelling()``, and a leftover count would make a
+    # contributor's own timeout look like the host being cancelled.
+    task = asyncio.current_task()
+    while task is not None and task.cancelling():
+        task.uncancel()
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) -> None:
+    """Run one lead run to its end; never raises for the run's own failures."""
+    status, outcome = RunStatus.INTERRUPTED, TaskOutcome.ABORTED
+    try:
+        try:
+            async with deps.coordinator.hold(handle.thread_id, handle.run_id):
+                await deps.store.mark_started(handle.run_id, handle.thread_id)
+                handle.phase = RunPhase.RUNNING
+                status, outcome = await _lifecycle(handle, spec, deps)
+        except asyncio.CancelledError:
+            if handle.phase is not RunPhase.QUEUED:
+                raise  # a second cancel during finalization: the drain gave up on us
+            # Cancelled before admission: no hooks, but the row must not stay "pending".
+            _absorb_cancel()
+            await _persist_unstarted(handle, deps)
+    finally:
+        handle.phase = RunPhase.DONE
+        handle.stream.close({"run_id": handle.run_id, "status": status.value, "outcome": outcome.value})
+        handle.finished.set()
+
+
+async def _persist_unstarted(handle: RunHandle, deps: RunWorkerDeps) -> None:
+    try:
+        await deps.store.finish_run(
+            handle.run_id,
+            status=RunStatus.INTERRUPTED.value,
+            outcome=TaskOutcome.ABORTED.value,
+            error="interrupted before it started",
+        )
+    except Exception:
+        logger.exception("run %s: could not persist its interruption", handle.run_id)
+
+
+async def _lifecycle(
+    handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps
+) -> tuple[RunStatus, TaskOutcome]:
+    """Steps 2 to 5, inside the thread hold."""
+    from ..extensions.notify import notify_task_start, notify_task_stop
+
+    extensions = handle.extensions
+    task_store = extensions.new_task_store(handle.run_id)
+    info = TaskInfo(task_id=handle.run_id, run_id=handle.run_id, thread_id=handle.thread_id, kind="lead")
+    budget = {} if deps.notify_budget is None else {"budget": deps.notify_budget}
+
+    result: Any = None
+    error: BaseException | None = None
+    try:
+        # No task store means no lifecycle contributor: nothing to notify.
+        if task_store is not None:
+            await notify_task_start(extensions, task_store, info, **budget)
+
+        async def emit(event: str, data: Any) -> None:
+            handle.stream.publish(event, data)
+
+        result = await deps.agent_host.run_lead(
+            _lead_request(handle, spec), extensions=extensions, task_store=task_store, emit=emit
+        )
+        status, outcome = RunStatus.SUCCESS, TaskOutcome.COMPLETED
+    except asyncio.CancelledError as exc:
+        _absorb_cancel()
+        status, outcome, error = RunStatus.INTERRUPTED, TaskOutcome.ABORTED, exc
+    except Exception as exc:
+        logger.warning("run %s failed: %s", handle.run_id, _error_text(exc), exc_info=exc)
+        status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
+        handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
+
+    handle.phase = RunPhase.FINALIZING
+    await _persist(handle, deps, status, outcome, result, error)
+    await _run_completion_hooks(
+        deps, RunCompletion(handle.run_id, handle.thread_id, status.value, outcome, result, error)
+    )
+    if task_store is not None:
+        try:
+            await notify_task_stop(extensions, task_store, info, outcome, **budget)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # notify contains contributor failures; this is the host's own
+            logger.exception("run %s: on_task_stop notification failed", handle.run_id)
+    return status, outcome
+
+
+_THREAD_STATUS = {
+    RunStatus.SUCCESS: ThreadStatus.IDLE,
+    RunStatus.INTERRUPTED: ThreadStatus.INTERRUPTED,
+    RunStatus.ERROR: ThreadStatus.ERROR,
+}
+
+
+async def _persist(
+    handle: RunHandle,
+    deps: RunWorkerDeps,
+    status: RunStatus,
+    outcome: TaskOutcome,
+    result: Any,
+    error: BaseException | None,
+) -> None:
+    # A database failure here is logged, not raised: on_task_stop must still run, and the
+    # startup recovery marks a row stuck in "running" as interrupted on the next start.
+    try:
+        await deps.store.finish_run(
+            handle.run_id,
+            status=status.value,
+            outcome=outcome.value,
+            answer=getattr(result, "answer", None),
+            error=None
+            if error is None
+            else ("interrupted" if status is RunStatus.INTERRUPTED else _error_text(error)),
+            tokens=_tokens(result) if result is not None else None,
+        )
+        await deps.store.set_thread_state(
+            handle.thread_id, status=_THREAD_STATUS[status].value, title=getattr(result, "title", None)
+        )
+    except Exception:
+        logger.exception("run %s: could not persist its completion", handle.run_id)
+
+
+async def _run_completion_hooks(deps: RunWorkerDeps, completion: RunCompletion) -> None:
+    for hook in deps.completion_hooks:
+        try:
+            await hook(completion)
+        except Exception:
+            logger.exception("run %s: completion hook %r failed", completion.run_id, hook)
