@@ -1,0 +1,122 @@
+"""Process settings from ``DEERFLOW_*`` environment variables.
+
+``config.yaml`` describes *what* the Gateway runs (extensions, models, limits) and is edited
+by operators; these settings describe *where* one process runs it (which file, which
+database, which socket), so they come from the environment, where deployment tooling puts
+such things. Both ``serve`` and the CLI read them, which is why the defaults live here once.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_DATA_DIR",
+    "Settings",
+    "async_database_url",
+    "default_database_url",
+    "sqlite_database_path",
+    "sync_database_url",
+]
+
+DEFAULT_CONFIG_PATH = Path("config.yaml")
+DEFAULT_DATA_DIR = Path(".deer-flow")
+
+# Driver pairs: the Gateway talks to the database through SQLAlchemy's asyncio engine,
+# while alembic and LangGraph's synchronous checkpointers need the blocking driver for the
+# very same database. Keeping the mapping here means DEERFLOW_DATABASE_URL is written once,
+# in either form, and every consumer derives the variant it needs.
+_ASYNC_FOR_SYNC = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+pysqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgresql+psycopg": "postgresql+asyncpg",
+    "postgresql+psycopg2": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+}
+_SYNC_FOR_ASYNC = {
+    "sqlite+aiosqlite": "sqlite",
+    "postgresql+asyncpg": "postgresql+psycopg",
+    "postgresql+psycopg_async": "postgresql+psycopg",
+}
+
+
+def default_database_url() -> str:
+    """A SQLite file under ``./.deer-flow/``, made absolute when the settings are read.
+
+    Absolute because the Gateway, alembic and the CLI may resolve it from different working
+    directories later; the directory itself is created by the persistence layer on first use.
+    """
+    return f"sqlite+aiosqlite:///{(Path.cwd() / DEFAULT_DATA_DIR / 'deerflow.db').as_posix()}"
+
+
+def _split(url: str) -> tuple[str, str]:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ValueError(f"not a database URL (no '://'): {url!r}")
+    return scheme, rest
+
+
+def async_database_url(url: str) -> str:
+    """``url`` with its asyncio driver (``sqlite`` -> ``sqlite+aiosqlite``, ...); unknown ones unchanged."""
+    scheme, rest = _split(url)
+    return f"{_ASYNC_FOR_SYNC.get(scheme, scheme)}://{rest}"
+
+
+def sync_database_url(url: str) -> str:
+    """``url`` with its blocking driver (``sqlite+aiosqlite`` -> ``sqlite``, ...); unknown ones unchanged."""
+    scheme, rest = _split(url)
+    return f"{_SYNC_FOR_ASYNC.get(scheme, scheme)}://{rest}"
+
+
+def sqlite_database_path(url: str) -> Path | None:
+    """The file a SQLite URL points at (``None`` for other databases and ``:memory:``)."""
+    scheme, rest = _split(url)
+    if not scheme.startswith("sqlite"):
+        return None
+    path = rest[1:] if rest.startswith("/") else rest  # "sqlite:///x" -> rest "/x" -> "x"
+    path = path.split("?", 1)[0]
+    if not path or path == ":memory:":
+        return None
+    return Path(path)
+
+
+class Settings(BaseSettings):
+    """Where this process finds its config file and database and which socket it serves on."""
+
+    model_config = SettingsConfigDict(env_prefix="DEERFLOW_", extra="ignore", frozen=True)
+
+    config: Path = Field(default=DEFAULT_CONFIG_PATH, description="path of config.yaml")
+    database_url: str = Field(default_factory=default_database_url)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8001, ge=0, le=65535)
+    log_level: str = "INFO"
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        # Validated here so a typo fails at startup with the variable's name, not later
+        # inside logging.basicConfig with a bare "Unknown level".
+        level = value.strip().upper()
+        if not isinstance(logging.getLevelName(level), int):
+            raise ValueError(f"unknown log level {value!r}; use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+        return level
+
+    @field_validator("database_url")
+    @classmethod
+    def _looks_like_url(cls, value: str) -> str:
+        _split(value)
+        return value
+
+    @property
+    def async_database_url(self) -> str:
+        return async_database_url(self.database_url)
+
+    @property
+    def sync_database_url(self) -> str:
+        return sync_database_url(self.database_url)
