@@ -1,0 +1,265 @@
+"""``deerflow-ext``: the operator's command line.
+
+Every command that reads ``config.yaml`` reports a broken file as one ``error: <file>:<line>:
+<field>: <problem>`` line on stderr (exit 2), never a traceback: the operator's next step is
+to open that line, and a stack trace only hides it. ``extensions doctor`` runs the same
+loader the Gateway runs — no database, no server — and prints the same lines the Gateway
+would log, so "would this deployment start?" can be answered before restarting it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from deerflow_ext.config.editing import ConfigEditError, PluginNotFoundError, add_plugin, set_plugin_enabled
+from deerflow_ext.config.loading import ConfigError, load_app_config
+from deerflow_ext.config.settings import Settings
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _settings() -> Settings:
+    return Settings()
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    return Path(args.config) if args.config is not None else _settings().config
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+# -- extensions list ------------------------------------------------------------------------
+def _cmd_list(args: argparse.Namespace) -> int:
+    from deerflow_ext.extensions.discovery import EntryPointIndex
+
+    config = load_app_config(_config_path(args))
+    index = EntryPointIndex.scan()
+    header = ("NAME", "USE", "ENTRY POINT", "ENABLED", "REQUIRED", "VERSION", "DISTRIBUTION")
+    rows: list[tuple[str, ...]] = []
+    shown: set[str] = set()
+    for entry in config.plugins:
+        info = index.describe(entry.use)
+        ep_name = info.name if info is not None and info.name in index else "-"
+        if ep_name != "-":
+            shown.add(ep_name)
+        rows.append(
+            (
+                entry.name,
+                entry.use,
+                ep_name,
+                "yes" if entry.enabled else "no",
+                "yes" if entry.required else "no",
+                (info.version if info is not None else None) or "-",
+                (info.distribution if info is not None else None) or "-",
+            )
+        )
+    for installed in index:
+        if installed.name not in shown:
+            rows.append(
+                (
+                    "-",
+                    installed.value,
+                    installed.name,
+                    "not configured",
+                    "-",
+                    installed.version or "-",
+                    installed.distribution or "-",
+                )
+            )
+    _print_table(header, rows, sys.stdout)
+    return EXIT_OK
+
+
+def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+    for row in (header, *rows):
+        print(
+            "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(),
+            file=out,
+        )
+
+
+# -- extensions enable / disable ------------------------------------------------------------
+def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
+    from deerflow_ext.extensions.discovery import EntryPointIndex
+
+    path = _config_path(args)
+    index = EntryPointIndex.scan()
+    word = "enabled" if enabled else "disabled"
+    try:
+        changed = set_plugin_enabled(path, args.name, enabled, entry_points=index)
+    except PluginNotFoundError as exc:
+        if enabled and args.name in index:
+            # An installed but unconfigured extension: enabling it means adding its entry.
+            add_plugin(path, {"name": args.name, "use": args.name})
+            print(f"{word} {args.name} (added to {path})")
+            return EXIT_OK
+        _error(str(exc))
+        return EXIT_FAILED
+    except ConfigEditError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    print(f"{word} {args.name}" if changed else f"{args.name} is already {word}")
+    return EXIT_OK
+
+
+# -- extensions doctor ----------------------------------------------------------------------
+class _Echo(logging.Handler):
+    """Print the extension runtime's log lines exactly as the Gateway's log would carry them."""
+
+    def __init__(self, out: TextIO) -> None:
+        super().__init__(logging.INFO)
+        self.out = out
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(record.getMessage(), file=self.out)
+
+
+def _host_tables() -> tuple[str, ...]:
+    # The persistence layer owns the authoritative list; fall back to the runtime's default
+    # when it is absent so doctor still works in a partial install.
+    try:
+        from deerflow_ext.persistence.models import HOST_TABLES  # type: ignore[import-not-found]
+    except ImportError:
+        from deerflow_ext.extensions.tables import HOST_TABLE_NAMES
+
+        return HOST_TABLE_NAMES
+    return tuple(HOST_TABLES)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from deerflow_ext.extensions.diagnostics import DiagnosticsList
+    from deerflow_ext.extensions.discovery import EntryPointIndex
+    from deerflow_ext.extensions.loader import ExtensionLoadError, load_extensions
+    from deerflow_ext.extensions.tables import TablePrefixCollisionError
+
+    path = _config_path(args)
+    try:
+        config = load_app_config(path)
+    except ConfigError as exc:
+        _error(str(exc))
+        print("The Gateway would not start: config.yaml is invalid.")
+        return EXIT_FAILED
+    if not path.exists():
+        print(f"{path} does not exist: the Gateway starts with no extensions.")
+
+    diagnostics = DiagnosticsList()
+    runtime_logger = logging.getLogger("deerflow_ext.extensions")
+    echo = _Echo(sys.stdout)
+    previous_level = runtime_logger.level
+    runtime_logger.addHandler(echo)
+    if not runtime_logger.isEnabledFor(logging.INFO):
+        runtime_logger.setLevel(logging.INFO)
+    verdict: str | None = None
+    try:
+        load_extensions(
+            config, entry_points=EntryPointIndex.scan(), diagnostics=diagnostics, host_tables=_host_tables()
+        )
+    except (ExtensionLoadError, TablePrefixCollisionError) as exc:
+        verdict = f"{type(exc).__name__}: {exc}"
+    finally:
+        runtime_logger.removeHandler(echo)
+        runtime_logger.setLevel(previous_level)
+
+    for diagnostic in diagnostics:
+        error_type = f" ({diagnostic.error_type})" if diagnostic.error_type else ""
+        print(f"diagnostic [{diagnostic.phase}] {diagnostic.extension}: {diagnostic.message}{error_type}")
+    if verdict is not None:
+        print(verdict)
+        print("The Gateway would not start.")
+        return EXIT_FAILED
+    print("The Gateway would start.")
+    return EXIT_OK
+
+
+# -- commands written elsewhere (imported lazily so the CLI starts without their deps) -------
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from deerflow_ext.gateway.serve import serve_command  # type: ignore[import-not-found]
+
+    return int(serve_command(args))
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from deerflow_ext.client import run_command  # type: ignore[import-not-found]
+
+    return int(run_command(args))
+
+
+# -- parser -----------------------------------------------------------------------------------
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="path of config.yaml (default: $DEERFLOW_CONFIG or ./config.yaml)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deerflow-ext", description="DeerFlow extension host")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    # serve / run: implemented by deerflow_ext.gateway.serve and deerflow_ext.client.
+    serve = commands.add_parser("serve", help="run the Gateway (HTTP API)")
+    _add_config(serve)
+    serve.add_argument("--host", default=None, help="bind address (default: $DEERFLOW_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default: $DEERFLOW_PORT or 8001)")
+    serve.set_defaults(handler=_cmd_serve)
+
+    run = commands.add_parser("run", help="run one prompt with the embedded client (no Gateway)")
+    run.add_argument("prompt", metavar="PROMPT")
+    _add_config(run)
+    run.add_argument("--thread", metavar="ID", default=None, help="continue an existing thread")
+    run.set_defaults(handler=_cmd_run)
+
+    extensions = commands.add_parser("extensions", help="inspect and configure extensions")
+    ext_commands = extensions.add_subparsers(dest="ext_command", metavar="ACTION", required=True)
+
+    ext_list = ext_commands.add_parser("list", help="installed entry points and configured entries")
+    _add_config(ext_list)
+    ext_list.set_defaults(handler=_cmd_list)
+
+    for action, enabled in (("enable", True), ("disable", False)):
+        sub = ext_commands.add_parser(action, help=f"{action} an extension in config.yaml")
+        sub.add_argument("name", metavar="NAME", help="entry name, entry-point name, or use value")
+        _add_config(sub)
+        sub.set_defaults(handler=lambda args, enabled=enabled: _set_enabled(args, enabled))
+
+    doctor = ext_commands.add_parser("doctor", help="dry-run the Gateway's extension loading")
+    _add_config(doctor)
+    doctor.set_defaults(handler=_cmd_doctor)
+
+    # `extensions install SOURCE` and `extensions remove NAME` are owned by another module
+    # and are registered here when it lands (remove can build on config.editing.remove_plugin).
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except ConfigError as exc:
+        _error(str(exc))
+        return EXIT_CONFIG
+    except ConfigEditError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
