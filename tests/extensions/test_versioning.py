@@ -1,0 +1,114 @@
+"""The version gate: the spec's rules before and from 1.0, and the refusal text verbatim."""
+
+from __future__ import annotations
+
+import pytest
+
+from deerflow_ext.extensions import versioning
+from deerflow_ext.extensions.versioning import (
+    API_DISTRIBUTION,
+    ApiVersion,
+    ApiVersionError,
+    check_marker,
+    is_compatible,
+    pip_range,
+    refusal_message,
+)
+from deerflow_extension_api import API_VERSION, extension
+
+V = ApiVersion.parse
+
+
+@pytest.mark.parametrize(
+    ("required", "host", "ok"),
+    [
+        # before 1.0: same major and minor, patch no newer than the host's
+        ("0.2.1", "0.2.1", True),
+        ("0.2.0", "0.2.1", True),
+        ("0.2.2", "0.2.1", False),
+        ("0.1.0", "0.2.1", False),
+        ("0.1.9", "0.2.1", False),
+        ("0.3.0", "0.2.1", False),
+        ("1.0.0", "0.2.1", False),
+        # from 1.0: same major, (minor, patch) no newer than the host's
+        ("1.0.0", "1.4.2", True),
+        ("1.3.9", "1.4.2", True),
+        ("1.4.2", "1.4.2", True),
+        ("1.4.3", "1.4.2", False),
+        ("1.5.0", "1.4.2", False),
+        ("2.0.0", "1.4.2", False),
+        ("0.9.0", "1.4.2", False),
+    ],
+)
+def test_gate_table(required: str, host: str, ok: bool) -> None:
+    assert is_compatible(V(required), V(host)) is ok
+    install = extension(api=required)(lambda registry, config: None)
+    if ok:
+        check_marker(install, host_version=host, distribution="d")
+    else:
+        with pytest.raises(ApiVersionError):
+            check_marker(install, host_version=host, distribution="d")
+
+
+def test_missing_marker_skips_the_check() -> None:
+    check_marker(lambda registry, config: None, host_version="0.2.1")
+
+
+def test_spec_refusal_text_verbatim() -> None:
+    install = extension(api="0.2.2")(lambda registry, config: None)
+    with pytest.raises(ApiVersionError) as info:
+        check_marker(install, host_version="0.2.1", distribution="deerflow-extension-api")
+    assert str(info.value) == (
+        "extension requires extension-api 0.2.2, host provides 0.2.1. "
+        "Install a matching version: pip install 'deerflow-extension-api>=0.2.2,<0.3'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("required", "expected"),
+    [("0.2.2", ">=0.2.2,<0.3"), ("0.0.1", ">=0.0.1,<0.1"), ("1.4.0", ">=1.4.0,<2"), ("3.0.7", ">=3.0.7,<4")],
+)
+def test_pip_range(required: str, expected: str) -> None:
+    assert pip_range(V(required)) == expected
+
+
+def test_refusal_names_the_installed_provider_of_the_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    versioning.api_distribution_name.cache_clear()
+    monkeypatch.setattr(
+        versioning.importlib_metadata,
+        "packages_distributions",
+        lambda: {"deerflow_extension_api": ["deerflow-ext"]},
+    )
+    try:
+        assert versioning.api_distribution_name() == "deerflow-ext"
+        assert refusal_message(V("0.3.0"), V("0.2.1")).endswith("pip install 'deerflow-ext>=0.3.0,<0.4'")
+    finally:
+        versioning.api_distribution_name.cache_clear()
+
+
+def test_provider_falls_back_to_the_contract_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    versioning.api_distribution_name.cache_clear()
+    monkeypatch.setattr(versioning.importlib_metadata, "packages_distributions", lambda: {})
+    try:
+        assert versioning.api_distribution_name() == API_DISTRIBUTION == "deerflow-extension-api"
+    finally:
+        versioning.api_distribution_name.cache_clear()
+
+
+@pytest.mark.parametrize("marker", ["0.2", "v0.2.1", "0.2.1rc1", " 0.2.1", "", "0.٢.1", 21, None])
+def test_malformed_markers_are_refused_clearly(marker: object) -> None:
+    def install(registry: object, config: object) -> None:
+        return None
+
+    install.__deerflow_api__ = marker  # type: ignore[attr-defined]
+    if marker is None:
+        check_marker(install)  # None is "no marker"
+        return
+    with pytest.raises(
+        ApiVersionError, match=r"extension declares extension-api .*(not a version|version string)"
+    ):
+        check_marker(install)
+
+
+def test_host_version_is_the_contracts() -> None:
+    assert str(V(API_VERSION)) == "0.2.1"
