@@ -1,0 +1,72 @@
+"""Goal evaluation: a host-owned model call, observed as ``SystemOperationKind.GOAL``.
+
+The verdict is JSON (``{"met": bool, "reason": str}``). A reply that does not parse counts
+as *not met*: continuing is bounded by ``goal.max_continuations``, whereas stopping early on
+garbage would silently drop the operator's goal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOperationKind
+
+from .models import effective_model_name
+from .prompts import GOAL_CONTINUATION_PROMPT, render_goal_prompt, render_transcript
+
+__all__ = ["GoalVerdict", "continuation_message", "evaluate_goal", "parse_verdict"]
+
+
+@dataclass(frozen=True)
+class GoalVerdict:
+    met: bool
+    reason: str
+
+
+def parse_verdict(raw: object) -> GoalVerdict:
+    text = raw if isinstance(raw, str) else str(raw)
+    found = re.search(r"\{.*\}", text, re.DOTALL)
+    try:
+        data = json.loads(found.group(0)) if found else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("met"), bool):
+        return GoalVerdict(met=False, reason=f"unparseable verdict: {text[:80]!r}")
+    return GoalVerdict(met=data["met"], reason=str(data.get("reason", "")))
+
+
+def continuation_message(goal: str, verdict: GoalVerdict) -> HumanMessage:
+    return HumanMessage(
+        content=GOAL_CONTINUATION_PROMPT.format(goal=goal, reason=verdict.reason or "no reason")
+    )
+
+
+async def evaluate_goal(
+    model: BaseChatModel,
+    goal: str,
+    conversation: Sequence[BaseMessage],
+    *,
+    evaluation: int,
+    extensions: LoadedExtensions,
+    task_store: ExtensionData | None,
+) -> GoalVerdict:
+    """Evaluation number ``evaluation`` (1-based) of ``goal`` against the conversation."""
+    from deerflow_ext.extensions.observe import observe_system_call
+
+    messages = [
+        SystemMessage(content=render_goal_prompt(goal, evaluation=evaluation)),
+        HumanMessage(content=render_transcript(conversation)),
+    ]
+    request = SystemModelRequest(messages=messages, model_name=effective_model_name(model))
+    response: Any = await observe_system_call(
+        extensions, task_store, SystemOperationKind.GOAL, request, lambda: model.ainvoke(messages)
+    )
+    return parse_verdict(getattr(response, "content", response))

@@ -1,0 +1,199 @@
+"""``AgentHost``: builds and runs lead agents for the Gateway and the embedded client.
+
+The host runs the agent and its goal continuations; it does *not* notify task lifecycle
+hooks. Those bracket the whole task, including persistence the host knows nothing about,
+so the caller (the run worker, or ``DeerFlowClient``) owns them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.types import Checkpointer
+
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_extension_api import ExtensionData
+
+from .context import build_run_context
+from .goal import continuation_message, evaluate_goal
+from .lead import ModelFactory, make_lead_agent
+from .models import create_chat_model
+
+__all__ = ["AgentHost", "Emit", "LeadRunRequest", "LeadRunResult", "TokenUsage"]
+
+Emit = Callable[[str, Any], Awaitable[None] | None]
+
+_STREAM_MODES = ["updates", "messages", "values"]
+
+
+@dataclass(frozen=True)
+class LeadRunRequest:
+    thread_id: str
+    run_id: str
+    messages: tuple[dict[str, Any], ...]
+    goal: str | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class LeadRunResult:
+    answer: str
+    token_usage: TokenUsage
+    title: str | None
+    goal_met: bool | None
+    continuations: int
+
+
+def _final_answer(messages: list[AnyMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and not message.tool_calls:
+            return str(message.text)
+    return ""
+
+
+def _usage(values: Mapping[str, Any], run_id: str) -> TokenUsage:
+    usage = values.get("run_token_usage") or {}
+    if usage.get("run_id") != run_id:
+        return TokenUsage()
+    return TokenUsage(
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
+        total_tokens=int(usage.get("total_tokens", 0)),
+    )
+
+
+class AgentHost:
+    """One per Gateway / ``DeerFlowClient``: owns the model factory, memory and checkpointer."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        *,
+        checkpointer: Checkpointer | None,
+        memory: Any | None = None,
+        model_factory: ModelFactory | None = None,
+        model_name: str | None = None,
+    ) -> None:
+        self.config = config
+        self.checkpointer = checkpointer
+        self.model_name = model_name
+        self.model_factory: ModelFactory = model_factory or (lambda name: create_chat_model(config, name))
+        if memory is None and config.memory.enabled:
+            from deerflow_ext.memory.manager import MemoryManager
+
+            memory = MemoryManager(config.memory, self.model_factory(model_name))
+        self.memory = memory
+
+    def make_lead_agent(
+        self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None
+    ) -> Any:
+        """Build the lead graph (sync) under ``extensions``.
+
+        ``task_store`` is not needed to build: the graph finds the live store on its runtime
+        context. It is accepted so callers hand construction the same objects as the run.
+        """
+        del task_store
+        return make_lead_agent(
+            self.config,
+            extensions=extensions,
+            model_name=self.model_name,
+            model_factory=self.model_factory,
+            checkpointer=self.checkpointer,
+            memory=self.memory,
+        )
+
+    async def run_lead(
+        self,
+        request: LeadRunRequest,
+        *,
+        extensions: LoadedExtensions,
+        task_store: ExtensionData | None,
+        emit: Emit | None = None,
+    ) -> LeadRunResult:
+        """Build the agent, run it and its goal continuations, and report the outcome."""
+        graph = self.make_lead_agent(extensions=extensions, task_store=task_store)
+        context = build_run_context(
+            request.context,
+            thread_id=request.thread_id,
+            run_id=request.run_id,
+            task_id=request.run_id,
+            agent_name="lead",
+            task_store=task_store,
+            extensions=extensions,
+        )
+        run_config = {"configurable": {"thread_id": request.thread_id}, "recursion_limit": 200}
+        inputs: dict[str, Any] = {"messages": list(request.messages)}
+        values = await self._stream(graph, inputs, run_config, context, emit)
+
+        goal_met: bool | None = None
+        continuations = 0
+        if request.goal:
+            model = self.model_factory(self.model_name)
+            evaluation = 0
+            while True:
+                evaluation += 1
+                verdict = await evaluate_goal(
+                    model,
+                    request.goal,
+                    values.get("messages", []),
+                    evaluation=evaluation,
+                    extensions=extensions,
+                    task_store=task_store,
+                )
+                goal_met = verdict.met
+                if verdict.met or continuations >= self.config.goal.max_continuations:
+                    break
+                continuations += 1
+                follow_up = continuation_message(request.goal, verdict)
+                if self.checkpointer is None:
+                    # No checkpointer: the graph forgets between invocations, so carry state.
+                    inputs = {**values, "messages": [*values.get("messages", []), follow_up]}
+                else:
+                    inputs = {"messages": [follow_up]}
+                values = await self._stream(graph, inputs, run_config, context, emit)
+
+        return LeadRunResult(
+            answer=_final_answer(values.get("messages", [])),
+            token_usage=_usage(values, request.run_id),
+            title=values.get("title"),
+            goal_met=goal_met,
+            continuations=continuations,
+        )
+
+    @staticmethod
+    async def _stream(
+        graph: Any,
+        inputs: dict[str, Any],
+        run_config: dict[str, Any],
+        context: dict[str, Any],
+        emit: Emit | None,
+    ) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        async for mode, chunk in graph.astream(
+            inputs, run_config, context=context, stream_mode=_STREAM_MODES
+        ):
+            if mode == "values":
+                values = chunk
+            if emit is not None:
+                pending = emit(mode, chunk)
+                if inspect.isawaitable(pending):
+                    await pending
+        return values
+
+    async def aclose(self) -> None:
+        """Flush pending memory extraction (on a thread: the engine's flush blocks)."""
+        if self.memory is not None:
+            await asyncio.to_thread(self.memory.flush)

@@ -1,0 +1,228 @@
+"""Agent construction: the host stack, the single final composition, the assembly report.
+
+One builder serves the lead agent and subagents (``AgentScope`` tells them apart). The
+order of work is fixed by the spec: build the host stack, call ``compose_middleware_stack``
+exactly once at the end (the lead stack must be complete before extensions are placed in
+it), create the graph, then report what was built. All of it happens inside
+``bound_extensions(extensions)`` so anything resolving "the current extensions" during this
+synchronous construction sees the run's snapshot, never a concurrently replaced global.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.types import Checkpointer
+
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.snapshot import LoadedExtensions, bound_extensions, build_extensions
+from deerflow_extension_api import (
+    AgentAssemblyDescriptor,
+    AgentBuildContext,
+    AgentScope,
+    HostPolicySnapshot,
+    canonical_hash,
+)
+
+from .context import RunContext
+from .middlewares import (
+    ClarificationMiddleware,
+    LLMErrorHandlingMiddleware,
+    MemoryMiddleware,
+    SandboxLeaseMiddleware,
+    SubagentLimitMiddleware,
+    SummarizationMiddleware,
+    ThreadDataMiddleware,
+    TitleMiddleware,
+    TokenBudgetMiddleware,
+    TokenUsageMiddleware,
+    ToolErrorHandlingMiddleware,
+)
+from .models import create_chat_model, effective_model_name, public_model_parameters
+from .policy import project_policy
+from .prompts import LEAD_SYSTEM_PROMPT, SUBAGENT_SYSTEM_PROMPT
+from .tools import builtin_tools
+
+__all__ = [
+    "ASSEMBLY_NAMESPACE",
+    "ModelFactory",
+    "build_agent",
+    "build_host_stack",
+    "effective_policies",
+    "make_lead_agent",
+    "make_subagent",
+]
+
+ASSEMBLY_NAMESPACE = "deerflow"
+ModelFactory = Callable[[str | None], BaseChatModel]
+
+
+def build_host_stack(
+    config: AppConfig,
+    *,
+    scope: AgentScope,
+    model: BaseChatModel,
+    policy: HostPolicySnapshot,
+    memory: Any | None = None,
+) -> list[AgentMiddleware]:
+    """The host's own middlewares in ``HOST_STACK_ORDER`` (subagents skip the lead-only ones)."""
+    lead = scope is AgentScope.LEAD
+    stack: list[AgentMiddleware] = [
+        ThreadDataMiddleware(),
+        SandboxLeaseMiddleware(),
+        LLMErrorHandlingMiddleware(),
+        ToolErrorHandlingMiddleware(),
+        SummarizationMiddleware(config.summarization, model),
+    ]
+    if lead:
+        stack += [
+            TitleMiddleware(config.title, model),
+            MemoryMiddleware(memory, enabled=config.memory.enabled),
+        ]
+    stack += [TokenUsageMiddleware(), TokenBudgetMiddleware(policy)]
+    if lead:
+        stack.append(SubagentLimitMiddleware(policy.max_subagents_per_run or 0))
+    stack.append(ClarificationMiddleware())
+    return stack
+
+
+def effective_policies(config: AppConfig, policy: HostPolicySnapshot, scope: AgentScope) -> dict[str, Any]:
+    """The limits that shape this agent's behaviour, as plain JSON for the descriptor."""
+    policies: dict[str, Any] = {
+        "host_policy": dataclasses.asdict(policy),
+        "summarization": config.summarization.model_dump(),
+        "subagent_timeout_seconds": config.subagents.timeout_seconds,
+    }
+    if scope is AgentScope.LEAD:
+        policies["title"] = config.title.model_dump()
+        policies["memory"] = config.memory.model_dump()
+        policies["goal"] = config.goal.model_dump()
+    return policies
+
+
+def build_agent(
+    config: AppConfig,
+    *,
+    scope: AgentScope,
+    agent_name: str,
+    extensions: LoadedExtensions | None = None,
+    model_name: str | None = None,
+    model_factory: ModelFactory | None = None,
+    tools: Sequence[BaseTool] = (),
+    system_prompt: str,
+    checkpointer: Checkpointer | None = None,
+    memory: Any | None = None,
+) -> Any:
+    """Build one agent graph; shared by the lead and subagent builders."""
+    from deerflow_ext.extensions.assembly import (
+        build_info,
+        describe_middleware,
+        describe_tool,
+        emit_agent_assembled,
+    )
+    from deerflow_ext.extensions.stack import compose_middleware_stack
+
+    ext = extensions if extensions is not None else build_extensions()
+    factory = model_factory or (lambda name: create_chat_model(config, name))
+    with bound_extensions(ext):
+        model = factory(model_name)
+        policy = project_policy(config, scope, agent_name)
+        host = build_host_stack(config, scope=scope, model=model, policy=policy, memory=memory)
+        ctx = AgentBuildContext(
+            scope=scope,
+            agent_name=agent_name,
+            model_name=model_name or effective_model_name(model),
+            policy=policy,
+        )
+        # The single final composition point: nothing is appended after this.
+        stack = compose_middleware_stack(host, extensions=ext, ctx=ctx)
+        graph = create_agent(
+            model,
+            list(tools),
+            system_prompt=system_prompt,
+            middleware=stack,
+            checkpointer=checkpointer,
+            context_schema=RunContext,
+        )
+
+        def describe() -> AgentAssemblyDescriptor:
+            all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]
+            params = public_model_parameters(config, model_name)
+            return AgentAssemblyDescriptor(
+                namespace=ASSEMBLY_NAMESPACE,
+                agent_name=agent_name,
+                requested_model=model_name,
+                effective_model=effective_model_name(model),
+                model_parameters=params,
+                thinking_enabled=bool(params.get("thinking") or params.get("extended_thinking")),
+                reasoning_effort=params.get("reasoning_effort"),
+                # The configured prompt, before memory facts or any per-run context.
+                base_prompt_hash=canonical_hash(system_prompt),
+                tools=tuple(describe_tool(t) for t in all_tools),
+                middlewares=tuple(describe_middleware(m) for m in stack),
+                deferred_tool_names=(),
+                enabled_skills=(),
+                effective_policies=effective_policies(config, policy, scope),
+                build=build_info(),
+            )
+
+        emit_agent_assembled(ext, describe)
+    return graph
+
+
+def make_lead_agent(
+    config: AppConfig,
+    *,
+    extensions: LoadedExtensions | None = None,
+    model_name: str | None = None,
+    model_factory: ModelFactory | None = None,
+    checkpointer: Checkpointer | None = None,
+    memory: Any | None = None,
+    system_prompt: str = LEAD_SYSTEM_PROMPT,
+    extra_tools: Sequence[BaseTool] = (),
+) -> Any:
+    """The lead agent: built-in tools plus ``task`` (when subagents are enabled)."""
+    from deerflow_ext.subagents.task_tool import make_task_tool
+
+    tools: list[BaseTool] = [*builtin_tools(), *extra_tools]
+    if config.subagents.enabled:
+        tools.append(make_task_tool(config, model_factory=model_factory, model_name=model_name))
+    return build_agent(
+        config,
+        scope=AgentScope.LEAD,
+        agent_name="lead",
+        extensions=extensions,
+        model_name=model_name,
+        model_factory=model_factory,
+        tools=tools,
+        system_prompt=system_prompt,
+        checkpointer=checkpointer,
+        memory=memory,
+    )
+
+
+def make_subagent(
+    config: AppConfig,
+    *,
+    extensions: LoadedExtensions,
+    agent_name: str = "general-purpose",
+    model_name: str | None = None,
+    model_factory: ModelFactory | None = None,
+) -> Any:
+    """A subagent graph: same builder, ``AgentScope.SUBAGENT``, built-in tools only, no checkpointer."""
+    return build_agent(
+        config,
+        scope=AgentScope.SUBAGENT,
+        agent_name=agent_name,
+        extensions=extensions,
+        model_name=model_name,
+        model_factory=model_factory,
+        tools=builtin_tools(),
+        system_prompt=SUBAGENT_SYSTEM_PROMPT,
+    )

@@ -1,0 +1,133 @@
+"""The retry layer for model calls and the error boundary for tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+
+from ..model import TransientModelError
+
+__all__ = ["LLMErrorHandlingMiddleware", "ToolErrorHandlingMiddleware", "is_transient"]
+
+logger = logging.getLogger(__name__)
+
+# Provider SDK errors recognised by class name, so no provider package has to be imported.
+_TRANSIENT_NAMES = frozenset(
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "RateLimitError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "OverloadedError",
+    }
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth another attempt: rate limits, timeouts, dropped connections."""
+    if isinstance(exc, (TransientModelError, TimeoutError, ConnectionError)):
+        return True
+    return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
+
+
+class LLMErrorHandlingMiddleware(AgentMiddleware):
+    """Retries transient model failures: the *retry layer*.
+
+    Everything outside it (``MODEL_LOGICAL``) sees one logical call; everything inside it
+    (``MODEL_PHYSICAL``) sees each attempt. A non-transient error, or the last transient
+    one, propagates unchanged so the run fails with the provider's own exception.
+    """
+
+    def __init__(self, max_retries: int = 2, backoff_seconds: float = 0.0) -> None:
+        super().__init__()
+        self.max_retries = max_retries
+        self.backoff_seconds = backoff_seconds
+
+    def release_policy_parameters(self) -> dict[str, object]:
+        return {"max_retries": self.max_retries}
+
+    def _delay(self, attempt: int) -> float:
+        return self.backoff_seconds * (2**attempt)
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        attempt = 0
+        while True:
+            try:
+                return handler(request)
+            except Exception as exc:
+                if attempt >= self.max_retries or not is_transient(exc):
+                    raise
+                logger.warning(
+                    "model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries
+                )
+                time.sleep(self._delay(attempt))
+                attempt += 1
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        attempt = 0
+        while True:
+            try:
+                return await handler(request)
+            except Exception as exc:
+                if attempt >= self.max_retries or not is_transient(exc):
+                    raise
+                logger.warning(
+                    "model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries
+                )
+                await asyncio.sleep(self._delay(attempt))
+                attempt += 1
+
+
+def _error_message(request: ToolCallRequest, exc: Exception) -> ToolMessage:
+    call = request.tool_call
+    return ToolMessage(
+        content=f"Error: tool {call['name']!r} failed: {type(exc).__name__}: {exc}",
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="error",
+    )
+
+
+class ToolErrorHandlingMiddleware(AgentMiddleware):
+    """Turns a tool's exception into an error ``ToolMessage`` the model can react to.
+
+    Graph control flow (interrupts, ``GraphBubbleUp``) is not an error and passes through.
+    """
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        try:
+            return handler(request)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            logger.info("tool %s failed: %s", request.tool_call["name"], exc)
+            return _error_message(request, exc)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        try:
+            return await handler(request)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            logger.info("tool %s failed: %s", request.tool_call["name"], exc)
+            return _error_message(request, exc)

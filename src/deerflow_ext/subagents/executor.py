@@ -1,0 +1,195 @@
+"""Running one subagent: its own event loop on a worker thread, bracketed by task hooks.
+
+A subagent runs on its own loop so a long delegation never blocks the parent run's loop
+(which also carries its stream). It is bound to the *parent run's* extension snapshot,
+passed in at construction: by the time the lead delegates, the build-time ContextVar has
+long exited, and the process-wide set may have been replaced since the run began.
+
+Hook timing (spec, Lifecycle and Observers): ``on_task_start`` is awaited before the
+subagent's first step; ``on_task_stop`` runs in the cleanup path *after* the sandbox lease
+is released, whatever the outcome. Without a parent ``run_id`` (direct factory calls, a
+standalone LangGraph server) both hooks are skipped with a debug line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
+from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
+
+from .sandbox import SandboxPool, sandbox_pool
+
+__all__ = ["SubagentExecutor", "SubagentResult"]
+
+logger = logging.getLogger(__name__)
+
+_workers = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="deerflow-subagent")
+
+
+@dataclass(frozen=True)
+class SubagentResult:
+    task_id: str
+    outcome: TaskOutcome
+    answer: str
+    error: str | None = None
+
+
+def _final_text(messages: list[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and not message.tool_calls:
+            return str(message.text)
+    return ""
+
+
+class SubagentExecutor:
+    """Executes one delegated task; construct one per delegation."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        *,
+        extensions: LoadedExtensions | None,
+        parent_run_id: str | None,
+        thread_id: str | None,
+        tool_call_id: str | None = None,
+        agent_name: str = "general-purpose",
+        model_name: str | None = None,
+        model_factory: Any | None = None,
+        pool: SandboxPool | None = None,
+    ) -> None:
+        self.config = config
+        # Bound now: the snapshot the parent run published, else the process-wide set.
+        self.extensions = extensions if extensions is not None else get_loaded_extensions()
+        self.parent_run_id = parent_run_id
+        self.thread_id = thread_id
+        self.tool_call_id = tool_call_id
+        self.agent_name = agent_name
+        self.model_name = model_name
+        self.model_factory = model_factory
+        self.pool = pool if pool is not None else sandbox_pool
+        self.task_id = f"subagent-{uuid.uuid4().hex}"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task[SubagentResult] | None = None
+        self._started = threading.Event()
+
+    # -- entry points ----------------------------------------------------------------------
+
+    def execute(self, task: str) -> SubagentResult:
+        """Run to completion on a worker thread with a fresh loop; blocks the caller."""
+        return _workers.submit(self._thread_main, task).result()
+
+    async def aexecute(self, task: str) -> SubagentResult:
+        """Await the worker thread without blocking this loop; cancelling aborts the subagent."""
+        future = asyncio.wrap_future(_workers.submit(self._thread_main, task))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self._cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(future), timeout=5.0)
+            except (asyncio.CancelledError, Exception):  # already cancelling: the result is moot
+                pass
+            raise
+
+    def _cancel(self) -> None:
+        self._started.wait(timeout=5.0)
+        loop, main = self._loop, self._main
+        if loop is not None and main is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(main.cancel)
+
+    def _thread_main(self, task: str) -> SubagentResult:
+        async def main() -> SubagentResult:
+            self._loop = asyncio.get_running_loop()
+            self._main = asyncio.current_task()  # type: ignore[assignment]
+            self._started.set()
+            return await self._run(task)
+
+        try:
+            return asyncio.run(main())
+        except asyncio.CancelledError:
+            return SubagentResult(self.task_id, TaskOutcome.ABORTED, "", "cancelled")
+        finally:
+            self._started.set()
+
+    # -- the task --------------------------------------------------------------------------
+
+    def _info(self) -> TaskInfo:
+        return TaskInfo(
+            task_id=self.task_id,
+            run_id=self.parent_run_id or "",
+            thread_id=self.thread_id,
+            kind="subagent",
+            parent_task_id=self.parent_run_id,
+            agent_name=self.agent_name,
+        )
+
+    async def _run(self, task: str) -> SubagentResult:
+        from deerflow_ext.extensions.notify import notify_task_start, notify_task_stop
+
+        ext = self.extensions
+        # The store's scope is the delegating tool call when there is one; identity is task_id.
+        task_store: ExtensionData | None = ext.new_task_store(self.tool_call_id or self.task_id)
+        info = self._info()
+        hooks = self.parent_run_id is not None
+        if not hooks:
+            logger.debug("subagent %s has no parent run_id; skipping task lifecycle hooks", self.task_id)
+        elif task_store is not None:
+            await notify_task_start(ext, task_store, info)
+
+        outcome, answer, error = TaskOutcome.FAILED, "", None
+        try:
+            lease = self.pool.acquire(f"subagent:{self.task_id}")
+            try:
+                answer = await asyncio.wait_for(
+                    self._invoke(task, task_store, lease), timeout=self.config.subagents.timeout_seconds
+                )
+                outcome = TaskOutcome.COMPLETED
+            except asyncio.CancelledError:
+                outcome, error = TaskOutcome.ABORTED, "cancelled"
+                raise
+            except TimeoutError:
+                error = f"timed out after {self.config.subagents.timeout_seconds}s"
+            except Exception as exc:
+                logger.exception("subagent %s failed", self.task_id)
+                error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self.pool.release(lease)
+        finally:
+            # After the lease is released, whatever the outcome.
+            if hooks and task_store is not None:
+                await notify_task_stop(ext, task_store, info, outcome)
+        return SubagentResult(self.task_id, outcome, answer, error)
+
+    async def _invoke(self, task: str, task_store: ExtensionData | None, lease: Any) -> str:
+        from deerflow_ext.agents.context import build_run_context
+        from deerflow_ext.agents.lead import make_subagent
+
+        graph = make_subagent(
+            self.config,
+            extensions=self.extensions,
+            agent_name=self.agent_name,
+            model_name=self.model_name,
+            model_factory=self.model_factory,
+        )
+        context = build_run_context(
+            None,
+            thread_id=self.thread_id,
+            run_id=self.parent_run_id,
+            task_id=self.task_id,
+            agent_name=self.agent_name,
+            task_store=task_store,
+            extensions=self.extensions,
+            sandbox_lease=lease,
+        )
+        state = await graph.ainvoke({"messages": [HumanMessage(content=task)]}, context=context)
+        return _final_text(state.get("messages", []))

@@ -1,0 +1,64 @@
+"""The ``task`` tool: how the lead agent delegates to a subagent.
+
+The tool reads the run's extension snapshot back from the runtime context with
+``resolve_run_extensions`` (type-checked, since callers can merge into that context) and
+hands it to the executor at construction, so the subagent is built from the same extension
+generation as the lead even if the process-wide set was replaced mid-run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain.tools import ToolRuntime
+from langchain_core.tools import BaseTool, StructuredTool
+
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.snapshot import resolve_run_extensions
+
+from .executor import SubagentExecutor, SubagentResult
+
+__all__ = ["TASK_TOOL_DESCRIPTION", "make_task_tool"]
+
+TASK_TOOL_DESCRIPTION = (
+    "Delegate a self-contained task to a subagent and get its answer. "
+    "`description` is a short label; `prompt` is the full instruction."
+)
+
+
+def _context_get(runtime: ToolRuntime[dict[str, Any], Any], key: str) -> Any:
+    context = runtime.context
+    if isinstance(context, dict):
+        return context.get(key)
+    return getattr(context, key, None)
+
+
+def _render(result: SubagentResult) -> str:
+    if result.error is not None:
+        return f"Subagent {result.outcome.value}: {result.error}"
+    return result.answer
+
+
+def make_task_tool(
+    config: AppConfig, *, model_factory: Any | None = None, model_name: str | None = None
+) -> BaseTool:
+    def executor(runtime: ToolRuntime[dict[str, Any], Any]) -> SubagentExecutor:
+        return SubagentExecutor(
+            config,
+            extensions=resolve_run_extensions(runtime.context),
+            parent_run_id=_context_get(runtime, "run_id"),
+            thread_id=_context_get(runtime, "thread_id"),
+            tool_call_id=runtime.tool_call_id,
+            model_name=model_name,
+            model_factory=model_factory,
+        )
+
+    def task(description: str, prompt: str, runtime: ToolRuntime[dict[str, Any], Any]) -> str:
+        return _render(executor(runtime).execute(prompt or description))
+
+    async def atask(description: str, prompt: str, runtime: ToolRuntime[dict[str, Any], Any]) -> str:
+        return _render(await executor(runtime).aexecute(prompt or description))
+
+    return StructuredTool.from_function(
+        func=task, coroutine=atask, name="task", description=TASK_TOOL_DESCRIPTION
+    )
