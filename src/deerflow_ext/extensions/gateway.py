@@ -1,0 +1,245 @@
+"""Gateway-lifetime contributions: services and HTTP routers.
+
+Services start in registration order once the database and session factory exist, all with
+one shared ``ExtensionRuntimeDeps``; a failing start is attributed and the Gateway carries
+on. They stop in reverse order, each under its own timeout, after runs have drained (a run's
+``on_task_stop`` may still hand work to a service) and before the engine is disposed (a
+service may flush to the database on stop).
+
+Routers are mounted after every host route and are all-or-nothing: a router that would
+shadow, or be shadowed by, an earlier route for the same method, that holds a WebSocket
+route or a Mount, or that carries startup/shutdown handlers or a lifespan, is rejected whole
+with a diagnostic. Partial mounting would leave an extension with half an API; lifespans and
+startup handlers would run outside the host's ordered startup and shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deerflow_extension_api import ExtensionRuntimeDeps
+
+from .diagnostics import DiagnosticsList, get_diagnostics
+from .snapshot import Contribution, LoadedExtensions
+
+__all__ = [
+    "DEFAULT_SERVICE_STOP_TIMEOUT",
+    "RouteKey",
+    "RouterRejection",
+    "StartedServices",
+    "mount_routers",
+    "route_keys",
+    "start_services",
+    "stop_services",
+]
+
+DEFAULT_SERVICE_STOP_TIMEOUT = 10.0
+
+
+# -- services -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartedServices:
+    """The services whose ``start`` succeeded, in start order."""
+
+    services: tuple[Contribution[Any], ...] = ()
+
+
+async def start_services(
+    extensions: LoadedExtensions,
+    deps: ExtensionRuntimeDeps,
+    *,
+    diagnostics: DiagnosticsList | None = None,
+) -> StartedServices:
+    """Start every contributed service in registration order; failures fail open.
+
+    A service whose start failed is not stopped later: it never claimed to be running.
+    """
+    diags = diagnostics if diagnostics is not None else get_diagnostics()
+    started: list[Contribution[Any]] = []
+    for contribution in extensions.services:
+        try:
+            await contribution.contributor.start(deps)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            message = f"service start failed: {_describe(exc)}"
+            diags.record(contribution.extension, "service", message, exc=exc)
+            continue
+        started.append(contribution)
+    return StartedServices(tuple(started))
+
+
+async def stop_services(
+    started: StartedServices,
+    *,
+    stop_timeout: float = DEFAULT_SERVICE_STOP_TIMEOUT,
+    diagnostics: DiagnosticsList | None = None,
+) -> None:
+    """Stop the started services in reverse order, each bounded by ``stop_timeout`` seconds."""
+    diags = diagnostics if diagnostics is not None else get_diagnostics()
+    for contribution in reversed(started.services):
+        try:
+            async with asyncio.timeout(stop_timeout):
+                await contribution.contributor.stop()
+        except TimeoutError as exc:
+            message = f"service stop timed out after {stop_timeout:.1f}s"
+            diags.record(contribution.extension, "service", message, exc=exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            diags.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+# -- routers --------------------------------------------------------------------------------
+
+
+_PARAM = re.compile(r"\{([^}:]+)(?::([^}]+))?\}")
+
+
+@dataclass(frozen=True)
+class RouteKey:
+    """A route's identity for shadowing: methods and a path template with params normalised.
+
+    Each segment is a literal, ``{}`` (one segment) or ``{path}`` (the rest of the path).
+    """
+
+    methods: frozenset[str]
+    segments: tuple[str, ...]
+    path: str
+
+    def overlaps(self, other: RouteKey) -> bool:
+        """Could one request reach both routes? Same method and a path both templates match."""
+        if not (self.methods & other.methods):
+            return False
+        return _segments_overlap(self.segments, other.segments)
+
+
+@dataclass(frozen=True)
+class RouterRejection:
+    extension: str
+    reason: str
+
+
+def _normalise(path: str) -> tuple[str, ...]:
+    segments: list[str] = []
+    for raw in path.strip("/").split("/") if path.strip("/") else []:
+        match = _PARAM.fullmatch(raw)
+        if match is not None:
+            segments.append("{path}" if match.group(2) == "path" else "{}")
+        elif _PARAM.search(raw):
+            segments.append("{}")  # a mixed segment such as "v{n}" matches like a parameter
+        else:
+            segments.append(raw)
+    return tuple(segments)
+
+
+def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    for x, y in zip(a, b, strict=False):
+        if x == "{path}" or y == "{path}":
+            return True
+        if x != y and "{}" not in (x, y):
+            return False
+    return len(a) == len(b)
+
+
+def _methods(route: Any) -> frozenset[str]:
+    methods = set(getattr(route, "methods", None) or ())
+    if "GET" in methods:
+        methods.add("HEAD")  # Starlette answers HEAD with the GET route
+    return frozenset(methods)
+
+
+def _flatten(routes: Iterable[Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    """(full path, route) for every route, descending into included routers."""
+    for route in routes:
+        original = getattr(route, "original_router", None)  # FastAPI's _IncludedRouter
+        if original is not None:
+            context = getattr(route, "include_context", None)
+            inner_prefix = getattr(context, "prefix", "") or ""
+            yield from _flatten(original.routes, prefix + inner_prefix)
+            continue
+        yield prefix + getattr(route, "path", ""), route
+
+
+def route_keys(routes: Iterable[Any], prefix: str = "") -> list[RouteKey]:
+    """Keys of the HTTP routes among ``routes`` (Mounts and WebSocket routes have none)."""
+    keys = []
+    for path, route in _flatten(routes, prefix):
+        methods = _methods(route)
+        if methods:
+            keys.append(RouteKey(methods, _normalise(path), path))
+    return keys
+
+
+def _default_lifespan(router: Any) -> bool:
+    lifespan = getattr(router, "lifespan_context", None)
+    # Both Starlette and FastAPI install a private ``_DefaultLifespan`` bound to the router
+    # when no lifespan was given; anything else is the extension's own.
+    return lifespan is None or (
+        type(lifespan).__name__ == "_DefaultLifespan" and getattr(lifespan, "_router", None) is router
+    )
+
+
+def _rejection(router: Any, taken: Sequence[RouteKey]) -> tuple[str | None, list[RouteKey]]:
+    from starlette.routing import Mount, WebSocketRoute
+
+    if getattr(router, "on_startup", None) or getattr(router, "on_shutdown", None):
+        return "it registers startup/shutdown handlers; use a service instead", []
+    if not _default_lifespan(router):
+        return "it has a lifespan; use a service instead", []
+    mine: list[RouteKey] = []
+    for path, route in _flatten(router.routes):
+        if isinstance(route, WebSocketRoute) or type(route).__name__ == "APIWebSocketRoute":
+            return f"it holds a WebSocket route ({path}); WebSocket routes are not supported", []
+        if isinstance(route, Mount):
+            return f"it holds a Mount ({path or '/'}); mounted sub-applications are not supported", []
+        methods = _methods(route)
+        if not methods:
+            return f"it holds a route of unsupported type {type(route).__name__} ({path})", []
+        key = RouteKey(methods, _normalise(path), path)
+        for earlier in (*taken, *mine):
+            if key.overlaps(earlier):
+                shared = key.methods & earlier.methods
+                verbs = ", ".join(sorted(shared - {"HEAD"} or shared))
+                return f"route {verbs} {path} conflicts with the earlier route {earlier.path}", []
+        mine.append(key)
+    return None, mine
+
+
+def mount_routers(
+    app: Any,
+    extensions: LoadedExtensions,
+    *,
+    diagnostics: DiagnosticsList | None = None,
+) -> tuple[Contribution[Any], ...]:
+    """Mount the contributed routers after the host's routes; returns the mounted ones."""
+    diags = diagnostics if diagnostics is not None else get_diagnostics()
+    taken = route_keys(app.router.routes)
+    mounted: list[Contribution[Any]] = []
+    for contribution in extensions.routers:
+        router = contribution.contributor
+        try:
+            reason, keys = _rejection(router, taken)
+        except Exception as exc:  # a malformed router object: reject, attributed
+            reason, keys = f"it could not be inspected: {_describe(exc)}", []
+        if reason is not None:
+            diags.record(contribution.extension, "router", f"router rejected: {reason}")
+            continue
+        try:
+            app.include_router(router)
+        except Exception as exc:
+            diags.record(contribution.extension, "router", f"router rejected: {_describe(exc)}", exc=exc)
+            continue
+        taken.extend(keys)
+        mounted.append(contribution)
+    return tuple(mounted)

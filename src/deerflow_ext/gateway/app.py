@@ -1,0 +1,204 @@
+"""``create_app()``: the Gateway's FastAPI application and its lifespan.
+
+Construction (synchronous, once per app) loads the plugins, publishes the frozen snapshot
+and mounts routes — host routes first, then contributed routers, so no extension can take
+over a host path. The lifespan owns everything that needs the event loop, in this order:
+
+startup:  database -> migrations -> orphaned-run recovery -> checkpointer -> notification
+          loop -> agent host and run manager -> services (registration order)
+shutdown: close fire-and-forget intake -> memory flush -> drain runs (their on_task_stop
+          runs) -> stop services (reverse) -> reset the notification loop -> close the
+          checkpointer -> dispose the engine
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+
+from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
+
+from ..config.schema import AppConfig
+from ..extensions.diagnostics import DiagnosticsList, set_diagnostics
+from ..extensions.gateway import DEFAULT_SERVICE_STOP_TIMEOUT, mount_routers, start_services, stop_services
+from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
+from ..persistence import (
+    HOST_TABLES,
+    HostStore,
+    create_engine,
+    is_sqlite,
+    make_session_factory,
+    open_checkpointer,
+    upgrade_head,
+)
+from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
+from .errors import install_error_handlers
+from .routes import HOST_ROUTERS
+from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
+from .state import GatewayRuntime
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+
+__all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
+
+logger = logging.getLogger("deerflow_ext.gateway")
+
+AgentHostFactory = Callable[[AppConfig, Any], Any]
+"""``factory(config, checkpointer) -> agent host`` (``AgentHost`` by default)."""
+
+
+@dataclass(frozen=True)
+class GatewayOptions:
+    """Knobs tests and embedders turn; the defaults are the production values.
+
+    ``notify_budget`` None means the spec's 3-second lifecycle budget.
+    """
+
+    notify_budget: float | None = None
+    drain_grace: float = 30.0
+    service_stop_timeout: float = DEFAULT_SERVICE_STOP_TIMEOUT
+    coordinator: ThreadCoordinator | None = None
+
+
+def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
+    from ..agents.host import AgentHost
+
+    return AgentHost(config, checkpointer=checkpointer)
+
+
+def load_gateway_extensions(config: AppConfig, diagnostics: DiagnosticsList) -> LoadedExtensions:
+    """Load ``config.plugins`` once; load errors propagate to stop startup."""
+    from ..extensions.loader import load_extensions
+
+    extensions = load_extensions(config, diagnostics=diagnostics, host_tables=HOST_TABLES)
+    logger.info("%s", extensions.summary)
+    return extensions
+
+
+def _policy(config: AppConfig) -> Any:
+    from ..agents.policy import project_policy
+
+    return project_policy(config, AgentScope.LEAD)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    config: AppConfig | None = None,
+    extensions: LoadedExtensions | None = None,
+    agent_host_factory: AgentHostFactory | None = None,
+    options: GatewayOptions | None = None,
+) -> FastAPI:
+    """Build the Gateway. Raises ``ConfigError``, ``ExtensionLoadError`` or
+    ``TablePrefixCollisionError`` when it must not start.
+
+    ``config`` and ``extensions`` let tests and embedders skip reading ``config.yaml`` or
+    loading plugins; when ``extensions`` is given it is used as the snapshot as-is.
+    """
+    if settings is None:
+        from ..config.settings import Settings
+
+        settings = Settings()
+    if config is None:
+        from ..config.loading import load_app_config
+
+        config = load_app_config(settings.config)
+    opts = options or GatewayOptions()
+    diagnostics = DiagnosticsList()
+    set_diagnostics(diagnostics)
+    if extensions is None:
+        extensions = load_gateway_extensions(config, diagnostics)
+    set_loaded_extensions(extensions)
+
+    app = FastAPI(title="deerflow-ext Gateway", lifespan=_lifespan)
+    app.state.settings = settings
+    app.state.config = config
+    app.state.extensions = extensions
+    app.state.extension_diagnostics = diagnostics
+    app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
+    app.state.agent_host_factory = agent_host_factory or _default_agent_host
+    app.state.options = opts
+    app.state.runtime = None
+    install_error_handlers(app)
+    for router in HOST_ROUTERS:
+        app.include_router(router)
+    app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
+    return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    from ..extensions.notify import notification_loop
+
+    state = app.state
+    settings, config, extensions = state.settings, state.config, state.extensions
+    opts: GatewayOptions = state.options
+    url = settings.async_database_url
+    engine = create_engine(url)
+    try:
+        await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
+        store = HostStore(make_session_factory(engine))
+        orphaned = await store.interrupt_orphaned_runs()
+        if orphaned:
+            logger.warning("marked %d run(s) left by a stopped process as interrupted", len(orphaned))
+        async with open_checkpointer(url) as checkpointer:
+            notification_loop.register(asyncio.get_running_loop())
+            try:
+                agent_host = state.agent_host_factory(config, checkpointer)
+                coordinator = opts.coordinator or (
+                    LocalThreadCoordinator() if is_sqlite(url) else PostgresThreadCoordinator(engine)
+                )
+                runs = RunManager(
+                    store=store,
+                    agent_host=agent_host,
+                    coordinator=coordinator,
+                    extensions=lambda: extensions,
+                    notify_budget=opts.notify_budget,
+                )
+                deps = ExtensionRuntimeDeps(
+                    app_store=extensions.app_store,
+                    policy=_policy(config),
+                    session_factory=store.session_factory,
+                )
+                services = await start_services(extensions, deps, diagnostics=state.extension_diagnostics)
+                state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer)
+                try:
+                    yield
+                finally:
+                    state.runtime = None
+                    await _shutdown(state, notification_loop, agent_host, runs, services, opts)
+            finally:
+                notification_loop.reset()
+    finally:
+        await engine.dispose()
+
+
+async def _shutdown(
+    state: Any, loop: Any, agent_host: Any, runs: RunManager, services: Any, opts: Any
+) -> None:
+    loop.close_intake()
+    memory = getattr(agent_host, "memory", None)
+    if memory is not None:
+        try:
+            await asyncio.to_thread(memory.flush)
+        except Exception:
+            logger.exception("memory flush failed at shutdown")
+    await runs.drain(opts.drain_grace)
+    await loop.drain(5.0)
+    aclose = getattr(agent_host, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception:
+            logger.exception("agent host close failed at shutdown")
+    await stop_services(
+        services, stop_timeout=opts.service_stop_timeout, diagnostics=state.extension_diagnostics
+    )

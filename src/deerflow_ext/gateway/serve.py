@@ -1,0 +1,102 @@
+"""``deerflow-ext serve``: run the Gateway under uvicorn.
+
+A configuration problem is an operator's problem, not a bug: it is printed as one
+``error: ...`` line and the command exits 2, without a traceback. The app is built before
+uvicorn starts so that such errors surface here, synchronously, rather than inside
+uvicorn's startup logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["add_serve_arguments", "build_app_from_env", "serve_command"]
+
+CONFIG_ERROR_EXIT = 2
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--config", help="path of config.yaml (default: $DEERFLOW_CONFIG or ./config.yaml)")
+    parser.add_argument("--host", help="bind address (default: $DEERFLOW_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: $DEERFLOW_PORT or 8001)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes; more than one needs PostgreSQL (DEERFLOW_DATABASE_URL)",
+    )
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from ..config.settings import Settings
+
+    overrides: dict[str, Any] = {}
+    for name in ("config", "host", "port"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return Settings(**overrides)
+
+
+def build_app_from_env() -> Any:
+    """uvicorn factory for ``--workers N``: each worker process builds its own app."""
+    from . import create_app
+
+    return create_app()
+
+
+def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int:
+    """Run the Gateway until interrupted; returns the process exit code."""
+    if args is None or not isinstance(args, argparse.Namespace):
+        args = add_serve_arguments(argparse.ArgumentParser(prog="deerflow-ext serve")).parse_args(args)
+    from pydantic import ValidationError
+
+    from ..config.loading import ConfigError
+    from ..extensions.loader import ExtensionLoadError
+    from ..extensions.tables import TablePrefixCollisionError
+
+    try:
+        settings = _settings(args)
+    except ValidationError as exc:
+        print(f"error: invalid DEERFLOW_* setting: {exc.errors()[0].get('msg')}", file=sys.stderr)
+        return CONFIG_ERROR_EXIT
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    workers = max(1, int(getattr(args, "workers", 1) or 1))
+    if workers > 1 and settings.async_database_url.startswith("sqlite"):
+        print("error: --workers > 1 needs PostgreSQL; set DEERFLOW_DATABASE_URL", file=sys.stderr)
+        return CONFIG_ERROR_EXIT
+
+    from . import create_app
+
+    try:
+        app = create_app(settings)
+    except (ConfigError, ExtensionLoadError, TablePrefixCollisionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return CONFIG_ERROR_EXIT
+
+    import uvicorn
+
+    if workers > 1:
+        # Workers import the app themselves; the settings travel through the environment.
+        os.environ["DEERFLOW_CONFIG"] = str(settings.config)
+        os.environ["DEERFLOW_DATABASE_URL"] = settings.database_url
+        uvicorn.run(
+            "deerflow_ext.gateway.serve:build_app_from_env",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=workers,
+            reload=False,
+            log_level=settings.log_level.lower(),
+        )
+        return 0
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, reload=False, log_level=settings.log_level.lower()
+    )
+    return 0
