@@ -1,0 +1,172 @@
+"""Round-trip edits: one flag changes, every other byte stays; locked, atomic writes."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from deerflow_ext.config.editing import (
+    ConfigEditError,
+    PluginNotFoundError,
+    add_plugin,
+    remove_plugin,
+    set_plugin_enabled,
+)
+from deerflow_ext.config.loading import ConfigError, load_app_config
+from deerflow_ext.extensions.discovery import EntryPointIndex
+
+COMMENTED = """\
+# Gateway configuration -- edited by hand, keep the notes!
+plugins:
+  # the audit trail is mandatory (ticket OPS-12)
+  - name: audit          # label in logs
+    use: acme_audit      # entry point
+    enabled: true
+    required: true
+    table_prefix: "acme_"
+    config: {threshold: 3}
+
+  - name: costs
+    use: 'acme_costs:install'
+    config:
+      currency: EUR   # odd indentation on purpose
+models:
+- name: default
+  use: langchain_openai:ChatOpenAI
+  temperature: 0.0
+title:
+    enabled: yes      # four-space indent
+"""
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(COMMENTED, encoding="utf-8")
+    return path
+
+
+def test_disable_changes_exactly_one_token(config_file: Path) -> None:
+    assert set_plugin_enabled(config_file, "audit", False) is True
+    assert config_file.read_text() == COMMENTED.replace("    enabled: true\n", "    enabled: false\n", 1)
+
+
+def test_disable_without_an_enabled_key_inserts_one_line(config_file: Path) -> None:
+    set_plugin_enabled(config_file, "costs", False)
+    assert config_file.read_text() == COMMENTED.replace(
+        "    use: 'acme_costs:install'\n", "    use: 'acme_costs:install'\n    enabled: false\n"
+    )
+    assert load_app_config(config_file).plugins[1].enabled is False
+
+
+def test_enable_disable_round_trip_restores_the_file(config_file: Path) -> None:
+    set_plugin_enabled(config_file, "audit", False)
+    set_plugin_enabled(config_file, "audit", True)
+    assert config_file.read_text() == COMMENTED
+
+
+def test_no_change_means_no_write(config_file: Path) -> None:
+    before = config_file.stat().st_mtime_ns
+    assert set_plugin_enabled(config_file, "audit", True) is False
+    assert config_file.stat().st_mtime_ns == before
+
+
+def test_name_resolves_against_name_use_and_entry_point(config_file: Path) -> None:
+    eps = EntryPointIndex.from_mapping({"costs_ep": "acme_costs:install"})
+    set_plugin_enabled(config_file, "acme_audit", False)  # the use value
+    set_plugin_enabled(config_file, "costs_ep", False, entry_points=eps)  # the entry-point name
+    plugins = load_app_config(config_file).plugins
+    assert [p.enabled for p in plugins] == [False, False]
+
+
+def test_unknown_and_ambiguous_names(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("plugins:\n  - {name: a, use: x:y}\n  - {name: b, use: x:y}\n")
+    with pytest.raises(PluginNotFoundError, match="configured: a, b"):
+        set_plugin_enabled(path, "nope", False)
+    with pytest.raises(ConfigEditError, match="matches several"):
+        set_plugin_enabled(path, "x:y", False)
+    set_plugin_enabled(path, "b", False)  # flow style still works (round-trip fallback)
+    assert [p.enabled for p in load_app_config(path).plugins] == [True, False]
+
+
+def test_add_and_remove_keep_the_rest(config_file: Path) -> None:
+    add_plugin(
+        config_file, {"name": "extra", "use": "x:install", "table_prefix": "x_", "config": {"k": [1, 2]}}
+    )
+    text = config_file.read_text()
+    assert text.startswith(COMMENTED.split("models:")[0].rstrip("\n"))
+    assert text.endswith("models:" + COMMENTED.split("models:")[1])
+    entry = load_app_config(config_file).plugins[2]
+    assert (entry.name, entry.use, entry.table_prefix, entry.config) == (
+        "extra",
+        "x:install",
+        "x_",
+        {"k": [1, 2]},
+    )
+    removed = remove_plugin(config_file, "extra")
+    assert removed.name == "extra"
+    assert config_file.read_text() == COMMENTED
+
+
+def test_add_duplicate_name_is_refused(config_file: Path) -> None:
+    with pytest.raises(ConfigEditError, match="already exists"):
+        add_plugin(config_file, {"name": "audit", "use": "x:y"})
+
+
+def test_add_creates_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    add_plugin(path, {"name": "a", "use": "acme"})
+    assert [p.use for p in load_app_config(path).plugins] == ["acme"]
+
+
+def test_remove_last_entry_leaves_an_empty_list(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("plugins:  # extensions\n  - name: a\n    use: x\ntitle:\n  enabled: true\n")
+    remove_plugin(path, "a")
+    assert path.read_text() == "plugins: [] # extensions\ntitle:\n  enabled: true\n"
+    assert load_app_config(path).plugins == []
+
+
+def test_invalid_file_is_not_edited(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("plugins:\n  - name: a\n    use: x\n    enabled: maybe\n")
+    with pytest.raises(ConfigError, match=":4: plugins"):
+        set_plugin_enabled(path, "a", False)
+    assert path.read_text().endswith("maybe\n")
+
+
+def test_symlinked_config_edits_the_target(config_file: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link.yaml"
+    link.symlink_to(config_file)
+    set_plugin_enabled(link, "audit", False)
+    assert link.is_symlink()
+    assert load_app_config(config_file).plugins[0].enabled is False
+
+
+def _toggle(path: str, name: str, rounds: int) -> None:
+    for i in range(rounds):
+        set_plugin_enabled(path, name, i % 2 == 0)
+
+
+def test_concurrent_editors_never_lose_or_tear_an_edit(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    names = [f"p{i}" for i in range(4)]
+    path.write_text(
+        "# shared\nplugins:\n" + "".join(f"  - name: {n}\n    use: m{n}:install\n" for n in names)
+    )
+    ctx = multiprocessing.get_context("fork")
+    rounds = 15  # each editor toggles its own entry; the last round (i=14) enables it
+    procs = [ctx.Process(target=_toggle, args=(str(path), n, rounds)) for n in names]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    plugins = load_app_config(path).plugins
+    assert [p.name for p in plugins] == names
+    assert all(p.enabled is True for p in plugins)  # no editor overwrote another with a stale copy
+    assert path.read_text().startswith("# shared\nplugins:\n")
+    assert not [f for f in tmp_path.iterdir() if f.suffix == ".tmp"]
