@@ -365,9 +365,12 @@ def deerflow_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[C
     """Factory: ``deerflow_host(install_or_name, config=None, *, name=None, required=False,
     table_prefix=None, app_config=None) -> HostHarness`` (a started Gateway)."""
     from deerflow_ext.config.loading import load_app_config
+    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
     from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
 
-    previous = get_loaded_extensions()
+    # create_app publishes process-wide state; put it back so one test's host never
+    # leaks into the next test.
+    previous, previous_diagnostics = get_loaded_extensions(), get_diagnostics()
     harnesses: list[HostHarness] = []
     counter = itertools.count(1)
 
@@ -403,6 +406,7 @@ def deerflow_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[C
             harness.close()
     finally:
         set_loaded_extensions(previous)
+        set_diagnostics(previous_diagnostics)
 
 
 @pytest.fixture

@@ -1,0 +1,93 @@
+"""The ``deerflow_host`` and ``extension_loader`` fixtures against the real Gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from deerflow_ext.testing import HostHarness
+from testing import kit_extension
+from testing.kit_extension import Events
+
+
+def test_extension_loader_installs_an_entry_without_a_gateway(extension_loader: Any) -> None:
+    result = extension_loader(kit_extension.install, {"greeting": "hi"})
+    assert result.loaded == ("testing.kit_extension:install",)
+    assert len(result.extensions.task_lifecycle) == 1
+    assert len(result.extensions.services) == 1
+    assert not result.diagnostics.snapshot()
+
+
+def test_extension_loader_reports_a_failing_inline_install(extension_loader: Any) -> None:
+    def install(registry: Any, config: Mapping[str, Any]) -> None:
+        registry.task_lifecycle(kit_extension.Recorder())
+        raise ValueError("bad threshold")
+
+    result = extension_loader(install, name="broken")
+    assert result.loaded == ()
+    assert not result.extensions.task_lifecycle  # rolled back, not half-registered
+    (diagnostic,) = result.diagnostics.snapshot()
+    assert "bad threshold" in diagnostic.message
+
+
+def test_a_lead_run_brackets_the_task_with_start_and_stop(deerflow_host: Any) -> None:
+    host: HostHarness = deerflow_host(kit_extension.install)
+    outcome = host.run("hello there")
+    assert outcome.event_names[0] == "metadata"
+    assert outcome.event_names[-1] == "end"
+    assert outcome.run["run_id"] == outcome.run_id
+    assert outcome.outcome == "completed"
+    assert outcome.answer
+    # the stream ends only after on_task_stop returned, so no polling is needed here
+    events = host.app_store.get(Events).snapshot()
+    assert events == [("start", "lead", events[0][2]), ("stop", "lead", "completed")]
+    assert not host.diagnostics.snapshot()
+
+
+def test_a_delegating_run_includes_a_subagent_task(deerflow_host: Any) -> None:
+    host = deerflow_host(kit_extension.install)
+    host.run("delegate: count the apples")
+    kinds = [(what, kind) for what, kind, _ in host.app_store.get(Events).snapshot()]
+    assert kinds[0] == ("start", "lead") and kinds[-1] == ("stop", "lead")
+    assert ("start", "subagent") in kinds and ("stop", "subagent") in kinds
+    assert kinds.index(("start", "subagent")) < kinds.index(("stop", "subagent"))
+
+
+def test_routers_services_and_closing(deerflow_host: Any) -> None:
+    host = deerflow_host(kit_extension.install, {"greeting": "hi"}, name="kit")
+    assert host.client.get("/api/ext/kit/hello").json() == {"greeting": "hi", "started": True}
+    lifetime = kit_extension.LIFETIMES[-1]
+    assert lifetime.deps is not None and lifetime.deps.session_factory is not None
+    assert lifetime.deps.app_store is host.app_store
+    host.close()
+    assert lifetime.stopped
+
+
+def test_a_runs_thread_can_be_reused(deerflow_host: Any) -> None:
+    host = deerflow_host(kit_extension.install)
+    first = host.run("first question")
+    second = host.run("second question", thread_id=first.thread_id)
+    assert second.thread_id == first.thread_id and second.run_id != first.run_id
+    stops = [e for e in host.app_store.get(Events).snapshot() if e[0] == "stop"]
+    assert len(stops) == 2
+
+
+def test_a_failing_optional_extension_is_a_diagnostic_and_the_host_still_runs(deerflow_host: Any) -> None:
+    def install(registry: Any, config: Mapping[str, Any]) -> None:
+        raise RuntimeError("no credentials")
+
+    host = deerflow_host(install, name="flaky")
+    assert any("no credentials" in d.message for d in host.diagnostics.snapshot())
+    assert host.run("still works").event_names[-1] == "end"
+
+
+def test_a_failing_required_extension_stops_the_host(deerflow_host: Any) -> None:
+    from deerflow_ext.extensions.loader import ExtensionLoadError
+
+    def install(registry: Any, config: Mapping[str, Any]) -> None:
+        raise RuntimeError("audit database unreachable")
+
+    with pytest.raises(ExtensionLoadError, match="failed to install"):
+        deerflow_host(install, name="audit", required=True)
