@@ -49,6 +49,12 @@ class SandboxPool:
             return self._leases.get(lease.owner) == lease
 
     @property
+    def owners(self) -> tuple[str, ...]:
+        """Who holds a lease right now (for diagnostics and tests)."""
+        with self._lock:
+            return tuple(self._leases)
+
+    @property
     def active(self) -> int:
         with self._lock:
             return len(self._leases)

@@ -1,0 +1,231 @@
+"""``DeerFlowClient``: the lead agent in-process, without the Gateway.
+
+The client is its own run worker, so it owns what the worker owns: it resolves the
+extension snapshot once per run (the pinned set it was given, else the process-wide set),
+allocates the task store, awaits ``on_task_start`` before the graph is built and
+``on_task_stop`` after the run, whatever the outcome. There is no Gateway loop; when no
+notification loop is registered the client registers the run's own loop for the duration
+of the run, so fire-and-forget observations (compaction, cancelled system calls) are
+delivered rather than dropped, and drains it before letting go.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Checkpointer
+
+from deerflow_ext.agents.host import AgentHost, LeadRunRequest, LeadRunResult
+from deerflow_ext.agents.lead import ModelFactory
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
+from deerflow_extension_api import TaskInfo, TaskOutcome
+
+__all__ = ["DeerFlowClient", "StreamEvent", "run_command"]
+
+logger = logging.getLogger(__name__)
+
+StreamEvent = tuple[str, Any]
+"""``(event, data)``: ``"metadata"`` first, then ``"updates"`` / ``"messages"`` / ``"values"``
+as the graph streams, then ``"result"`` with the :class:`LeadRunResult`."""
+
+_DRAIN_SECONDS = 2.0
+
+
+class DeerFlowClient:
+    """Run lead agents in this process; one client keeps its threads in one checkpointer."""
+
+    def __init__(
+        self,
+        config: AppConfig | None = None,
+        *,
+        extensions: LoadedExtensions | None = None,
+        checkpointer: Checkpointer | None = None,
+        memory: Any | None = None,
+        model_factory: ModelFactory | None = None,
+    ) -> None:
+        self.config = config if config is not None else AppConfig()
+        self._extensions = extensions
+        self.host = AgentHost(
+            self.config,
+            checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
+            memory=memory,
+            model_factory=model_factory,
+        )
+
+    @property
+    def extensions(self) -> LoadedExtensions:
+        """The pinned set, else the process-wide one *now* (resolved once per run)."""
+        return self._extensions if self._extensions is not None else get_loaded_extensions()
+
+    def run(self, prompt: str, thread_id: str | None = None, *, goal: str | None = None) -> LeadRunResult:
+        """Blocking run; must not be called from a running event loop (use :meth:`arun`)."""
+        return asyncio.run(self.arun(prompt, thread_id, goal=goal))
+
+    async def arun(
+        self, prompt: str, thread_id: str | None = None, *, goal: str | None = None
+    ) -> LeadRunResult:
+        result: LeadRunResult | None = None
+        async for event, data in self.astream(prompt, thread_id, goal=goal):
+            if event == "result":
+                result = data
+        assert result is not None  # astream always ends with "result" or raises
+        return result
+
+    async def astream(
+        self, prompt: str, thread_id: str | None = None, *, goal: str | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one run's events; the last one is ``("result", LeadRunResult)``."""
+        queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
+        thread_id = thread_id or str(uuid.uuid4())
+        run_id = str(uuid.uuid4())
+
+        async def emit(event: str, data: Any) -> None:
+            await queue.put((event, data))
+
+        async def worker() -> None:
+            try:
+                await queue.put(("metadata", {"run_id": run_id, "thread_id": thread_id}))
+                result = await self._run(prompt, thread_id, run_id, goal, emit)
+                await queue.put(("result", result))
+            finally:
+                await queue.put(None)
+
+        task = asyncio.create_task(worker())
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+            await task  # re-raise the run's exception, if any
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(
+        self, prompt: str, thread_id: str, run_id: str, goal: str | None, emit: Any
+    ) -> LeadRunResult:
+        from deerflow_ext.extensions.notify import notification_loop, notify_task_start, notify_task_stop
+
+        ext = self.extensions  # resolved once: store, hooks and construction share it
+        task_store = ext.new_task_store(run_id)
+        info = TaskInfo(task_id=run_id, run_id=run_id, thread_id=thread_id, kind="lead")
+        owns_loop = notification_loop.loop is None
+        if owns_loop:
+            notification_loop.register(asyncio.get_running_loop())
+        try:
+            if task_store is not None:
+                await notify_task_start(ext, task_store, info)  # before the graph is built
+            outcome = TaskOutcome.FAILED
+            try:
+                request = LeadRunRequest(
+                    thread_id=thread_id,
+                    run_id=run_id,
+                    messages=({"role": "user", "content": prompt},),
+                    goal=goal,
+                )
+                result = await self.host.run_lead(request, extensions=ext, task_store=task_store, emit=emit)
+                outcome = TaskOutcome.COMPLETED
+                return result
+            except asyncio.CancelledError:
+                outcome = TaskOutcome.ABORTED
+                raise
+            finally:
+                if task_store is not None:
+                    await notify_task_stop(ext, task_store, info, outcome)
+        finally:
+            if owns_loop:
+                await notification_loop.drain(_DRAIN_SECONDS)
+                notification_loop.reset()
+
+    async def aclose(self) -> None:
+        await self.host.aclose()
+
+    def close(self) -> None:
+        asyncio.run(self.aclose())
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def _progress(event: str, data: Any) -> str | None:
+    """One live line per step: model call, tool call, subagent."""
+    if event != "updates" or not isinstance(data, dict):
+        return None
+    lines: list[str] = []
+    for node, update in data.items():
+        messages = (update or {}).get("messages", []) if isinstance(update, dict) else []
+        for message in messages if isinstance(messages, list) else []:
+            if isinstance(message, AIMessage):
+                for call in message.tool_calls:
+                    kind = "subagent" if call["name"] == "task" else "tool call"
+                    lines.append(f"… {kind}: {call['name']} {call['args']}")
+                if not message.tool_calls:
+                    lines.append(f"… model call ({node})")
+            elif isinstance(message, ToolMessage):
+                lines.append(f"… {message.name or 'tool'} returned")
+    return "\n".join(lines) or None
+
+
+def run_command(args: Sequence[str] | None = None) -> int:
+    """``deerflow-ext run PROMPT [--config PATH] [--thread ID]``: answer on stdout, progress on stderr."""
+    parser = argparse.ArgumentParser(
+        prog="deerflow-ext run", description="Run the lead agent once, in-process."
+    )
+    parser.add_argument("prompt")
+    parser.add_argument("--config", default=None, help="path of config.yaml (default: $DEERFLOW_CONFIG)")
+    parser.add_argument("--thread", default=None, help="thread id to continue")
+    parsed = parser.parse_args(args)
+
+    from deerflow_ext.config.loading import ConfigError, load_app_config
+    from deerflow_ext.extensions.loader import load_extensions
+
+    path = parsed.config
+    if path is None:
+        from deerflow_ext.config.settings import Settings
+
+        path = Settings().config
+    try:
+        config = load_app_config(path)
+        extensions = load_extensions(config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a required extension failed, a table prefix collided
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(extensions.summary, file=sys.stderr)
+    client = DeerFlowClient(config, extensions=extensions)
+
+    async def main() -> LeadRunResult | None:
+        result = None
+        try:
+            async for event, data in client.astream(parsed.prompt, parsed.thread):
+                if event == "metadata":
+                    print(f"… run {data['run_id']} on thread {data['thread_id']}", file=sys.stderr)
+                elif event == "result":
+                    result = data
+                elif (line := _progress(event, data)) is not None:
+                    print(line, file=sys.stderr, flush=True)
+        finally:
+            await client.aclose()
+        return result
+
+    try:
+        result = asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        print(f"error: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if result is None:
+        return 1
+    print(result.answer)
+    return 0
