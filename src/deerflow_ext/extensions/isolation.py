@@ -33,7 +33,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
@@ -43,6 +43,9 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+
+if TYPE_CHECKING:
+    from deerflow_extension_api import Placement
 
 __all__ = ["STATE_HOOKS", "WRAP_HOOK_PAIRS", "IsolatedMiddleware", "implemented_hooks", "node_slug"]
 
@@ -116,6 +119,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         extension: str,
         index: int = 1,
         diagnostics: DiagnosticsList | None = None,
+        placement: Placement | None = None,
     ) -> IsolatedMiddleware:
         if not isinstance(inner, AgentMiddleware):
             raise TypeError(f"expected an AgentMiddleware, got {type(inner).__name__}")
@@ -132,10 +136,12 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         extension: str,
         index: int = 1,
         diagnostics: DiagnosticsList | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self._inner = inner
         self._extension = extension
         self._diagnostics = diagnostics
+        self._placement = placement
         self._name = f"ext_{node_slug(extension)}_{node_slug(type(inner).__name__)}_{index}"
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
@@ -154,6 +160,11 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def extension(self) -> str:
         """Attribution: the contributing entry's resolved ``module:attr``."""
         return self._extension
+
+    @property
+    def placement(self) -> Placement | None:
+        """Where the composition point put it; ``assert_ordering`` checks the promise."""
+        return self._placement
 
     @property
     def name(self) -> str:
