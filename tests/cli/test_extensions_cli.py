@@ -1,0 +1,187 @@
+"""deerflow-ext extensions list | enable | disable | doctor, and the lazily imported commands."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from deerflow_ext import cli
+from deerflow_ext.config.loading import load_app_config
+from deerflow_ext.extensions.discovery import EntryPointIndex
+
+M = "extensions.fixtures_plugins"
+
+COMMENTED = f"""\
+# production gateway -- do not reformat
+plugins:
+  - name: audit            # mandatory audit trail
+    use: acme_audit
+    enabled: true
+    required: true
+    table_prefix: acme_
+  - name: costs
+    use: "{M}:unmarked"
+    enabled: false         # re-enable after the migration
+    config:
+      currency: EUR
+
+title:
+    max_chars: 40
+"""
+
+
+@pytest.fixture(autouse=True)
+def installed(monkeypatch: pytest.MonkeyPatch) -> EntryPointIndex:
+    index = EntryPointIndex.from_mapping(
+        {"acme_audit": f"{M}:good", "acme_spare": f"{M}:unmarked", "acme_other": f"{M}:older_patch"}
+    )
+    monkeypatch.setattr(EntryPointIndex, "scan", classmethod(lambda cls, group="": index))
+    return index
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(COMMENTED, encoding="utf-8")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_disable_enable_round_trip_changes_only_the_flag(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "extensions", "disable", "audit", "--config", str(config_file))
+    assert code == 0 and "disabled audit" in out
+    assert config_file.read_text() == COMMENTED.replace("    enabled: true\n", "    enabled: false\n", 1)
+    code, _, _ = run(capsys, "extensions", "enable", "costs", "--config", str(config_file))
+    assert code == 0
+    assert config_file.read_text() == COMMENTED.replace(
+        "    enabled: true\n", "    enabled: false\n", 1
+    ).replace("    enabled: false         # re-enable", "    enabled: true         # re-enable")
+    run(capsys, "extensions", "enable", "acme_audit", "--config", str(config_file))  # by entry-point name
+    run(capsys, "extensions", "disable", f"{M}:unmarked", "--config", str(config_file))  # by use value
+    assert config_file.read_text() == COMMENTED.replace(
+        "    enabled: false         # re-enable", "    enabled: false         # re-enable"
+    )
+
+
+def test_enable_an_installed_but_unconfigured_extension_adds_it(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "extensions", "enable", "acme_other", "--config", str(config_file))
+    assert code == 0 and "added" in out
+    assert load_app_config(config_file).plugins[-1].use == "acme_other"
+    assert config_file.read_text().startswith(COMMENTED.split("\ntitle:")[0])
+
+
+def test_unknown_name_is_an_error(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "extensions", "disable", "nope", "--config", str(config_file))
+    assert code == 1 and err.startswith("error: no plugins entry matches 'nope'")
+
+
+def test_list_shows_installed_and_configured_side_by_side(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "extensions", "list", "--config", str(config_file))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "NAME",
+        "USE",
+        "ENTRY",
+        "POINT",
+        "ENABLED",
+        "REQUIRED",
+        "VERSION",
+        "DISTRIBUTION",
+    ]
+    assert lines[1].split()[:5] == ["audit", "acme_audit", "acme_audit", "yes", "yes"]
+    assert lines[2].split()[:5] == ["costs", f"{M}:unmarked", "acme_spare", "no", "no"]
+    # acme_spare is configured through its value, so only acme_other is listed as unconfigured.
+    assert lines[3].split()[:6] == ["-", f"{M}:older_patch", "acme_other", "not", "configured", "-"]
+    assert len(lines) == 4
+
+
+def test_config_errors_exit_2_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("plugins:\n  - name: a\n    use: x\n    enabled: maybe\n")
+    for argv in (["extensions", "list"], ["extensions", "disable", "a"]):
+        code, _, err = run(capsys, *argv, "--config", str(path))
+        assert code == 2
+        assert err.startswith(f"error: {path}:4: plugins[0].enabled: Input should be a valid boolean")
+        assert "Traceback" not in err
+
+
+def test_config_path_defaults_to_the_environment(
+    config_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEERFLOW_CONFIG", str(config_file))
+    code, out, _ = run(capsys, "extensions", "list")
+    assert code == 0 and "audit" in out
+
+
+# -- doctor ------------------------------------------------------------------------------------
+def test_doctor_would_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "plugins:\n"
+        "  - {name: audit, use: acme_audit}\n"
+        "  - {name: broken, use: extensions.fixtures_broken:install}\n"
+        "  - {name: off, use: acme_spare, enabled: false}\n"
+    )
+    code, out, _ = run(capsys, "extensions", "doctor", "--config", str(path))
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].startswith("Extension extensions.fixtures_broken:install: cannot import")
+    assert lines[1] == f"Extensions loaded: 1/3 ({M}:good)"
+    assert lines[2].startswith("diagnostic [load] extensions.fixtures_broken:install: cannot import")
+    assert lines[-1] == "The Gateway would start."
+
+
+def test_doctor_required_failure_exits_1(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_file.write_text(COMMENTED.replace("use: acme_audit", "use: missing_ext"))
+    code, out, _ = run(capsys, "extensions", "doctor", "--config", str(config_file))
+    assert code == 1
+    assert "Extension missing_ext: no extension named 'missing_ext'" in out
+    assert "ExtensionLoadError: required extension missing_ext failed to install" in out
+    assert out.splitlines()[-1] == "The Gateway would not start."
+
+
+def test_doctor_prefix_collision_exits_1(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config_file.write_text(COMMENTED.replace("table_prefix: acme_", "table_prefix: thread"))
+    code, out, _ = run(capsys, "extensions", "doctor", "--config", str(config_file))
+    assert code == 1 and "TablePrefixCollisionError" in out and "threads" in out
+
+
+def test_doctor_invalid_config_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("plugins: {not: a list}\n")
+    code, out, err = run(capsys, "extensions", "doctor", "--config", str(path))
+    assert code == 1 and err.startswith(f"error: {path}:1: plugins:") and "would not start" in out
+
+
+def test_doctor_missing_file_would_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "extensions", "doctor", "--config", str(tmp_path / "absent.yaml"))
+    assert code == 0 and "Extensions loaded: 0/0 ()" in out
+
+
+# -- serve and run are implemented elsewhere and imported lazily --------------------------------
+def test_serve_and_run_delegate_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+    serve_mod = types.ModuleType("deerflow_ext.gateway.serve")
+    serve_mod.serve_command = lambda args: seen.setdefault("serve", (args.host, args.port, args.config)) and 0  # type: ignore[attr-defined]
+    client_mod = types.ModuleType("deerflow_ext.client")
+    client_mod.run_command = lambda args: seen.setdefault("run", (args.prompt, args.thread)) and 3  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "deerflow_ext.gateway.serve", serve_mod)
+    monkeypatch.setitem(sys.modules, "deerflow_ext.client", client_mod)
+    assert cli.main(["serve", "--host", "0.0.0.0", "--port", "9000", "--config", "c.yaml"]) == 0
+    assert cli.main(["run", "hello", "--thread", "t1"]) == 3
+    assert seen == {"serve": ("0.0.0.0", 9000, "c.yaml"), "run": ("hello", "t1")}
