@@ -40,12 +40,16 @@ class LifecycleRecorder:
     def __init__(self, stop_delay: float = 0.0) -> None:
         self.stop_delay = stop_delay
         self.outcomes: dict[str, str] = {}
+        self.stores: dict[str, list[Any]] = {}
 
     async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
+        assert info.kind == "lead" and info.task_id == info.run_id
+        self.stores.setdefault(info.run_id, []).append(task_store)
         record("start", info.run_id)
 
     async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
         record("stop-begin", info.run_id)
+        self.stores.setdefault(info.run_id, []).append(task_store)
         self.outcomes[info.run_id] = outcome.value
         if self.stop_delay:
             await asyncio.sleep(self.stop_delay)
@@ -71,7 +75,7 @@ class ServiceRecorder:
 
 @dataclass
 class FakeAgentHost:
-    """Answers after ``delay`` seconds; emits one event of each streamed kind."""
+    """Answers (after ``delay`` seconds when the prompt says "slow"); emits each streamed kind."""
 
     delay: float = 0.0
     fail: bool = False
@@ -90,7 +94,8 @@ class FakeAgentHost:
                 await emit(
                     "messages", [{"type": "AIMessageChunk", "content": "echo"}, {"langgraph_node": "model"}]
                 )
-            await asyncio.sleep(self.delay)
+            if "slow" in str(text):
+                await asyncio.sleep(self.delay)
             if self.fail:
                 raise ValueError("the model is on fire")
             if emit is not None:
