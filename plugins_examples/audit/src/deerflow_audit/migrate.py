@@ -34,9 +34,13 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """Limit autogenerate to this package's tables; every other table belongs to someone else."""
+    """Limit autogenerate to this package's tables; every other table belongs to someone else.
+
+    The version table carries the prefix but is alembic's bookkeeping, not part of the
+    model, so it is excluded too (otherwise autogenerate would propose to drop it).
+    """
     if type_ == "table":
-        return bool(name) and str(name).startswith(TABLE_PREFIX)
+        return bool(name) and str(name).startswith(TABLE_PREFIX) and name != VERSION_TABLE
     table = getattr(obj, "table", None)
     if table is not None:
         return str(table.name).startswith(TABLE_PREFIX)

@@ -25,6 +25,9 @@ __all__ = ["AuditSettings", "AuditWriter"]
 
 logger = logging.getLogger("deerflow_audit")
 
+_FLUSH_INTERVAL = 0.25
+_LIST_LIMIT = 100
+
 
 @dataclass(frozen=True, slots=True)
 class AuditSettings:
@@ -35,8 +38,8 @@ class AuditSettings:
     is a migration, not a setting.
     """
 
-    flush_interval: float = 0.25
-    list_limit: int = 100
+    flush_interval: float = _FLUSH_INTERVAL
+    list_limit: int = _LIST_LIMIT
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AuditSettings:
@@ -48,8 +51,8 @@ class AuditSettings:
             raise ValueError(
                 f"the audit tables are named {TABLE_PREFIX}*; table_prefix {prefix!r} cannot rename them"
             )
-        flush_interval = float(config.get("flush_interval", cls.flush_interval))
-        list_limit = int(config.get("list_limit", cls.list_limit))
+        flush_interval = float(config.get("flush_interval", _FLUSH_INTERVAL))
+        list_limit = int(config.get("list_limit", _LIST_LIMIT))
         if flush_interval <= 0 or list_limit <= 0:
             raise ValueError("flush_interval and list_limit must be positive")
         return cls(flush_interval=flush_interval, list_limit=list_limit)

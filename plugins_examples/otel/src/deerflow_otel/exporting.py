@@ -60,10 +60,10 @@ class OtelSettings:
         unknown = set(config) - {"exporter", "service_name"}
         if unknown:
             raise ValueError(f"unknown otel config key(s): {', '.join(sorted(unknown))}")
-        exporter = str(config.get("exporter", cls.exporter))
+        exporter = str(config.get("exporter", "console"))
         if exporter not in EXPORTERS:
             raise ValueError(f"otel exporter must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
-        return cls(exporter=exporter, service_name=str(config.get("service_name", cls.service_name)))
+        return cls(exporter=exporter, service_name=str(config.get("service_name", "deerflow")))
 
 
 class TracerHandle:
