@@ -1,0 +1,502 @@
+"""Awaited notifications: registration order, isolation, one budget, cancellation by origin.
+
+Every task-lifecycle hook and observer is called through :func:`_notify_each`, so the rules
+the spec states once ("Notifications and fail-open") hold everywhere:
+
+* contributors run one after another in registration order, and one failure never skips
+  the next contributor;
+* one budget is shared by all contributors of one notification; at the deadline the running
+  contributor is cancelled and every later one is skipped with a warning;
+* a ``CancelledError`` is judged by where it came from, not by its class. Only a genuine
+  cancellation of the host task increments ``asyncio.Task.cancelling()``; that propagates.
+  A contributor that lets its *own* ``CancelledError`` escape (an internal timeout built on
+  cancellation, say) is contained like any other exception, because otherwise it would end
+  an otherwise successful run as cancelled.
+
+Contributors are awaited directly, without a Task each: a hook is normally a few dict writes,
+and wrapping each in a Task would cost more than the hook. The budget is enforced by one
+timer per event loop (:class:`_Watchdog`) that every running notification shares, so a
+notification whose contributors never suspend arms no timer at all.
+
+The notification *loop* is the Gateway's serving loop. Extensions open clients and pools on
+it, so a subagent running on its own loop in a worker thread dispatches its hooks there
+instead of touching those resources from a foreign loop (:class:`NotificationLoop`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from .diagnostics import log_extension_failure, logger
+
+if TYPE_CHECKING:
+    from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
+
+    from .snapshot import Contribution, LoadedExtensions
+
+__all__ = [
+    "DEFAULT_NOTIFY_BUDGET",
+    "TRACE_EXTENSIONS",
+    "NotificationLoop",
+    "_notify_each",
+    "notification_loop",
+    "notify_task_start",
+    "notify_task_stop",
+]
+
+T = TypeVar("T")
+
+DEFAULT_NOTIFY_BUDGET = 3.0
+"""Seconds shared by all contributors of one lifecycle notification (the spec's 3 seconds).
+
+Read at call time, so tests may lower it with ``monkeypatch.setattr``.
+"""
+
+TRACE_EXTENSIONS = os.environ.get("DEERFLOW_TRACE_EXTENSIONS") == "1"
+"""Log every contributor call at INFO.
+
+pluggy's own tracing never fires because the host does not call ``pm.hook``. Read once at
+import (an environment lookup per notification would cost more than a no-op hook).
+"""
+
+_monotonic = time.monotonic
+_get_running_loop = asyncio.events._get_running_loop  # C; None outside a loop, never raises
+
+if sys.version_info >= (3, 12):
+    _task_of: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = asyncio.current_task
+else:  # pragma: no cover - exercised on 3.11 only
+    # 3.11's asyncio.current_task() is pure Python and costs as much as four no-op hooks;
+    # this C-level dict is what it reads.
+    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
+
+    _task_of = _current_tasks.get
+
+
+# --------------------------------------------------------------------------------------
+# The budget: one deadline timer per event loop, shared by every running notification
+# --------------------------------------------------------------------------------------
+class _Budget(list):  # type: ignore[type-arg]
+    """``[task, deadline, cancels]`` of one running notification.
+
+    ``deadline`` is a ``time.monotonic()`` value; ``cancels`` counts the cancel requests
+    the watchdog made on ``task`` for it, which is what tells our own cancellation apart
+    from the host's. A list subclass hashed by identity because one is built on every
+    notification and that is cheaper than a slotted class with an ``__init__``.
+    """
+
+    __slots__ = ()
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+_TASK, _DEADLINE, _CANCELS = 0, 1, 2
+_RECANCEL_AFTER = 0.01  # seconds: how soon an overrunning notification is cancelled again
+
+
+class _Watchdog:
+    """The single deadline timer of one event loop.
+
+    Arming and cancelling a ``TimerHandle`` per notification would cost more than ten no-op
+    hooks, and almost every notification finishes long before its deadline. So the timer is
+    armed for the earliest deadline among running notifications and is *not* cancelled when
+    they finish. When it fires it cancels each task whose budget is spent — its contributor
+    is, by construction, the one suspended at that moment, since the loop only runs timers
+    while tasks are suspended — and re-arms for the next deadline if a notification is still
+    running. A steady stream of fast notifications costs one timer per budget period.
+
+    An overrunning notification stays registered and is cancelled again every
+    ``_RECANCEL_AFTER`` seconds until it exits, so a contributor that swallows the
+    cancellation cannot take the rest of the notification past the budget with it.
+
+    Deadlines are ``time.monotonic()`` values, converted to loop time only when arming, so a
+    loop with its own clock (uvloop) still fires on time. Touched only from its loop's thread.
+    """
+
+    __slots__ = ("__weakref__", "active", "handle", "loop", "when")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.active: set[_Budget] = set()
+        self.handle: asyncio.TimerHandle | None = None
+        self.when = math.inf
+
+    def arm(self, deadline: float) -> None:
+        """Fire at ``deadline``, which is earlier than the current arming."""
+        if self.handle is not None:
+            self.handle.cancel()
+        self.when = deadline
+        self.handle = self.loop.call_at(self.loop.time() + (deadline - _monotonic()), self._fire)
+
+    def _fire(self) -> None:
+        self.handle = None
+        self.when = math.inf
+        now = _monotonic()
+        upcoming = math.inf
+        for budget in tuple(self.active):
+            if budget[_DEADLINE] <= now:
+                budget[_CANCELS] += 1
+                budget[_TASK].cancel()
+                budget[_DEADLINE] = now + _RECANCEL_AFTER
+            upcoming = min(upcoming, budget[_DEADLINE])
+        if upcoming != math.inf:
+            self.arm(upcoming)
+
+
+_watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
+_watchdogs_lock = threading.Lock()
+_last_watchdog: _Watchdog | None = None
+
+
+def _watchdog_for(loop: asyncio.AbstractEventLoop) -> _Watchdog:
+    global _last_watchdog
+    with _watchdogs_lock:
+        watchdog = _watchdogs.get(loop)
+        if watchdog is None:
+            watchdog = _watchdogs[loop] = _Watchdog(loop)
+    _last_watchdog = watchdog
+    return watchdog
+
+
+# --------------------------------------------------------------------------------------
+# Who gets called: bound methods resolved once per (contributions, method)
+# --------------------------------------------------------------------------------------
+class _Plan(NamedTuple):
+    source: Sequence[Contribution[Any]]
+    contributions: tuple[Contribution[Any], ...]  # those implementing the method, in order
+    calls: tuple[Callable[..., Awaitable[object]], ...]  # their bound methods, same order
+
+
+_plans: dict[tuple[int, str], _Plan] = {}
+_PLANS_LIMIT = 256
+
+
+def _build_plan(contributions: Sequence[Contribution[Any]], method: str) -> _Plan:
+    """The contributors that implement ``method``, with their bound methods, in order.
+
+    A snapshot's contribution tuples are immutable and live as long as the snapshot, so the
+    lookup is cached. The entry holds the tuple itself, so its ``id`` cannot be reused while
+    cached. A contributor lacking the method is left out: every hook is optional.
+    """
+    pairs = [(c, fn) for c in contributions if (fn := getattr(c.contributor, method, None)) is not None]
+    plan = _Plan(contributions, tuple(c for c, _ in pairs), tuple(fn for _, fn in pairs))
+    if len(_plans) >= _PLANS_LIMIT:
+        _plans.clear()
+    _plans[(id(contributions), method)] = plan
+    return plan
+
+
+def _index_of(calls: tuple[Callable[..., Awaitable[object]], ...], fn: object) -> int:
+    # Bound methods are built per plan, so identity finds the one that ran even when the
+    # same contributor object is registered twice.
+    return next(i for i, candidate in enumerate(calls) if candidate is fn)
+
+
+def _seconds(budget: float) -> str:
+    # The spec prints the budget as "3.0s"; float() keeps "0.05s" and turns 3 into "3.0s".
+    return f"{float(budget)}s"
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _report_spent(
+    plan: _Plan, start: int, method: str, task_id: str, budget: float, *, timed_out: bool
+) -> None:
+    """Warn for the contributor the deadline interrupted (if any) and skip every later one."""
+    spent = f"the {_seconds(budget)} notification budget was spent"
+    for i in range(start, len(plan.contributions)):
+        verb = "timed out" if timed_out and i == start else "skipped"
+        log_extension_failure(
+            plan.contributions[i].extension,
+            f"{method} {verb} for task {task_id}; {spent}",
+            level=logging.WARNING,
+        )
+
+
+async def _notify_each(
+    contributions: Sequence[Contribution[Any]],
+    method: str,
+    args: tuple[Any, ...],
+    *,
+    task_id: str,
+    budget: float | None = None,
+) -> None:
+    """Call ``method(*args)`` on each contributor under the spec's fail-open rules.
+
+    ``budget`` defaults to :data:`DEFAULT_NOTIFY_BUDGET`; ``math.inf`` means unbounded (the
+    inline system-model observations, which the spec gives no budget). The only exceptions
+    that leave this function are a genuine cancellation of the calling task,
+    ``KeyboardInterrupt`` and ``SystemExit``.
+
+    The budget is enforced where a contributor suspends: the shared watchdog cancels the
+    contributor awaiting at the deadline. Nothing in asyncio can interrupt a contributor that
+    blocks the loop synchronously; the budget it spent is enforced at the next suspension of
+    a later contributor, which is then the one reported as timed out.
+
+    A contributor that swallows the *host's* cancellation and returns normally delays it to
+    the end of this notification instead of losing it: the remaining contributors run (they
+    cannot be told apart from a successful notification without checking after every call,
+    which the fast path cannot afford) and then ``CancelledError`` is raised.
+    """
+    plan = _plans.get((id(contributions), method))
+    if plan is None or plan.source is not contributions:
+        plan = _build_plan(contributions, method)
+    calls = plan.calls
+    if not calls:
+        return
+    if budget is None:
+        budget = DEFAULT_NOTIFY_BUDGET
+    loop = _get_running_loop()
+    task = _task_of(loop) if loop is not None else None
+    if task is None:
+        raise RuntimeError("_notify_each must run inside an asyncio task")
+    baseline = task.cancelling()
+    if budget <= 0:
+        _report_spent(plan, 0, method, task_id, budget, timed_out=False)
+        return
+    state: _Budget | None = None
+    watchdog = _last_watchdog
+    if budget != math.inf:
+        deadline = _monotonic() + budget
+        state = _Budget((task, deadline, 0))
+        if watchdog is None or watchdog.loop is not loop:
+            watchdog = _watchdog_for(loop)
+        watchdog.active.add(state)
+        if deadline < watchdog.when:
+            watchdog.arm(deadline)
+    trace = TRACE_EXTENSIONS
+    fn: Callable[..., Awaitable[object]] | None = None
+    try:
+        for fn in calls:
+            if trace:
+                _trace(plan, calls, fn, method, task_id)
+            try:
+                await fn(*args)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                ours = state[_CANCELS] if state is not None else 0
+                if task.cancelling() > baseline + ours:
+                    # The host task itself is being cancelled: propagate, call nobody else.
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    raise asyncio.CancelledError() from exc
+                index = _index_of(calls, fn)
+                if ours:
+                    _report_spent(plan, index, method, task_id, budget, timed_out=True)
+                    return
+                extension = plan.contributions[index].extension
+                log_extension_failure(extension, f"{method} raised {_describe(exc)}", exc=exc)
+        if state is not None and state[_CANCELS]:
+            # The deadline passed while a contributor that swallowed the cancellation ran.
+            _report_spent(plan, _index_of(calls, fn), method, task_id, budget, timed_out=True)
+            return
+        if task.cancelling() > baseline:
+            raise asyncio.CancelledError()
+    finally:
+        if state is not None and watchdog is not None:
+            watchdog.active.discard(state)
+            if state[_CANCELS]:
+                # Withdraw the watchdog's own cancel requests, as asyncio.timeout() does, so
+                # a spent budget never looks like a cancellation to the host.
+                for _ in range(state[_CANCELS]):
+                    task.uncancel()
+
+
+def _trace(plan: _Plan, calls: tuple[Any, ...], fn: object, method: str, task_id: str) -> None:
+    extension = plan.contributions[_index_of(calls, fn)].extension
+    logger.info("Extension %s: calling %s for task %s", extension, method, task_id)
+
+
+# --------------------------------------------------------------------------------------
+# The notification loop
+# --------------------------------------------------------------------------------------
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class NotificationLoop:
+    """The one event loop extension notifications run on (the Gateway's serving loop).
+
+    Awaited work (:meth:`run`) is dispatched to it from any loop and awaited across loops;
+    fire-and-forget work (:meth:`submit`) is scheduled on it from any thread, sync or async.
+    Shutdown is two steps because the spec orders them apart: :meth:`close_intake` first
+    (before the memory flush), while the loop stays registered so in-flight runs and
+    subagents still deliver their ``on_task_stop``; :meth:`reset` only after they drained.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._accepting = True
+        self._lock = threading.Lock()
+        # Tasks on the registered loop, touched only from that loop's thread. Holding them
+        # keeps fire-and-forget work from being garbage collected mid-flight.
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    def register(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make ``loop`` the notification loop and (re)open intake."""
+        with self._lock:
+            self._loop = loop
+            self._accepting = True
+
+    def reset(self) -> None:
+        """Forget the loop: the last shutdown step, after in-flight work has drained."""
+        with self._lock:
+            self._loop = None
+            self._accepting = True
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop
+
+    def close_intake(self) -> None:
+        """Stop accepting fire-and-forget work; awaited :meth:`run` keeps working."""
+        with self._lock:
+            self._accepting = False
+
+    @property
+    def accepting(self) -> bool:
+        """Whether :meth:`submit` would currently schedule work (a loop and open intake)."""
+        return self._loop is not None and self._accepting
+
+    def submit(
+        self, coro_factory: Callable[[], Coroutine[Any, Any, Any]], *, what: str = "notification"
+    ) -> bool:
+        """Schedule ``coro_factory()`` on the notification loop without waiting for it.
+
+        Callable from any thread, with or without a running loop. Returns ``False`` when the
+        work is dropped — no loop registered, intake closed, or the loop already closed —
+        with a DEBUG line naming ``what``. The factory is called on the notification loop,
+        so a dropped observation never creates a coroutine that is never awaited.
+        """
+        loop = self._loop
+        if loop is None or not self._accepting or loop.is_closed():
+            logger.debug("no notification loop registered; dropping %s", what)
+            return False
+        try:
+            if _running_loop() is loop:
+                self._spawn(coro_factory, what)
+            else:
+                loop.call_soon_threadsafe(self._spawn, coro_factory, what)
+        except RuntimeError:  # closed between the check and the call
+            logger.debug("no notification loop registered; dropping %s", what)
+            return False
+        return True
+
+    def _spawn(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]], what: str) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coro_factory())
+        except Exception:
+            logger.exception("could not start %s", what)
+            return
+        self._inflight.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._inflight.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # The coroutines submitted here isolate their own contributors; reaching this
+            # means the host's wrapper itself failed.
+            logger.error("fire-and-forget notification failed: %s", _describe(exc), exc_info=exc)
+
+    async def run(self, coro_factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Await ``coro_factory()`` on the notification loop, from whichever loop calls.
+
+        On the notification loop itself, or when none is registered (or it is no longer
+        running), the coroutine runs inline. Otherwise it is scheduled there and awaited
+        across loops; cancelling the caller cancels the remote task, whose notification then
+        sees a genuine cancellation and stops calling contributors.
+        """
+        target = self._loop
+        if target is None or target is asyncio.get_running_loop() or not target.is_running():
+            return await coro_factory()
+        future = asyncio.run_coroutine_threadsafe(coro_factory(), target)
+        return await asyncio.wrap_future(future)
+
+    async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - the documented API
+        """Wait up to ``timeout`` seconds for submitted fire-and-forget work to finish.
+
+        Runs on the notification loop (dispatched there when called from another loop).
+        Work still running at the deadline is left running, not cancelled; it is logged.
+        """
+        target = self._loop
+        if target is not None and target is not asyncio.get_running_loop() and target.is_running():
+            await self.run(lambda: self.drain(timeout))
+            return
+        current = asyncio.get_running_loop()
+        deadline = _monotonic() + timeout
+        # Work submitted from other threads just before the call is queued behind us.
+        await asyncio.sleep(0)
+        while pending := [t for t in self._inflight if t.get_loop() is current]:
+            remaining = deadline - _monotonic()
+            if remaining <= 0:
+                logger.warning("%d notification(s) still running after the %ss drain", len(pending), timeout)
+                return
+            await asyncio.wait(pending, timeout=remaining)
+
+    def __repr__(self) -> str:
+        state = "accepting" if self.accepting else "closed"
+        return f"NotificationLoop(loop={self._loop!r}, {state}, inflight={len(self._inflight)})"
+
+
+notification_loop = NotificationLoop()
+"""The process-wide notification loop; the Gateway lifespan registers its serving loop."""
+
+
+async def _dispatch(
+    contributions: Sequence[Contribution[Any]],
+    method: str,
+    args: tuple[Any, ...],
+    task_id: str,
+    budget: float | None,
+) -> None:
+    target = notification_loop.loop
+    if target is None or target is asyncio.get_running_loop():
+        await _notify_each(contributions, method, args, task_id=task_id, budget=budget)
+    else:
+        await notification_loop.run(
+            lambda: _notify_each(contributions, method, args, task_id=task_id, budget=budget)
+        )
+
+
+async def notify_task_start(
+    ext: LoadedExtensions, task_store: ExtensionData, info: TaskInfo, *, budget: float | None = None
+) -> None:
+    """Await every ``on_task_start`` on the notification loop within one budget."""
+    contributions = ext.task_lifecycle
+    if not contributions:
+        return
+    await _dispatch(contributions, "on_task_start", (ext.app_store, task_store, info), info.task_id, budget)
+
+
+async def notify_task_stop(
+    ext: LoadedExtensions,
+    task_store: ExtensionData,
+    info: TaskInfo,
+    outcome: TaskOutcome,
+    *,
+    budget: float | None = None,
+) -> None:
+    """Await every ``on_task_stop``, with a budget of its own (separate from the start's)."""
+    contributions = ext.task_lifecycle
+    if not contributions:
+        return
+    await _dispatch(
+        contributions, "on_task_stop", (ext.app_store, task_store, info, outcome), info.task_id, budget
+    )
