@@ -1,0 +1,207 @@
+"""The single final composition point: host stack + contributed middleware -> one list.
+
+The lead builder appends middleware after the shared base builder, so composing anywhere
+earlier would place contributions against a stack that is not final. Builders therefore
+call :func:`compose_middleware_stack` exactly once, last.
+
+A contribution names a semantic ``Placement``; this module maps it to an anchor in the host
+stack. Remember LangChain's reading of the list: index 0 is the outermost wrapper.
+
+==================  ==========================================  ============================
+placement           where                                       why
+==================  ==========================================  ============================
+``TOOL_VISIBLE``    just before the retry layer, first          outermost on the tool axis
+``MODEL_LOGICAL``   just before the retry layer                 sees one logical model call
+``STANDARD``        just before ``ClarificationMiddleware``     the extension slot
+``MODEL_PHYSICAL``  after ``STANDARD``                          inside every request transform
+``TOOL_RAW``        last before ``ClarificationMiddleware``     next to the tool callable
+==================  ==========================================  ============================
+
+``ClarificationMiddleware`` stays last: it only ends a turn on its own tool call and wraps
+neither axis, so ``TOOL_RAW`` is still adjacent to every real tool execution. Inside one
+placement, contributions are ordered by ``order``, then registration. When an anchor class is
+absent (subagent stacks omit some), the group goes before the next host class that *is*
+present in documented order, or at the end.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+
+from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
+
+from .diagnostics import DiagnosticsList, get_diagnostics
+from .isolation import IsolatedMiddleware, node_slug
+from .ordering import OrderingError, assert_ordering
+from .snapshot import LoadedExtensions
+
+__all__ = ["compose_middleware_stack"]
+
+_PHASE = "middleware"
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    """Insert before ``before`` (or the next present host class); ``rank`` orders groups."""
+
+    before: type
+    rank: int
+
+
+@functools.cache
+def _anchors() -> Mapping[Placement, _Anchor]:
+    # Resolved on first use — composition time, inside the middleware builder — because
+    # the middleware layer imports this package (see ordering.py for the cycle it avoids).
+    from deerflow_ext.agents.middlewares import ClarificationMiddleware, LLMErrorHandlingMiddleware
+
+    return {
+        Placement.TOOL_VISIBLE: _Anchor(LLMErrorHandlingMiddleware, 0),
+        Placement.MODEL_LOGICAL: _Anchor(LLMErrorHandlingMiddleware, 1),
+        Placement.STANDARD: _Anchor(ClarificationMiddleware, 0),
+        Placement.MODEL_PHYSICAL: _Anchor(ClarificationMiddleware, 1),
+        Placement.TOOL_RAW: _Anchor(ClarificationMiddleware, 2),
+    }
+
+
+@functools.cache
+def _host_rank() -> Mapping[type, int]:
+    from deerflow_ext.agents.middlewares import HOST_STACK_ORDER
+
+    return {cls: rank for rank, cls in enumerate(HOST_STACK_ORDER)}
+
+
+@dataclass(frozen=True)
+class _Placed:
+    extension: str
+    middleware: IsolatedMiddleware
+    placement: Placement
+    order: int
+    sequence: int
+
+
+def compose_middleware_stack(
+    host: Sequence[AgentMiddleware],  # type: ignore[type-arg]
+    *,
+    extensions: LoadedExtensions,
+    ctx: AgentBuildContext,
+    diagnostics: DiagnosticsList | None = None,
+) -> list[AgentMiddleware]:  # type: ignore[type-arg]
+    """The final middleware list for one agent: ``host`` plus every contribution in scope.
+
+    Fails open per contributor: one that raises or returns something other than a sequence
+    of ``MiddlewarePlacement`` is recorded as a diagnostic and contributes nothing. The
+    result is validated with :func:`assert_ordering`; a contribution whose placement promise
+    cannot hold is dropped with a diagnostic, while a broken *host* order raises.
+    """
+    if not extensions.middlewares:
+        return list(host)
+    diagnostics = diagnostics if diagnostics is not None else get_diagnostics()
+    placed = _collect(extensions, ctx, diagnostics)
+    dropped: set[str] = set()
+    while True:
+        stack = _assemble(host, [p for p in placed if p.extension not in dropped])
+        try:
+            assert_ordering(stack)
+        except OrderingError as exc:
+            if exc.extension is None or exc.extension in dropped:
+                raise
+            diagnostics.record(exc.extension, _PHASE, f"middleware dropped from this agent: {exc}", exc=exc)
+            dropped.add(exc.extension)
+            continue
+        return stack
+
+
+def _collect(
+    extensions: LoadedExtensions, ctx: AgentBuildContext, diagnostics: DiagnosticsList
+) -> list[_Placed]:
+    placed: list[_Placed] = []
+    counts: dict[tuple[str, str], int] = {}
+    sequence = 0
+    for contribution in extensions.middlewares:
+        extension = contribution.extension
+        try:
+            placements = _validated(
+                contribution.contributor.contribute_middlewares(extensions.app_store, ctx)
+            )
+        except Exception as exc:
+            diagnostics.record(
+                extension,
+                _PHASE,
+                f"contribute_middlewares raised {type(exc).__name__}: {exc}; contributes nothing here",
+                exc=exc,
+            )
+            continue
+        for item in placements:
+            if ctx.scope not in item.scope:
+                continue
+            key = (node_slug(extension), node_slug(type(item.middleware).__name__))
+            counts[key] = counts.get(key, 0) + 1
+            wrapped = IsolatedMiddleware(
+                item.middleware,
+                extension=extension,
+                index=counts[key],
+                diagnostics=diagnostics,
+                placement=item.placement,
+            )
+            placed.append(_Placed(extension, wrapped, item.placement, item.order, sequence))
+            sequence += 1
+    return placed
+
+
+def _validated(result: Any) -> list[MiddlewarePlacement]:
+    """The contributor's answer, or ``TypeError`` naming what is wrong with it.
+
+    All or nothing: half of an extension's middleware set can be worse than none of it.
+    """
+    if result is None:
+        return []
+    if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
+        raise TypeError(f"returned {type(result).__name__}, not a sequence of MiddlewarePlacement")
+    items = list(result)
+    seen: set[int] = set()
+    for item in items:
+        if not isinstance(item, MiddlewarePlacement):
+            raise TypeError(f"returned a {type(item).__name__} item, not a MiddlewarePlacement")
+        if not isinstance(item.placement, Placement) or not isinstance(item.scope, AgentScope):
+            raise TypeError(
+                f"placement {item.placement!r} / scope {item.scope!r} is not a Placement / AgentScope"
+            )
+        if not isinstance(item.order, int) or isinstance(item.order, bool):
+            raise TypeError(f"order {item.order!r} is not an int")
+        if not isinstance(item.middleware, AgentMiddleware) or isinstance(
+            item.middleware, IsolatedMiddleware
+        ):
+            raise TypeError(f"{type(item.middleware).__name__} is not an AgentMiddleware")
+        if id(item.middleware) in seen:
+            raise TypeError(f"the same {type(item.middleware).__name__} instance is contributed twice")
+        seen.add(id(item.middleware))
+    return items
+
+
+def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:  # type: ignore[type-arg]
+    anchors, rank = _anchors(), _host_rank()
+    slots: dict[int, list[_Placed]] = {}
+    for item in placed:
+        slots.setdefault(_insertion_index(host, anchors[item.placement].before, rank), []).append(item)
+    stack: list[AgentMiddleware] = []  # type: ignore[type-arg]
+    for index in range(len(host) + 1):
+        group = sorted(slots.get(index, ()), key=lambda p: (anchors[p.placement].rank, p.order, p.sequence))
+        stack.extend(p.middleware for p in group)
+        if index < len(host):
+            stack.append(host[index])
+    return stack
+
+
+def _insertion_index(host: Sequence[Any], anchor: type, rank: Mapping[type, int]) -> int:
+    """Index of the first host middleware at or after ``anchor`` in documented order."""
+    wanted = rank[anchor]
+    for index, mw in enumerate(host):
+        mw_rank = next((r for cls, r in rank.items() if isinstance(mw, cls)), None)
+        if mw_rank is not None and mw_rank >= wanted:
+            return index
+    return len(host)

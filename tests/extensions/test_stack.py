@@ -1,0 +1,482 @@
+"""compose_middleware_stack: placements land where they promise, under a real agent graph."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+
+from deerflow_ext.agents.middlewares import (
+    HOST_STACK_ORDER,
+    ClarificationMiddleware,
+    LLMErrorHandlingMiddleware,
+    MemoryMiddleware,
+    SandboxLeaseMiddleware,
+    SubagentLimitMiddleware,
+    SummarizationMiddleware,
+    ThreadDataMiddleware,
+    TitleMiddleware,
+    TokenBudgetMiddleware,
+    TokenUsageMiddleware,
+    ToolErrorHandlingMiddleware,
+)
+from deerflow_ext.agents.model import TransientModelError
+from deerflow_ext.config.schema import SummarizationConfig, TitleConfig
+from deerflow_ext.extensions import stack as stack_module
+from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.isolation import IsolatedMiddleware
+from deerflow_ext.extensions.ordering import assert_ordering
+from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
+from deerflow_ext.extensions.stack import compose_middleware_stack
+from deerflow_extension_api import (
+    AgentBuildContext,
+    AgentScope,
+    HostPolicySnapshot,
+    MiddlewarePlacement,
+    Placement,
+)
+
+LEAD = AgentBuildContext(scope=AgentScope.LEAD, agent_name="lead")
+SUBAGENT = AgentBuildContext(scope=AgentScope.SUBAGENT, agent_name="general")
+_ids = itertools.count()
+
+
+def host_stack(*, retries: int = 2, omit: tuple[type, ...] = ()) -> list[AgentMiddleware]:
+    model = FakeListChatModel(responses=["x"])
+    stack: list[AgentMiddleware] = [
+        ThreadDataMiddleware(),
+        SandboxLeaseMiddleware(),
+        LLMErrorHandlingMiddleware(max_retries=retries),
+        ToolErrorHandlingMiddleware(),
+        SummarizationMiddleware(SummarizationConfig(), model),
+        TitleMiddleware(TitleConfig(), model),
+        MemoryMiddleware(None),
+        TokenUsageMiddleware(),
+        TokenBudgetMiddleware(HostPolicySnapshot()),
+        SubagentLimitMiddleware(3),
+        ClarificationMiddleware(),
+    ]
+    return [mw for mw in stack if not isinstance(mw, omit)]
+
+
+class Contributor:
+    def __init__(self, *placements: MiddlewarePlacement) -> None:
+        self.placements = placements
+        self.calls: list[tuple[Any, AgentBuildContext]] = []
+
+    def contribute_middlewares(self, app_store: Any, ctx: AgentBuildContext) -> Sequence[MiddlewarePlacement]:
+        self.calls.append((app_store, ctx))
+        return self.placements
+
+
+def loaded(*contributors: Any, names: Sequence[str] | None = None) -> LoadedExtensions:
+    names = names or [f"ext{n}:install" for n in range(len(contributors))]
+    return LoadedExtensions(
+        middlewares=tuple(
+            Contribution(name, name.split(":")[0], n, f"{n}:{name}#1", contributor)
+            for n, (name, contributor) in enumerate(zip(names, contributors, strict=True))
+        )
+    )
+
+
+def classes(stack: Sequence[Any]) -> list[str]:
+    return [
+        type(mw.inner).__name__ + "*" if isinstance(mw, IsolatedMiddleware) else type(mw).__name__
+        for mw in stack
+    ]
+
+
+class Counter(AgentMiddleware):
+    """Counts model and tool calls, and what each tool call returned or raised."""
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+        self.model_calls = 0
+        self.tool_results: list[str] = []
+
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.model_calls += 1
+        return handler(request)
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.model_calls += 1
+        return await handler(request)
+
+    def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        try:
+            result = handler(request)
+        except Exception as exc:
+            self.tool_results.append(f"raised {type(exc).__name__}")
+            raise
+        self.tool_results.append(f"{getattr(result, 'status', '?')}")
+        return result
+
+
+class Plain(AgentMiddleware):
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+
+    def before_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        return None
+
+
+# -- composition --------------------------------------------------------------------------
+def test_no_contributors_returns_the_host_stack_without_doing_any_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def forbidden(*args: Any) -> Any:
+        raise AssertionError("no work expected")
+
+    monkeypatch.setattr(stack_module, "_collect", forbidden)
+    monkeypatch.setattr(stack_module, "assert_ordering", forbidden)
+    host = host_stack()
+    result = compose_middleware_stack(host, extensions=LoadedExtensions(), ctx=LEAD)
+    assert result == host and result is not host
+
+
+def test_each_placement_lands_at_its_anchor() -> None:
+    contributor = Contributor(
+        MiddlewarePlacement(Plain("raw"), Placement.TOOL_RAW),
+        MiddlewarePlacement(Plain("physical"), Placement.MODEL_PHYSICAL),
+        MiddlewarePlacement(Plain("standard"), Placement.STANDARD),
+        MiddlewarePlacement(Plain("logical"), Placement.MODEL_LOGICAL),
+        MiddlewarePlacement(Plain("visible"), Placement.TOOL_VISIBLE),
+    )
+    ext = loaded(contributor)
+    result = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD, diagnostics=DiagnosticsList())
+
+    labels = [mw.inner.label if isinstance(mw, IsolatedMiddleware) else type(mw).__name__ for mw in result]
+    assert labels == [
+        "ThreadDataMiddleware",
+        "SandboxLeaseMiddleware",
+        "visible",
+        "logical",
+        "LLMErrorHandlingMiddleware",
+        "ToolErrorHandlingMiddleware",
+        "SummarizationMiddleware",
+        "TitleMiddleware",
+        "MemoryMiddleware",
+        "TokenUsageMiddleware",
+        "TokenBudgetMiddleware",
+        "SubagentLimitMiddleware",
+        "standard",
+        "physical",
+        "raw",
+        "ClarificationMiddleware",
+    ]
+    assert contributor.calls == [(ext.app_store, LEAD)]
+    assert all(mw.extension == "ext0:install" for mw in result if isinstance(mw, IsolatedMiddleware))
+
+
+def test_standard_keeps_order_then_registration() -> None:
+    first = Contributor(
+        MiddlewarePlacement(Plain("a5"), Placement.STANDARD, order=5),
+        MiddlewarePlacement(Plain("a-1"), Placement.STANDARD, order=-1),
+        MiddlewarePlacement(Plain("a0"), Placement.STANDARD),
+    )
+    second = Contributor(
+        MiddlewarePlacement(Plain("b5"), Placement.STANDARD, order=5),
+        MiddlewarePlacement(Plain("b0"), Placement.STANDARD),
+    )
+    result = compose_middleware_stack(host_stack(), extensions=loaded(first, second), ctx=LEAD)
+    labels = [mw.inner.label for mw in result if isinstance(mw, IsolatedMiddleware)]
+    assert labels == ["a-1", "a0", "b0", "a5", "b5"]
+
+
+def test_scope_filters_placements() -> None:
+    contributor = Contributor(
+        MiddlewarePlacement(Plain("lead"), Placement.STANDARD, scope=AgentScope.LEAD),
+        MiddlewarePlacement(Plain("sub"), Placement.STANDARD, scope=AgentScope.SUBAGENT),
+        MiddlewarePlacement(Plain("both"), Placement.STANDARD),
+    )
+    ext = loaded(contributor)
+    for ctx, expected in ((LEAD, ["lead", "both"]), (SUBAGENT, ["sub", "both"])):
+        result = compose_middleware_stack(host_stack(), extensions=ext, ctx=ctx)
+        assert [mw.inner.label for mw in result if isinstance(mw, IsolatedMiddleware)] == expected
+
+
+def test_subagent_stacks_without_some_anchors_still_compose() -> None:
+    omit = (LLMErrorHandlingMiddleware, SubagentLimitMiddleware, ClarificationMiddleware, TitleMiddleware)
+    contributor = Contributor(
+        MiddlewarePlacement(Plain("logical"), Placement.MODEL_LOGICAL),
+        MiddlewarePlacement(Plain("raw"), Placement.TOOL_RAW),
+        MiddlewarePlacement(Plain("standard"), Placement.STANDARD),
+    )
+    result = compose_middleware_stack(host_stack(omit=omit), extensions=loaded(contributor), ctx=SUBAGENT)
+    labels = [mw.inner.label if isinstance(mw, IsolatedMiddleware) else type(mw).__name__ for mw in result]
+    assert labels == [
+        "ThreadDataMiddleware",
+        "SandboxLeaseMiddleware",
+        "logical",
+        "ToolErrorHandlingMiddleware",
+        "SummarizationMiddleware",
+        "MemoryMiddleware",
+        "TokenUsageMiddleware",
+        "TokenBudgetMiddleware",
+        "standard",
+        "raw",
+    ]
+
+
+def test_node_names_are_unique_per_stack() -> None:
+    contributor = Contributor(
+        MiddlewarePlacement(Plain(), Placement.STANDARD), MiddlewarePlacement(Plain(), Placement.TOOL_RAW)
+    )
+    other = Contributor(MiddlewarePlacement(Plain(), Placement.STANDARD))
+    result = compose_middleware_stack(
+        host_stack(),
+        extensions=loaded(contributor, other, names=["acme:install", "acme.x:install"]),
+        ctx=LEAD,
+    )
+    names = [mw.name for mw in result if isinstance(mw, IsolatedMiddleware)]
+    assert names == ["ext_acme_install_Plain_1", "ext_acme_x_install_Plain_1", "ext_acme_install_Plain_2"]
+    create_agent(FakeListChatModel(responses=["x"]), middleware=result)  # LangChain accepts the names
+
+
+class Raises:
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+        raise RuntimeError("no config")
+
+
+class Returns:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+        return self.value
+
+
+shared = Plain()
+GARBAGE = [
+    ("text", "returned str"),
+    ({"a": 1}, "returned dict"),
+    (42, "returned int"),
+    ([Plain()], "Plain item"),
+    ([MiddlewarePlacement(object(), Placement.STANDARD)], "object is not an AgentMiddleware"),
+    ([MiddlewarePlacement(Plain(), "standard")], "is not a Placement"),  # type: ignore[arg-type]
+    ([MiddlewarePlacement(Plain(), Placement.STANDARD, order="1")], "order '1'"),  # type: ignore[arg-type]
+    (
+        [MiddlewarePlacement(shared, Placement.STANDARD), MiddlewarePlacement(shared, Placement.TOOL_RAW)],
+        "twice",
+    ),
+]
+
+
+@pytest.mark.parametrize("contributor", [Raises(), *(Returns(value) for value, _ in GARBAGE)])
+def test_a_broken_contributor_is_skipped_with_a_diagnostic(contributor: Any) -> None:
+    good = Contributor(MiddlewarePlacement(Plain("good"), Placement.STANDARD))
+    diagnostics = DiagnosticsList()
+    result = compose_middleware_stack(
+        host_stack(), extensions=loaded(contributor, good), ctx=LEAD, diagnostics=diagnostics
+    )
+    assert [mw.inner.label for mw in result if isinstance(mw, IsolatedMiddleware)] == ["good"]
+    (diag,) = diagnostics
+    assert diag.extension == "ext0:install" and diag.phase == "middleware"
+    assert diag.message.startswith("contribute_middlewares raised ")
+    if isinstance(contributor, Returns):
+        text = next(text for value, text in GARBAGE if value is contributor.value)
+        assert text in diag.message
+
+
+def test_none_or_empty_contributes_nothing() -> None:
+    diagnostics = DiagnosticsList()
+    host = host_stack()
+    result = compose_middleware_stack(
+        host, extensions=loaded(Returns(None), Returns(())), ctx=LEAD, diagnostics=diagnostics
+    )
+    assert result == host and len(diagnostics) == 0
+
+
+def test_an_unkeepable_promise_drops_that_extension_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host whose sandbox layer wraps tools makes TOOL_VISIBLE's promise impossible to keep.
+    class ToolWrappingSandbox(SandboxLeaseMiddleware):
+        def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+            return handler(request)
+
+    class ToolWrap(AgentMiddleware):
+        def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+            return handler(request)
+
+    host = [ToolWrappingSandbox() if isinstance(mw, SandboxLeaseMiddleware) else mw for mw in host_stack()]
+    diagnostics = DiagnosticsList()
+    result = compose_middleware_stack(
+        host,
+        extensions=loaded(
+            Contributor(MiddlewarePlacement(ToolWrap(), Placement.TOOL_VISIBLE)),
+            Contributor(MiddlewarePlacement(Plain("kept"), Placement.STANDARD)),
+        ),
+        ctx=LEAD,
+        diagnostics=diagnostics,
+    )
+    assert [mw.inner.label for mw in result if isinstance(mw, IsolatedMiddleware)] == ["kept"]
+    (diag,) = diagnostics
+    assert diag.extension == "ext0:install" and "outermost on the tool axis" in diag.message
+
+
+# -- the guarantees, observed in a running agent ------------------------------------------
+class FlakyModel(BaseChatModel):
+    """Fails with a transient error ``failures`` times, then replies from ``script``."""
+
+    failures: int = 0
+    script: list[AIMessage] = []
+    attempts: list[int] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "flaky"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FlakyModel:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.attempts.append(1)
+        if len(self.attempts) <= self.failures:
+            raise TransientModelError("try again")
+        reply = self.script.pop(0) if self.script else AIMessage("done")
+        return ChatResult(
+            generations=[ChatGeneration(message=reply.model_copy(update={"id": f"r{next(_ids)}"}))]
+        )
+
+
+@tool
+def fragile(x: int) -> str:
+    """Fails on purpose."""
+    raise ValueError("tool broke")
+
+
+def agent_for(stack: list[AgentMiddleware], model: BaseChatModel, tools: list[Any]) -> Any:
+    return create_agent(model, tools=tools, middleware=stack)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_model_logical_sees_one_call_and_model_physical_sees_each_attempt(mode: str) -> None:
+    logical, physical = Counter("logical"), Counter("physical")
+    ext = loaded(
+        Contributor(
+            MiddlewarePlacement(logical, Placement.MODEL_LOGICAL),
+            MiddlewarePlacement(physical, Placement.MODEL_PHYSICAL),
+        )
+    )
+    stack = compose_middleware_stack(
+        host_stack(retries=2), extensions=ext, ctx=LEAD, diagnostics=DiagnosticsList()
+    )
+    model = FlakyModel(failures=2, script=[AIMessage("answer")], attempts=[])
+    agent = agent_for(stack, model, [])
+    payload = {"messages": [{"role": "user", "content": "hi"}]}
+
+    result = agent.invoke(payload) if mode == "sync" else await agent.ainvoke(payload)
+
+    assert result["messages"][-1].content == "answer"
+    assert len(model.attempts) == 3
+    assert (logical.model_calls, physical.model_calls) == (1, 3)
+
+
+def test_tool_visible_sees_what_the_model_sees_and_tool_raw_sees_the_raw_failure() -> None:
+    visible, raw = Counter("visible"), Counter("raw")
+    ext = loaded(
+        Contributor(
+            MiddlewarePlacement(raw, Placement.TOOL_RAW), MiddlewarePlacement(visible, Placement.TOOL_VISIBLE)
+        )
+    )
+    stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD, diagnostics=DiagnosticsList())
+    call = AIMessage("", tool_calls=[{"name": "fragile", "args": {"x": 1}, "id": "c1"}])
+    model = FlakyModel(script=[call, AIMessage("recovered")], attempts=[])
+
+    result = agent_for(stack, model, [fragile]).invoke({"messages": [{"role": "user", "content": "go"}]})
+
+    (message,) = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert message.status == "error"  # the tool error handler turned the exception into a message
+    assert visible.tool_results == ["error"]
+    assert raw.tool_results == ["raised ValueError"]
+    assert result["messages"][-1].content == "recovered"
+    # Outermost on the tool axis: no tool wrapper precedes it.
+    first_tool_wrapper = next(
+        mw for mw in stack if type(mw).wrap_tool_call is not AgentMiddleware.wrap_tool_call
+    )
+    assert first_tool_wrapper.inner is visible  # type: ignore[attr-defined]
+
+
+# -- property: any contributions compose into a valid stack --------------------------------
+class ModelHook(AgentMiddleware):
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return handler(request)
+
+
+class ToolHook(AgentMiddleware):
+    async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return await handler(request)
+
+
+class BothHooks(ModelHook):
+    def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return handler(request)
+
+
+class NodeHook(AgentMiddleware):
+    def after_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        return None
+
+
+placement_st = st.builds(
+    lambda cls, placement, scope, order: MiddlewarePlacement(cls(), placement, scope, order),
+    st.sampled_from([ModelHook, ToolHook, BothHooks, NodeHook]),
+    st.sampled_from(list(Placement)),
+    st.sampled_from([AgentScope.LEAD, AgentScope.SUBAGENT, AgentScope.BOTH]),
+    st.integers(-3, 3),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    contributions=st.lists(st.lists(placement_st, max_size=4), min_size=1, max_size=4),
+    omit=st.sets(st.sampled_from(HOST_STACK_ORDER), max_size=4),
+    scope=st.sampled_from([AgentScope.LEAD, AgentScope.SUBAGENT]),
+)
+def test_any_contributions_compose_into_a_stack_that_satisfies_ordering(
+    contributions: list[list[MiddlewarePlacement]], omit: set[type], scope: AgentScope
+) -> None:
+    host = host_stack(omit=tuple(omit))
+    ext = loaded(*(Contributor(*items) for items in contributions))
+    diagnostics = DiagnosticsList()
+
+    result = compose_middleware_stack(
+        host, extensions=ext, ctx=AgentBuildContext(scope=scope), diagnostics=diagnostics
+    )
+
+    assert_ordering(result)
+    assert len(diagnostics) == 0
+    # The host stack is intact, in its own order.
+    assert [mw for mw in result if not isinstance(mw, IsolatedMiddleware)] == host
+    # Every in-scope contribution is there exactly once; nothing else is.
+    expected = [p.middleware for items in contributions for p in items if scope in p.scope]
+    got = [mw.inner for mw in result if isinstance(mw, IsolatedMiddleware)]
+    assert sorted(map(id, got)) == sorted(map(id, expected))
+    # Inside one placement: by order, then registration.
+    registration = {id(p.middleware): n for n, p in enumerate(p for items in contributions for p in items)}
+    orders = {id(p.middleware): p.order for items in contributions for p in items}
+    for placement in Placement:
+        group = [
+            mw.inner for mw in result if isinstance(mw, IsolatedMiddleware) and mw.placement is placement
+        ]
+        keys = [(orders[id(m)], registration[id(m)]) for m in group]
+        assert keys == sorted(keys)
+    names = [mw.name for mw in result]
+    assert len(set(names)) == len(names)
