@@ -1,0 +1,89 @@
+"""ThreadCoordinator: one holder per thread, FIFO, cancellable waits; across engines on PG."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deerflow_ext.persistence import create_engine, is_sqlite
+from deerflow_ext.runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunStream
+
+
+async def _exclusive(coordinators, thread_id: str = "t") -> list[str]:
+    log: list[str] = []
+    active = 0
+
+    async def run(coordinator, name: str) -> None:
+        nonlocal active
+        async with coordinator.hold(thread_id, name):
+            active += 1
+            assert active == 1, "two holders of one thread"
+            log.append(f"in:{name}")
+            await asyncio.sleep(0.05)
+            log.append(f"out:{name}")
+            active -= 1
+
+    tasks = []
+    for i in range(6):
+        tasks.append(asyncio.create_task(run(coordinators[i % len(coordinators)], f"r{i}")))
+        await asyncio.sleep(0.005)
+    await asyncio.gather(*tasks)
+    return log
+
+
+async def test_local_hold_is_exclusive_fifo_and_cancellable() -> None:
+    coordinator = LocalThreadCoordinator()
+    log = await _exclusive([coordinator])
+    assert log == [f"{kind}:r{i}" for i in range(6) for kind in ("in", "out")]
+
+    async with coordinator.hold("t", "a"):
+        waiter = asyncio.create_task(_enter(coordinator, "b"))
+        await asyncio.sleep(0.01)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert coordinator.holder("t") == "a"
+    async with coordinator.hold("other", "c"):  # other threads never wait
+        async with asyncio.timeout(1):
+            await _enter(coordinator, "d", thread_id="other2")
+    assert coordinator._locks == {}  # nothing left behind
+
+
+async def _enter(coordinator, run_id: str, thread_id: str = "t") -> None:
+    async with coordinator.hold(thread_id, run_id):
+        pass
+
+
+async def test_postgres_holds_exclude_each_other_across_engines(database_url: str) -> None:
+    if is_sqlite(database_url):
+        pytest.skip("advisory locks are a PostgreSQL feature; SQLite uses the local coordinator")
+    # Two engines stand in for two Gateway processes: separate pools, separate sessions.
+    engines = [create_engine(database_url), create_engine(database_url)]
+    try:
+        log = await _exclusive([PostgresThreadCoordinator(e) for e in engines])
+        assert len(log) == 12
+        assert all(log[i].startswith("in:") and log[i + 1] == "out:" + log[i][3:] for i in range(0, 12, 2))
+    finally:
+        for engine in engines:
+            await engine.dispose()
+
+
+async def test_stream_replays_history_and_ends() -> None:
+    stream = RunStream("r")
+    stream.publish("metadata", {"run_id": "r"})
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async for item in stream.subscribe():
+            seen.append(item.event)
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0)
+    stream.publish("values", {})
+    stream.close({"status": "success"})
+    stream.publish("late", {})
+    await asyncio.wait_for(consumer, 1)
+    assert seen == ["metadata", "values", "end"]
+    late = [item.event async for item in stream.subscribe()]
+    assert late == ["metadata", "values", "end"]
