@@ -44,6 +44,6 @@ def install(registry: ExtensionRegistry, config: Mapping[str, Any]) -> None:
     prices = Prices.from_config(config)
     handle = StoreHandle()
     registry.middlewares(CostMiddlewares(prices))
-    registry.task_lifecycle(CostLedger(prices))
+    registry.task_lifecycle(CostLedger())
     registry.service(handle)
     registry.routers([make_router(handle, prices)])

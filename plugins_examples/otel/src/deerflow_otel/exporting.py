@@ -8,14 +8,20 @@ can read what any host in it produced through :func:`finished_spans`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from threading import Lock
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
@@ -36,6 +42,24 @@ def _memory_exporter() -> InMemorySpanExporter:
         if _memory is None:
             _memory = InMemorySpanExporter()
         return _memory
+
+
+class _SharedMemory(SpanExporter):
+    """Forwards to the process-wide in-memory exporter but never shuts it down.
+
+    A provider's shutdown shuts its exporters down, and a stopped ``InMemorySpanExporter``
+    silently drops every later span: without this shim the first Gateway to stop would
+    blind every later host in the process (the next test, a restarted app).
+    """
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return _memory_exporter().export(spans)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
 
 
 def finished_spans() -> tuple[ReadableSpan, ...]:
@@ -78,7 +102,7 @@ class TracerHandle:
         self.settings = settings
         self.provider = TracerProvider(resource=Resource.create({"service.name": settings.service_name}))
         if settings.exporter == "memory":
-            self.provider.add_span_processor(SimpleSpanProcessor(_memory_exporter()))
+            self.provider.add_span_processor(SimpleSpanProcessor(_SharedMemory()))
         else:
             self.provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
         self.tracer: Tracer = self.provider.get_tracer(INSTRUMENTATION_NAME)
