@@ -132,7 +132,7 @@ def _host_tables() -> tuple[str, ...]:
     # The persistence layer owns the authoritative list; fall back to the runtime's default
     # when it is absent so doctor still works in a partial install.
     try:
-        from deerflow_ext.persistence.models import HOST_TABLES  # type: ignore[import-not-found]
+        from deerflow_ext.persistence.models import HOST_TABLES
     except ImportError:
         from deerflow_ext.extensions.tables import HOST_TABLE_NAMES
 
@@ -185,17 +185,24 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# -- commands written elsewhere (imported lazily so the CLI starts without their deps) -------
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from deerflow_ext.gateway.serve import serve_command  # type: ignore[import-not-found]
+# -- commands written elsewhere -------------------------------------------------------------
+# `serve` and `run` belong to the Gateway and the embedded client; each owns its argument
+# parser (``serve_command(argv)`` / ``run_command(argv)``), so main() hands them the raw
+# arguments instead of re-declaring their options here. They are imported on use so that
+# `extensions doctor` never pays for FastAPI, LangGraph or a database driver.
+def _serve(argv: Sequence[str]) -> int:
+    from deerflow_ext.gateway.serve import serve_command
 
-    return int(serve_command(args))
+    return int(serve_command(list(argv)))
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from deerflow_ext.client import run_command  # type: ignore[import-not-found]
+def _run(argv: Sequence[str]) -> int:
+    from deerflow_ext.client import run_command
 
-    return int(run_command(args))
+    return int(run_command(list(argv)))
+
+
+DELEGATED: dict[str, Callable[[Sequence[str]], int]] = {"serve": _serve, "run": _run}
 
 
 # -- parser -----------------------------------------------------------------------------------
@@ -212,18 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deerflow-ext", description="DeerFlow extension host")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    # serve / run: implemented by deerflow_ext.gateway.serve and deerflow_ext.client.
-    serve = commands.add_parser("serve", help="run the Gateway (HTTP API)")
-    _add_config(serve)
-    serve.add_argument("--host", default=None, help="bind address (default: $DEERFLOW_HOST or 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default: $DEERFLOW_PORT or 8001)")
-    serve.set_defaults(handler=_cmd_serve)
-
-    run = commands.add_parser("run", help="run one prompt with the embedded client (no Gateway)")
-    run.add_argument("prompt", metavar="PROMPT")
-    _add_config(run)
-    run.add_argument("--thread", metavar="ID", default=None, help="continue an existing thread")
-    run.set_defaults(handler=_cmd_run)
+    # serve / run: listed here for --help; main() delegates their arguments untouched.
+    commands.add_parser(
+        "serve", help="run the Gateway: serve [--config PATH] [--host H] [--port P]", add_help=False
+    )
+    commands.add_parser(
+        "run", help="run one prompt in-process: run PROMPT [--config PATH] [--thread ID]", add_help=False
+    )
 
     extensions = commands.add_parser("extensions", help="inspect and configure extensions")
     ext_commands = extensions.add_subparsers(dest="ext_command", metavar="ACTION", required=True)
@@ -248,8 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in DELEGATED:
+        return DELEGATED[arguments[0]](arguments[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     handler: Handler = args.handler
     try:
         return handler(args)

@@ -173,15 +173,35 @@ def test_doctor_missing_file_would_start(tmp_path: Path, capsys: pytest.CaptureF
     assert code == 0 and "Extensions loaded: 0/0 ()" in out
 
 
-# -- serve and run are implemented elsewhere and imported lazily --------------------------------
-def test_serve_and_run_delegate_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: dict[str, object] = {}
+# -- serve and run are implemented elsewhere and get their arguments untouched ------------------
+def test_serve_and_run_delegate_their_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, list[str]] = {}
+
+    def serve_command(argv: list[str]) -> int:
+        seen["serve"] = argv
+        return 0
+
+    def run_command(argv: list[str]) -> int:
+        seen["run"] = argv
+        return 3
+
     serve_mod = types.ModuleType("deerflow_ext.gateway.serve")
-    serve_mod.serve_command = lambda args: seen.setdefault("serve", (args.host, args.port, args.config)) and 0  # type: ignore[attr-defined]
+    serve_mod.serve_command = serve_command  # type: ignore[attr-defined]
     client_mod = types.ModuleType("deerflow_ext.client")
-    client_mod.run_command = lambda args: seen.setdefault("run", (args.prompt, args.thread)) and 3  # type: ignore[attr-defined]
+    client_mod.run_command = run_command  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "deerflow_ext.gateway.serve", serve_mod)
     monkeypatch.setitem(sys.modules, "deerflow_ext.client", client_mod)
     assert cli.main(["serve", "--host", "0.0.0.0", "--port", "9000", "--config", "c.yaml"]) == 0
     assert cli.main(["run", "hello", "--thread", "t1"]) == 3
-    assert seen == {"serve": ("0.0.0.0", 9000, "c.yaml"), "run": ("hello", "t1")}
+    assert seen == {
+        "serve": ["--host", "0.0.0.0", "--port", "9000", "--config", "c.yaml"],
+        "run": ["hello", "--thread", "t1"],
+    }
+
+
+def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    assert all(word in out for word in ("serve", "run", "extensions"))

@@ -207,9 +207,8 @@ def _plain(node: Any, path: Path) -> Any:
 
 
 def _plugins_seq(root: Any) -> CommentedSeq | None:
-    if isinstance(root, CommentedMap) and isinstance(root.get("plugins"), CommentedSeq):
-        return root["plugins"]
-    return None
+    plugins = root.get("plugins") if isinstance(root, CommentedMap) else None
+    return plugins if isinstance(plugins, CommentedSeq) else None
 
 
 def _load(path: Path) -> tuple[str, Any]:
