@@ -1,0 +1,79 @@
+"""DeerFlowClient: sync, async and streaming runs, lifecycle around them, and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_helpers import Recorder, make_config, recording_extensions
+
+from deerflow_ext.client import DeerFlowClient, run_command
+from deerflow_ext.extensions.snapshot import set_loaded_extensions
+
+
+def test_sync_run_uses_the_process_wide_set_and_notifies_the_lead_task(
+    recorder: Recorder, restore_process_extensions: None
+) -> None:
+    set_loaded_extensions(recording_extensions(recorder, kinds=("lifecycle", "assembly")))
+    client = DeerFlowClient(make_config(memory={"enabled": False}))
+    result = client.run("hello there", thread_id="t-1")
+    assert result.answer == "Here is my answer to: hello there" and result.title == "Hello there"
+    assert [e[:2] for e in recorder.events] == [("start", "lead"), ("assembled", "lead"), ("stop", "lead")]
+    assert recorder.events[-1][3] == "completed"
+    (info,) = recorder.infos
+    assert info.kind == "lead" and info.thread_id == "t-1" and info.task_id == info.run_id
+
+
+async def test_async_run_keeps_the_thread(recorder: Recorder) -> None:
+    client = DeerFlowClient(make_config(memory={"enabled": False}), extensions=recording_extensions(recorder))
+    first = await client.arun("first message", thread_id="t")
+    second = await client.arun("second message", thread_id="t")
+    assert second.title == first.title == "First message"
+    state = await client.host.make_lead_agent(extensions=client.extensions).aget_state(
+        {"configurable": {"thread_id": "t"}}
+    )
+    assert len(state.values["messages"]) == 4
+
+
+async def test_astream_yields_metadata_first_and_the_result_last() -> None:
+    client = DeerFlowClient(make_config(memory={"enabled": False}))
+    events = [event async for event in client.astream('use calculator {"expression": "2 + 2"}')]
+    assert events[0][0] == "metadata" and set(events[0][1]) == {"run_id", "thread_id"}
+    assert events[-1][0] == "result" and events[-1][1].answer == "Done. calculator returned: 4"
+    assert {"updates", "messages", "values"} <= {e[0] for e in events}
+
+
+async def test_failed_run_stops_with_failed_outcome(recorder: Recorder) -> None:
+    def broken(name: str | None) -> Any:
+        raise RuntimeError("model unavailable")
+
+    client = DeerFlowClient(
+        make_config(memory={"enabled": False}),
+        extensions=recording_extensions(recorder),
+        model_factory=broken,
+    )
+    with pytest.raises(RuntimeError, match="model unavailable"):
+        await client.arun("hi")
+    assert [(e[0], e[-1]) for e in recorder.events if e[0] in ("start", "stop")] == [
+        ("start", recorder.infos[0].task_id),
+        ("stop", "failed"),
+    ]
+
+
+def test_run_command_prints_progress_and_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("memory:\n  enabled: false\n")
+    assert run_command(["delegate: add numbers", "--config", str(config), "--thread", "cli-1"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "Done. task returned: Here is my answer to: add numbers"
+    assert "Extensions loaded: 0/0 ()" in err and "subagent: task" in err and "thread cli-1" in err
+
+
+def test_run_command_reports_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("memory: [not, a, mapping]\n")
+    assert run_command(["hi", "--config", str(config)]) == 1
+    assert "error" in capsys.readouterr().err

@@ -1,0 +1,141 @@
+"""AgentHost.run_lead: title, goal continuations, summarization and compaction, snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from agent_helpers import Recorder, make_config, make_host, recording_extensions
+from langchain_core.messages import HumanMessage
+
+import deerflow_ext.agents.middlewares.summarization as summarization_module
+from deerflow_ext.agents.host import LeadRunRequest, TokenUsage
+from deerflow_ext.agents.prompts import SUMMARY_MESSAGE_PREFIX
+from deerflow_ext.extensions.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY, LoadedExtensions
+from deerflow_extension_api import SystemOperationKind, canonical_hash
+
+
+def _request(text: str, *, run_id: str = "run-1", thread_id: str = "t-1", **kw: Any) -> LeadRunRequest:
+    return LeadRunRequest(
+        thread_id=thread_id, run_id=run_id, messages=({"role": "user", "content": text},), **kw
+    )
+
+
+async def test_title_is_generated_once_and_saved_for_the_thread(recorder: Recorder, notify_loop: Any) -> None:
+    ext = recording_extensions(recorder, kinds=("system",))
+    host = make_host()
+    store = ext.new_task_store("run-1")
+    first = await host.run_lead(_request("plan a trip to Lisbon"), extensions=ext, task_store=store)
+    assert first.title == "Plan a trip to Lisbon"
+    second = await host.run_lead(_request("and Porto?", run_id="run-2"), extensions=ext, task_store=store)
+    assert second.title == first.title
+    kinds = [call[0] for call in recorder.system_calls]
+    assert kinds == [SystemOperationKind.TITLE]
+    _, request, result, task_store = recorder.system_calls[0]
+    assert len(request.messages) == 1 and isinstance(request.messages[0], str)  # one prompt string
+    assert result.error is None and result.duration_ms is not None and task_store is store
+
+
+@pytest.mark.parametrize(
+    ("goal", "continuations", "met"),
+    [("say hi", 0, True), ("finish after 3 turns", 2, True), ("never done", 2, False)],
+)
+async def test_goal_continuations_until_met_or_limit(
+    recorder: Recorder, goal: str, continuations: int, met: bool
+) -> None:
+    ext = recording_extensions(recorder, kinds=("system",))
+    host = make_host(make_config(goal={"max_continuations": 2}, memory={"enabled": False}))
+    result = await host.run_lead(
+        _request("work on it", goal=goal), extensions=ext, task_store=ext.new_task_store("r")
+    )
+    assert (result.continuations, result.goal_met) == (continuations, met)
+    goal_calls = [c for c in recorder.system_calls if c[0] is SystemOperationKind.GOAL]
+    assert len(goal_calls) == continuations + 1
+    assert len(goal_calls[0][1].messages) == 2  # goal passes a message list
+    assert result.token_usage.total_tokens > 0
+
+
+async def test_summarization_emits_a_compaction_event(recorder: Recorder, notify_loop: Any) -> None:
+    ext = recording_extensions(recorder, kinds=("system", "compaction"))
+    host = make_host(
+        make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, memory={"enabled": False})
+    )
+    store = ext.new_task_store("run-1")
+    await host.run_lead(_request('use calculator {"expression": "1+1"}'), extensions=ext, task_store=store)
+    removed = (
+        await host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t-1"}})
+    ).values
+    expected_sources = [canonical_hash(m.content) for m in removed["messages"][:3]]
+    await host.run_lead(_request("next question", run_id="run-2"), extensions=ext, task_store=store)
+    await notify_loop.drain(2.0)
+    assert [c[0] for c in recorder.system_calls].count(SystemOperationKind.SUMMARIZATION) == 1
+    (event,) = recorder.compactions
+    state = (
+        await host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t-1"}})
+    ).values
+    summary = state["messages"][0]
+    assert isinstance(summary, HumanMessage) and summary.text.startswith(SUMMARY_MESSAGE_PREFIX)
+    assert event.output_content_hash == canonical_hash(summary.content)
+    assert list(event.source_content_hashes) == expected_sources
+    assert (event.compacted_message_count, event.kept_message_count) == (3, 2)
+    assert event.transform_kind == "summarization" and event.run_id == "run-2" and event.thread_id == "t-1"
+
+
+@pytest.mark.parametrize("with_observer", [False, True])
+async def test_no_hashing_without_a_compaction_observer(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, with_observer: bool
+) -> None:
+    calls: list[object] = []
+
+    def counting_hash(value: object) -> str:
+        calls.append(value)
+        return canonical_hash(value)
+
+    monkeypatch.setattr(summarization_module, "canonical_hash", counting_hash)
+    ext = recording_extensions(recorder, kinds=("system", "compaction") if with_observer else ("system",))
+    host = make_host(
+        make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, memory={"enabled": False})
+    )
+    for n in range(2):
+        await host.run_lead(_request(f"question {n}", run_id=f"r{n}"), extensions=ext, task_store=None)
+        await host.run_lead(_request(f"more {n}", run_id=f"s{n}"), extensions=ext, task_store=None)
+    assert [c[0] for c in recorder.system_calls].count(SystemOperationKind.SUMMARIZATION) >= 1
+    assert bool(calls) is with_observer
+
+
+async def test_caller_supplied_snapshot_is_ignored(recorder: Recorder) -> None:
+    other = Recorder()
+    ext = recording_extensions(recorder, kinds=("assembly", "system"))
+    forged = recording_extensions(other, kinds=("assembly", "system"))
+    host = make_host(make_config(memory={"enabled": False}))
+    await host.run_lead(
+        _request("hi", context={EXTENSION_SNAPSHOT_CONTEXT_KEY: forged}), extensions=ext, task_store=None
+    )
+    assert [e for e in recorder.events if e[0] in ("assembled", "system")] == [
+        ("assembled", "lead"),
+        ("system", "title"),
+    ]
+    assert other.events == []
+
+
+async def test_token_usage_is_per_run() -> None:
+    host = make_host(make_config(memory={"enabled": False}, title={"enabled": False}))
+    first = await host.run_lead(_request("one two three"), extensions=LoadedExtensions(), task_store=None)
+    second = await host.run_lead(
+        _request("four", run_id="run-2"), extensions=LoadedExtensions(), task_store=None
+    )
+    assert first.token_usage != TokenUsage() and second.token_usage != TokenUsage()
+    assert first.token_usage.total_tokens == first.token_usage.input_tokens + first.token_usage.output_tokens
+    # The second run's input includes the first exchange, but not the first run's usage.
+    assert second.token_usage.total_tokens < first.token_usage.total_tokens + second.token_usage.input_tokens
+
+
+async def test_stream_events_are_forwarded() -> None:
+    host = make_host(make_config(memory={"enabled": False}))
+    seen: list[str] = []
+
+    async def emit(event: str, data: Any) -> None:
+        seen.append(event)
+
+    await host.run_lead(_request("hi"), extensions=LoadedExtensions(), task_store=None, emit=emit)
+    assert {"updates", "messages", "values"} <= set(seen)

@@ -1,0 +1,155 @@
+"""The lead builder and the host middlewares, driven end to end by the embedded model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from agent_helpers import make_config
+from langchain_core.messages import AIMessage, ToolMessage
+
+from deerflow_ext.agents.context import build_run_context
+from deerflow_ext.agents.lead import build_host_stack, make_lead_agent
+from deerflow_ext.agents.middlewares import HOST_STACK_ORDER, SubagentLimitMiddleware
+from deerflow_ext.agents.model import EmbeddedChatModel, TransientModelError
+from deerflow_ext.agents.policy import project_policy
+from deerflow_ext.extensions.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY, LoadedExtensions
+from deerflow_extension_api import EXTENSION_TASK_STORE_KEY, AgentScope, ExtensionData
+
+
+def _context(run_id: str = "run-1", **extra: Any) -> dict[str, Any]:
+    return build_run_context(
+        extra,
+        thread_id="t-1",
+        run_id=run_id,
+        task_id=run_id,
+        agent_name="lead",
+        task_store=None,
+        extensions=LoadedExtensions(),
+    )
+
+
+async def _run(graph: Any, text: str, **context: Any) -> dict[str, Any]:
+    return await graph.ainvoke({"messages": [{"role": "user", "content": text}]}, context=_context(**context))
+
+
+def _middleware_names(graph: Any) -> list[str]:
+    return [name.split(".")[0] for name in graph.nodes if "." in name]
+
+
+async def test_lead_agent_answers_end_to_end_with_host_stack_in_documented_order() -> None:
+    config = make_config(memory={"enabled": False})
+    host = build_host_stack(
+        config,
+        scope=AgentScope.LEAD,
+        model=EmbeddedChatModel(),
+        policy=project_policy(config, AgentScope.LEAD),
+    )
+    assert tuple(type(m) for m in host) == HOST_STACK_ORDER
+    graph = make_lead_agent(config, extensions=LoadedExtensions())
+    state = await _run(graph, 'use calculator {"expression": "6 * 7"}')
+    assert state["messages"][-1].text == "Done. calculator returned: 42"
+    assert state["run_token_usage"]["run_id"] == "run-1" and state["run_token_usage"]["total_tokens"] > 0
+    assert state["thread_data"] == {"thread_id": "t-1", "run_id": "run-1", "agent_name": "lead"}
+
+
+def test_subagent_stack_skips_lead_only_middlewares() -> None:
+    config = make_config()
+    policy = project_policy(config, AgentScope.SUBAGENT, "general-purpose")
+    stack = build_host_stack(config, scope=AgentScope.SUBAGENT, model=EmbeddedChatModel(), policy=policy)
+    names = [type(m).__name__ for m in stack]
+    assert "TitleMiddleware" not in names and "SubagentLimitMiddleware" not in names
+    assert names[0] == "ThreadDataMiddleware" and names[-1] == "ClarificationMiddleware"
+
+
+@pytest.mark.parametrize(("fail_times", "ok"), [(2, True), (3, False)])
+async def test_retry_layer_retries_transient_errors_twice(fail_times: int, ok: bool) -> None:
+    model = EmbeddedChatModel(fail_times=fail_times)
+    config = make_config(memory={"enabled": False}, title={"enabled": False})
+    graph = make_lead_agent(config, extensions=LoadedExtensions(), model_factory=lambda name: model)
+    if ok:
+        state = await _run(graph, "hello")
+        assert state["messages"][-1].text.startswith("Here is my answer")
+    else:
+        with pytest.raises(TransientModelError):
+            await _run(graph, "hello")
+    assert model.calls == 3
+
+
+async def test_tool_errors_become_error_tool_messages() -> None:
+    graph = make_lead_agent(make_config(memory={"enabled": False}), extensions=LoadedExtensions())
+    state = await _run(graph, 'use calculator {"expression": "1 / 0"}')
+    tool_message = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert tool_message.status == "error" and "ZeroDivisionError" in tool_message.text
+    assert "ZeroDivisionError" in state["messages"][-1].text
+
+
+async def test_clarification_ends_the_turn_with_the_question() -> None:
+    graph = make_lead_agent(make_config(memory={"enabled": False}), extensions=LoadedExtensions())
+    state = await _run(graph, 'use ask_clarification {"question": "Which city?"}')
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage) and last.text == "Which city?" and not last.tool_calls
+    assert not any(isinstance(m, ToolMessage) for m in state["messages"])
+
+
+async def test_subagent_limit_refuses_delegations_beyond_the_cap() -> None:
+    config = make_config(memory={"enabled": False}, subagents={"max_per_run": 0})
+    graph = make_lead_agent(config, extensions=LoadedExtensions())
+    state = await _run(graph, "delegate: anything")
+    refused = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert refused.status == "error" and "subagent limit" in refused.text
+    assert SubagentLimitMiddleware(2).release_policy_parameters() == {"max_per_run": 2}
+
+
+async def test_token_budget_stops_the_run_when_spent() -> None:
+    config = make_config(memory={"enabled": False}, token_budget={"enabled": True, "max_total_tokens": 5})
+    graph = make_lead_agent(config, extensions=LoadedExtensions())
+    state = await _run(graph, 'use calculator {"expression": "1 + 1"}')
+    assert "token budget exhausted" in state["messages"][-1].text
+
+
+def test_run_context_host_keys_override_caller_values() -> None:
+    mine, theirs = LoadedExtensions(), LoadedExtensions()
+    store = ExtensionData("run-1")
+    context = build_run_context(
+        {
+            EXTENSION_SNAPSHOT_CONTEXT_KEY: theirs,
+            EXTENSION_TASK_STORE_KEY: ExtensionData("fake"),
+            "run_id": "forged",
+            "user": "kept",
+        },
+        thread_id="t",
+        run_id="run-1",
+        task_id="run-1",
+        agent_name="lead",
+        task_store=store,
+        extensions=mine,
+    )
+    assert context[EXTENSION_SNAPSHOT_CONTEXT_KEY] is mine and context[EXTENSION_TASK_STORE_KEY] is store
+    assert context["run_id"] == "run-1" and context["user"] == "kept"
+    popped = build_run_context(
+        {EXTENSION_SNAPSHOT_CONTEXT_KEY: theirs},
+        thread_id="t",
+        run_id="r",
+        task_id="r",
+        agent_name="lead",
+        task_store=None,
+        extensions=None,
+    )
+    assert EXTENSION_SNAPSHOT_CONTEXT_KEY not in popped and EXTENSION_TASK_STORE_KEY not in popped
+
+
+def test_policy_projection_lead_and_subagent() -> None:
+    config = make_config(
+        token_budget={"enabled": False, "max_total_tokens": 100},
+        subagents={
+            "max_per_run": 2,
+            "token_budget": {"enabled": True, "max_total_tokens": 50},
+            "agents": {"researcher": {"enabled": True, "max_total_tokens": 7}},
+        },
+    )
+    lead = project_policy(config, AgentScope.LEAD)
+    assert not lead.token_budget_enabled and lead.max_total_tokens is None and lead.max_subagents_per_run == 2
+    sub = project_policy(config, AgentScope.SUBAGENT, "general-purpose")
+    assert sub.token_budget_enabled and sub.max_total_tokens == 50 and sub.budget_warn_fraction == 0.8
+    assert project_policy(config, AgentScope.SUBAGENT, "researcher").max_total_tokens == 7
