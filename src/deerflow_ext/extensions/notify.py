@@ -98,6 +98,9 @@ class _Budget(list):  # type: ignore[type-arg]
 
 
 _TASK, _DEADLINE, _CANCELS = 0, 1, 2
+# Stands in for the state of an unbounded notification: never registered, never cancelled,
+# so the per-contributor check needs no ``is None`` branch.
+_UNBOUNDED_STATE = _Budget((None, math.inf, 0))
 _RECANCEL_AFTER = 0.01  # seconds: how soon an overrunning notification is cancelled again
 
 
@@ -264,7 +267,7 @@ async def _notify_each(
     if budget <= 0:
         _report_spent(plan, 0, method, task_id, budget, timed_out=False)
         return
-    state: _Budget | None = None
+    state = _UNBOUNDED_STATE
     watchdog = _last_watchdog
     if budget != math.inf:
         deadline = _monotonic() + budget
@@ -285,7 +288,7 @@ async def _notify_each(
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:
-                ours = state[_CANCELS] if state is not None else 0
+                ours = state[_CANCELS]
                 if task.cancelling() > baseline + ours:
                     # The host task itself is being cancelled: propagate, call nobody else.
                     if isinstance(exc, asyncio.CancelledError):
@@ -297,14 +300,16 @@ async def _notify_each(
                     return
                 extension = plan.contributions[index].extension
                 log_extension_failure(extension, f"{method} raised {_describe(exc)}", exc=exc)
-        if state is not None and state[_CANCELS]:
-            # The deadline passed while a contributor that swallowed the cancellation ran.
-            _report_spent(plan, _index_of(calls, fn), method, task_id, budget, timed_out=True)
-            return
+                continue
+            if state[2]:  # _CANCELS; a literal index because this line runs per contributor
+                # It returned normally although the deadline cancelled it: it swallowed the
+                # CancelledError. The budget is spent all the same.
+                _report_spent(plan, _index_of(calls, fn), method, task_id, budget, timed_out=True)
+                return
         if task.cancelling() > baseline:
             raise asyncio.CancelledError()
     finally:
-        if state is not None and watchdog is not None:
+        if state is not _UNBOUNDED_STATE and watchdog is not None:
             watchdog.active.discard(state)
             if state[_CANCELS]:
                 # Withdraw the watchdog's own cancel requests, as asyncio.timeout() does, so
