@@ -1,0 +1,177 @@
+"""Agent assembly: describe what construction decided, and tell the observers.
+
+Construction picks the effective model, renders the prompt, filters tools and composes the
+stack in one synchronous call; none of that can be recovered afterwards, so the builder
+reports it here at the end of every construction. Assembly observers are the one
+synchronous contribution (there is no loop to await on), so they are called inline, in
+registration order, and must be cheap.
+
+Descriptors cost hashing, so the builder passes a *callable*: with no assembly observer
+registered it is never called and no descriptor, hash or schema is ever computed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from deerflow_extension_api import (
+    AgentAssemblyDescriptor,
+    MiddlewareDescriptor,
+    ToolDescriptor,
+    canonical_hash,
+    canonical_json,
+    collect_release_policies,
+)
+
+from .. import __version__
+from .diagnostics import log_extension_failure
+from .isolation import IsolatedMiddleware
+from .snapshot import LoadedExtensions
+
+__all__ = [
+    "PROBED_ATTRIBUTES",
+    "build_info",
+    "describe_middleware",
+    "describe_tool",
+    "emit_agent_assembled",
+]
+
+logger = logging.getLogger("deerflow_ext.extensions")
+
+#: Public attributes read from a middleware that declares no ``release_policy_parameters``.
+#: A fixed list, so a descriptor never depends on whatever else an object happens to hold.
+PROBED_ATTRIBUTES: tuple[str, ...] = (
+    "enabled",
+    "max_retries",
+    "max_per_run",
+    "max_tokens",
+    "limit",
+    "threshold",
+    "timeout",
+    "timeout_seconds",
+    "trigger_messages",
+    "keep_messages",
+    "max_chars",
+    "model_name",
+)
+
+_UNKNOWN = "unknown"
+
+
+def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], AgentAssemblyDescriptor]) -> None:
+    """Build one descriptor and hand it to every assembly observer, in registration order.
+
+    Never raises an ``Exception``: an observer that fails is logged (attributed, not added to
+    the diagnostics list) and the agent is built anyway; a descriptor the host cannot build
+    is logged and skipped. ``KeyboardInterrupt`` / ``SystemExit`` propagate.
+    """
+    observers = extensions.assembly_observers
+    if not observers:
+        return
+    try:
+        descriptor = build()
+    except Exception:
+        logger.exception("agent assembly descriptor could not be built; assembly observers not called")
+        return
+    for contribution in observers:
+        try:
+            returned = contribution.contributor.on_agent_assembled(extensions.app_store, descriptor)
+        except Exception as exc:
+            log_extension_failure(
+                contribution.extension, f"on_agent_assembled raised {type(exc).__name__}: {exc}", exc=exc
+            )
+            continue
+        if inspect.isawaitable(returned):
+            # An async observer cannot run here (construction is synchronous): say so instead
+            # of leaving an un-awaited coroutine warning with no attribution.
+            close = getattr(returned, "close", None)
+            if callable(close):
+                close()
+            log_extension_failure(
+                contribution.extension, "on_agent_assembled must be synchronous; it returned an awaitable"
+            )
+
+
+def describe_middleware(mw: Any) -> MiddlewareDescriptor:
+    """A stack entry as the fingerprint sees it.
+
+    A contributed middleware is described by the class it wraps and attributed to its
+    extension, so two extensions' middleware never collapse into one entry and the wrapper
+    never appears in place of the real class.
+    """
+    target, extension = (mw.inner, mw.extension) if isinstance(mw, IsolatedMiddleware) else (mw, None)
+    cls = type(target)
+    return MiddlewareDescriptor(
+        name=cls.__name__,
+        module=cls.__module__,
+        policy_parameters=_policy_parameters(target),
+        extension=extension,
+    )
+
+
+def _policy_parameters(target: Any) -> dict[str, Any]:
+    declared = collect_release_policies([target])
+    if declared:
+        (parameters,) = declared.values()
+        try:
+            canonical_json(parameters)
+        except TypeError:
+            # Same rule as a declaration that raises: recorded, not dropped, so the broken
+            # declaration shows in the fingerprint instead of hiding a policy change.
+            return {"error": TypeError.__name__}
+        return dict(parameters)
+    probed: dict[str, Any] = {}
+    for attr in PROBED_ATTRIBUTES:
+        try:
+            value = getattr(target, attr)
+        except Exception:  # absent, or a property that raises
+            continue
+        if callable(value):
+            continue
+        try:
+            canonical_json(value)
+        except TypeError:
+            continue
+        probed[attr] = value
+    return probed
+
+
+def describe_tool(
+    tool: Any, source: str = "builtin", *, mcp_server: str | None = None, mcp_transport: str | None = None
+) -> ToolDescriptor:
+    """A tool by hashes of what the model is told: its description and argument schema."""
+    if isinstance(tool, Mapping):  # a provider built-in tool, passed through as a dict
+        name = str(tool.get("name") or tool.get("type") or "")
+        return ToolDescriptor(
+            name, canonical_hash(""), canonical_hash(dict(tool)), source, mcp_server, mcp_transport
+        )
+    return ToolDescriptor(
+        name=tool.name,
+        description_hash=canonical_hash(tool.description or ""),
+        schema_hash=canonical_hash(_args_schema(tool)),
+        source=source,
+        mcp_server=mcp_server,
+        mcp_transport=mcp_transport,
+    )
+
+
+def _args_schema(tool: Any) -> Any:
+    # The parameters exactly as bound for the model (injected arguments such as the runtime
+    # hidden, titles stripped), without the description: that has its own hash, so a reworded
+    # description and a changed signature stay distinguishable.
+    return convert_to_openai_tool(tool)["function"].get("parameters", {})
+
+
+def build_info() -> dict[str, str]:
+    """Which host binary built the agent; deliberately outside the fingerprint."""
+    return {
+        "image_digest": os.environ.get("DEER_FLOW_IMAGE_DIGEST") or _UNKNOWN,
+        "git_commit": os.environ.get("DEER_FLOW_GIT_COMMIT") or _UNKNOWN,
+        "host_version": __version__,
+    }
