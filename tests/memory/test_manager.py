@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -13,6 +14,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from deerflow_ext.agents.prompts import MEMORY_MARKER
 from deerflow_ext.config.schema import MemoryConfig
+from deerflow_ext.extensions import observe
+from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.memory import MemoryManager
 from deerflow_extension_api import SystemModelRequest, SystemModelResult, SystemOperationKind
@@ -171,10 +174,57 @@ def test_model_name_is_probed_from_the_model() -> None:
 
 
 def test_the_default_submission_goes_through_observe(monkeypatch: pytest.MonkeyPatch) -> None:
-    observe = pytest.importorskip("deerflow_ext.extensions.observe")
     submit = Submissions()
     monkeypatch.setattr(observe, "submit_system_observation", submit)
     memory = MemoryManager(MemoryConfig(debounce_seconds=60), FactModel(prompts=[]))
     memory.schedule("t", CONVERSATION, extensions=with_observer())
     memory.flush()
     assert [call[2] for call in submit.calls] == [SystemOperationKind.MEMORY]
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, Any, Any, Any]] = []
+        self.done = threading.Event()
+
+    async def on_system_model_call(
+        self, app_store: Any, task_store: Any, kind: Any, request: Any, result: Any
+    ) -> None:
+        self.seen.append((task_store.scope_id, kind, request.messages, result.response))
+        self.done.set()
+
+
+def test_end_to_end_the_observer_runs_on_the_notification_loop_with_a_detached_store() -> None:
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    notification_loop.register(loop)
+    try:
+        observer = RecordingObserver()
+        ext = LoadedExtensions(
+            system_model_observers=(Contribution("obs:install", "obs", 0, "0:obs:install#1", observer),)
+        )
+        memory = MemoryManager(MemoryConfig(debounce_seconds=60), FactModel(prompts=[]))
+        memory.schedule("t", CONVERSATION, extensions=ext)
+        memory.flush()  # returns once extraction is done; the observation is only submitted
+        assert observer.done.wait(5)
+        ((scope_id, kind, messages, response),) = observer.seen
+        assert scope_id == "detached" and kind is SystemOperationKind.MEMORY
+        assert messages == tuple(CONVERSATION) and response == '["The user likes tea"]'
+    finally:
+        notification_loop.reset()
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)
+        loop.close()
+
+
+def test_without_a_notification_loop_the_observation_is_dropped_quietly() -> None:
+    notification_loop.reset()
+    observer = RecordingObserver()
+    ext = LoadedExtensions(
+        system_model_observers=(Contribution("obs:install", "obs", 0, "0:obs:install#1", observer),)
+    )
+    memory = MemoryManager(MemoryConfig(debounce_seconds=60), FactModel(prompts=[]))
+    memory.schedule("t", CONVERSATION, extensions=ext)
+    memory.flush()
+    assert memory.facts("t") == ["The user likes tea"] and observer.seen == []

@@ -20,6 +20,7 @@ from langchain_core.messages import HumanMessage
 
 from deerflow_ext.agents.prompts import render_memory_prompt
 from deerflow_ext.config.schema import MemoryConfig
+from deerflow_ext.extensions import observe
 from deerflow_ext.extensions.snapshot import LoadedExtensions
 from deerflow_extension_api import SystemModelRequest, SystemModelResult, SystemOperationKind
 
@@ -40,9 +41,9 @@ def _submit_to_notification_loop(
     request: SystemModelRequest,
     result: SystemModelResult,
 ) -> bool:
-    from deerflow_ext.extensions.observe import submit_system_observation
-
-    return submit_system_observation(ext, task_store, kind, request, result)
+    # Looked up on the module at call time so the process-wide observation path stays the
+    # one in force (tests and embedders may swap it); the import itself is at module scope.
+    return observe.submit_system_observation(ext, task_store, kind, request, result)
 
 
 class MemoryObservationBridge:
