@@ -138,7 +138,9 @@ def build_extensions() -> LoadedExtensions:
     return bound if bound is not None else _process_wide
 
 
-def publish_snapshot(context: MutableMapping[str, Any], extensions: LoadedExtensions | None) -> MutableMapping[str, Any]:
+def publish_snapshot(
+    context: MutableMapping[str, Any], extensions: LoadedExtensions | None
+) -> MutableMapping[str, Any]:
     """Make ``extensions`` the run's snapshot on an already-merged runtime context.
 
     Popping the key when the run has none matters as much as writing it: otherwise a value a
