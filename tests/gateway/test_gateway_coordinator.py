@@ -87,3 +87,39 @@ async def test_stream_replays_history_and_ends() -> None:
     assert seen == ["metadata", "values", "end"]
     late = [item.event async for item in stream.subscribe()]
     assert late == ["metadata", "values", "end"]
+
+
+async def test_failed_admission_persists_an_error_and_ends_the_stream(tmp_path) -> None:
+    import contextlib
+
+    from gw_fixtures import FakeAgentHost, LifecycleRecorder, extensions_with, kinds
+
+    from deerflow_ext.persistence import HostStore, make_session_factory, upgrade_head
+    from deerflow_ext.runtime import RunManager
+
+    class BrokenCoordinator:
+        @contextlib.asynccontextmanager
+        async def hold(self, thread_id: str, run_id: str):
+            raise ConnectionError("database went away")
+            yield
+
+        async def aclose(self) -> None:
+            return None
+
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    try:
+        await upgrade_head(engine)
+        store = HostStore(make_session_factory(engine))
+        thread = await store.create_thread()
+        ext = extensions_with(lifecycle=LifecycleRecorder())
+        runs = RunManager(
+            store=store, agent_host=FakeAgentHost(), coordinator=BrokenCoordinator(), extensions=lambda: ext
+        )
+        handle = await runs.start(thread.id, messages=[{"role": "user", "content": "hi"}])
+        events = [item.event async for item in handle.stream.subscribe()]
+        assert events == ["metadata", "error", "end"]
+        run = await store.get_run(thread.id, handle.run_id)
+        assert (run.status, run.outcome) == ("error", "failed") and "database went away" in run.error
+        assert kinds(handle.run_id) == []  # never admitted: no hooks, no agent
+    finally:
+        await engine.dispose()

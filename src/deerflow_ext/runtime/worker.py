@@ -134,20 +134,33 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             # Cancelled before admission: no hooks, but the row must not stay "pending".
             _absorb_cancel()
             await _persist_unstarted(handle, deps)
+        except Exception as exc:
+            if handle.phase is not RunPhase.QUEUED:
+                # The run finished and was persisted; only releasing the thread failed.
+                logger.exception("run %s: releasing its thread failed", handle.run_id)
+                return
+            # Admission itself failed (e.g. the coordinator lost its database connection):
+            # the run never started, so it gets no hooks, but it must not stay "pending".
+            logger.exception("run %s could not be admitted", handle.run_id)
+            status, outcome = RunStatus.ERROR, TaskOutcome.FAILED
+            handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
+            await _persist_unstarted(handle, deps, status=status, error=f"not admitted: {_error_text(exc)}")
     finally:
         handle.phase = RunPhase.DONE
         handle.stream.close({"run_id": handle.run_id, "status": status.value, "outcome": outcome.value})
         handle.finished.set()
 
 
-async def _persist_unstarted(handle: RunHandle, deps: RunWorkerDeps) -> None:
+async def _persist_unstarted(
+    handle: RunHandle,
+    deps: RunWorkerDeps,
+    *,
+    status: RunStatus = RunStatus.INTERRUPTED,
+    error: str = "interrupted before it started",
+) -> None:
+    outcome = TaskOutcome.ABORTED if status is RunStatus.INTERRUPTED else TaskOutcome.FAILED
     try:
-        await deps.store.finish_run(
-            handle.run_id,
-            status=RunStatus.INTERRUPTED.value,
-            outcome=TaskOutcome.ABORTED.value,
-            error="interrupted before it started",
-        )
+        await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error)
     except Exception:
         logger.exception("run %s: could not persist its interruption", handle.run_id)
 
