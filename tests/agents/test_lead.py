@@ -153,3 +153,31 @@ def test_policy_projection_lead_and_subagent() -> None:
     sub = project_policy(config, AgentScope.SUBAGENT, "general-purpose")
     assert sub.token_budget_enabled and sub.max_total_tokens == 50 and sub.budget_warn_fraction == 0.8
     assert project_policy(config, AgentScope.SUBAGENT, "researcher").max_total_tokens == 7
+
+
+class _PromptSpy(EmbeddedChatModel):
+    seen: list[str] = []
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.seen.append(str(messages[0].content))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+class _Facts:
+    def __init__(self) -> None:
+        self.scheduled: list[str] = []
+
+    def facts(self, thread_id: str) -> list[str]:
+        return ["The user is called Ada"]
+
+    def schedule(self, thread_id: str, messages: Any, *, extensions: Any) -> None:
+        self.scheduled.append(thread_id)
+
+
+async def test_memory_facts_reach_the_request_not_the_configured_prompt() -> None:
+    model, memory = _PromptSpy(seen=[]), _Facts()
+    config = make_config(title={"enabled": False})
+    graph = make_lead_agent(config, extensions=LoadedExtensions(), memory=memory, model_factory=lambda name: model)
+    await _run(graph, "hello")
+    assert "<memory>\n- The user is called Ada\n</memory>" in model.seen[0]
+    assert memory.scheduled == ["t-1"]
