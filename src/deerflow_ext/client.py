@@ -70,9 +70,7 @@ class DeerFlowClient:
         """Blocking run; must not be called from a running event loop (use :meth:`arun`)."""
         return asyncio.run(self.arun(prompt, thread_id, goal=goal))
 
-    async def arun(
-        self, prompt: str, thread_id: str | None = None, *, goal: str | None = None
-    ) -> LeadRunResult:
+    async def arun(self, prompt: str, thread_id: str | None = None, *, goal: str | None = None) -> LeadRunResult:
         result: LeadRunResult | None = None
         async for event, data in self.astream(prompt, thread_id, goal=goal):
             if event == "result":
@@ -109,9 +107,7 @@ class DeerFlowClient:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
-    async def _run(
-        self, prompt: str, thread_id: str, run_id: str, goal: str | None, emit: Any
-    ) -> LeadRunResult:
+    async def _run(self, prompt: str, thread_id: str, run_id: str, goal: str | None, emit: Any) -> LeadRunResult:
         from deerflow_ext.extensions.notify import notification_loop, notify_task_start, notify_task_stop
 
         ext = self.extensions  # resolved once: store, hooks and construction share it
@@ -176,9 +172,7 @@ def _progress(event: str, data: Any) -> str | None:
 
 def run_command(args: Sequence[str] | None = None) -> int:
     """``deerflow-ext run PROMPT [--config PATH] [--thread ID]``: answer on stdout, progress on stderr."""
-    parser = argparse.ArgumentParser(
-        prog="deerflow-ext run", description="Run the lead agent once, in-process."
-    )
+    parser = argparse.ArgumentParser(prog="deerflow-ext run", description="Run the lead agent once, in-process.")
     parser.add_argument("prompt")
     parser.add_argument("--config", default=None, help="path of config.yaml (default: $DEERFLOW_CONFIG)")
     parser.add_argument("--thread", default=None, help="thread id to continue")

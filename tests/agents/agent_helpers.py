@@ -46,9 +46,9 @@ class Recorder:
     infos: list[TaskInfo] = field(default_factory=list)
     descriptors: list[AgentAssemblyDescriptor] = field(default_factory=list)
     compactions: list[CompactionEvent] = field(default_factory=list)
-    system_calls: list[
-        tuple[SystemOperationKind, SystemModelRequest, SystemModelResult, ExtensionData | None]
-    ] = field(default_factory=list)
+    system_calls: list[tuple[SystemOperationKind, SystemModelRequest, SystemModelResult, ExtensionData | None]] = field(
+        default_factory=list
+    )
     steps: list[dict[str, Any]] = field(default_factory=list)
     stop_owners: list[tuple[str, ...]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -66,9 +66,7 @@ class RecordingLifecycle:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
 
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         self.recorder.infos.append(info)
         self.recorder.add("start", info.kind, info.task_id)
 
@@ -138,15 +136,9 @@ class RecordingMiddlewareContributor:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
 
-    def contribute_middlewares(
-        self, app_store: ExtensionData, ctx: AgentBuildContext
-    ) -> list[MiddlewarePlacement]:
+    def contribute_middlewares(self, app_store: ExtensionData, ctx: AgentBuildContext) -> list[MiddlewarePlacement]:
         self.recorder.add("contribute", ctx.agent_name)
-        return [
-            MiddlewarePlacement(
-                StepRecorderMiddleware(self.recorder, ctx.scope.name or ""), Placement.STANDARD
-            )
-        ]
+        return [MiddlewarePlacement(StepRecorderMiddleware(self.recorder, ctx.scope.name or ""), Placement.STANDARD)]
 
 
 def _contribution(contributor: Any, n: int) -> Contribution[Any]:
@@ -171,9 +163,7 @@ def recording_extensions(recorder: Recorder, *, kinds: tuple[str, ...] = ("all",
         task_lifecycle=(_contribution(RecordingLifecycle(recorder), 1),) if on("lifecycle") else (),
         system_model_observers=(_contribution(RecordingSystemObserver(recorder), 2),) if on("system") else (),
         assembly_observers=(_contribution(RecordingAssemblyObserver(recorder), 3),) if on("assembly") else (),
-        compaction_observers=(_contribution(RecordingCompactionObserver(recorder), 4),)
-        if on("compaction")
-        else (),
+        compaction_observers=(_contribution(RecordingCompactionObserver(recorder), 4),) if on("compaction") else (),
         loaded=(EXTENSION,),
         total=1,
     )

@@ -19,9 +19,7 @@ from deerflow_extension_api import canonical_hash
 
 async def test_one_lead_run_produces_the_spec_event_sequence(recorder: Recorder, notify_loop: Any) -> None:
     ext = recording_extensions(recorder)
-    config = make_config(
-        summarization={"trigger_messages": 4, "keep_messages": 2}, goal={"max_continuations": 3}
-    )
+    config = make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, goal={"max_continuations": 3})
     client = DeerFlowClient(config, extensions=ext)
 
     result = await client.arun("delegate: sum the numbers", thread_id="t-acc", goal="finish after 2 turns")

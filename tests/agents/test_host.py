@@ -16,9 +16,7 @@ from deerflow_extension_api import SystemOperationKind, canonical_hash
 
 
 def _request(text: str, *, run_id: str = "run-1", thread_id: str = "t-1", **kw: Any) -> LeadRunRequest:
-    return LeadRunRequest(
-        thread_id=thread_id, run_id=run_id, messages=({"role": "user", "content": text},), **kw
-    )
+    return LeadRunRequest(thread_id=thread_id, run_id=run_id, messages=({"role": "user", "content": text},), **kw)
 
 
 async def test_title_is_generated_once_and_saved_for_the_thread(recorder: Recorder, notify_loop: Any) -> None:
@@ -45,9 +43,7 @@ async def test_goal_continuations_until_met_or_limit(
 ) -> None:
     ext = recording_extensions(recorder, kinds=("system",))
     host = make_host(make_config(goal={"max_continuations": 2}, memory={"enabled": False}))
-    result = await host.run_lead(
-        _request("work on it", goal=goal), extensions=ext, task_store=ext.new_task_store("r")
-    )
+    result = await host.run_lead(_request("work on it", goal=goal), extensions=ext, task_store=ext.new_task_store("r"))
     assert (result.continuations, result.goal_met) == (continuations, met)
     goal_calls = [c for c in recorder.system_calls if c[0] is SystemOperationKind.GOAL]
     assert len(goal_calls) == continuations + 1
@@ -57,22 +53,16 @@ async def test_goal_continuations_until_met_or_limit(
 
 async def test_summarization_emits_a_compaction_event(recorder: Recorder, notify_loop: Any) -> None:
     ext = recording_extensions(recorder, kinds=("system", "compaction"))
-    host = make_host(
-        make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, memory={"enabled": False})
-    )
+    host = make_host(make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, memory={"enabled": False}))
     store = ext.new_task_store("run-1")
     await host.run_lead(_request('use calculator {"expression": "1+1"}'), extensions=ext, task_store=store)
-    removed = (
-        await host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t-1"}})
-    ).values
+    removed = (await host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t-1"}})).values
     expected_sources = [canonical_hash(m.content) for m in removed["messages"][:3]]
     await host.run_lead(_request("next question", run_id="run-2"), extensions=ext, task_store=store)
     await notify_loop.drain(2.0)
     assert [c[0] for c in recorder.system_calls].count(SystemOperationKind.SUMMARIZATION) == 1
     (event,) = recorder.compactions
-    state = (
-        await host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t-1"}})
-    ).values
+    state = (await host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t-1"}})).values
     summary = state["messages"][0]
     assert isinstance(summary, HumanMessage) and summary.text.startswith(SUMMARY_MESSAGE_PREFIX)
     assert event.output_content_hash == canonical_hash(summary.content)
@@ -93,9 +83,7 @@ async def test_no_hashing_without_a_compaction_observer(
 
     monkeypatch.setattr(summarization_module, "canonical_hash", counting_hash)
     ext = recording_extensions(recorder, kinds=("system", "compaction") if with_observer else ("system",))
-    host = make_host(
-        make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, memory={"enabled": False})
-    )
+    host = make_host(make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, memory={"enabled": False}))
     for n in range(2):
         await host.run_lead(_request(f"question {n}", run_id=f"r{n}"), extensions=ext, task_store=None)
         await host.run_lead(_request(f"more {n}", run_id=f"s{n}"), extensions=ext, task_store=None)
@@ -121,9 +109,7 @@ async def test_caller_supplied_snapshot_is_ignored(recorder: Recorder) -> None:
 async def test_token_usage_is_per_run() -> None:
     host = make_host(make_config(memory={"enabled": False}, title={"enabled": False}))
     first = await host.run_lead(_request("one two three"), extensions=LoadedExtensions(), task_store=None)
-    second = await host.run_lead(
-        _request("four", run_id="run-2"), extensions=LoadedExtensions(), task_store=None
-    )
+    second = await host.run_lead(_request("four", run_id="run-2"), extensions=LoadedExtensions(), task_store=None)
     assert first.token_usage != TokenUsage() and second.token_usage != TokenUsage()
     assert first.token_usage.total_tokens == first.token_usage.input_tokens + first.token_usage.output_tokens
     # The second run's input includes the first exchange, but not the first run's usage.

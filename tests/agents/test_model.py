@@ -71,9 +71,7 @@ def test_plain_text_gets_a_deterministic_answer_with_fresh_ids_and_usage() -> No
 
 def test_host_prompts_get_well_formed_output() -> None:
     model = EmbeddedChatModel()
-    title = model.invoke(
-        render_title_prompt("plan a trip to Lisbon in May please", "Sure", max_chars=20)
-    ).text
+    title = model.invoke(render_title_prompt("plan a trip to Lisbon in May please", "Sure", max_chars=20)).text
     assert title and len(title) <= 20 and "\n" not in title and title.startswith("Plan a trip")
     facts = json.loads(model.invoke(render_memory_prompt([HumanMessage("I like green tea")])).text)
     assert facts == ["The user said: I like green tea"]
@@ -85,9 +83,7 @@ def test_host_prompts_get_well_formed_output() -> None:
 def test_goal_verdict_is_met_after_n_evaluations(goal: str, met_at: int) -> None:
     model = EmbeddedChatModel()
     verdicts = [
-        parse_verdict(
-            model.invoke([SystemMessage(render_goal_prompt(goal, evaluation=k)), HumanMessage("x")]).text
-        )
+        parse_verdict(model.invoke([SystemMessage(render_goal_prompt(goal, evaluation=k)), HumanMessage("x")]).text)
         for k in range(1, 5)
     ]
     assert [v.met for v in verdicts] == [k >= met_at for k in range(1, 5)]

@@ -16,14 +16,10 @@ from deerflow_extension_api import TaskOutcome
 
 
 def _delegate(run_id: str = "run-1") -> LeadRunRequest:
-    return LeadRunRequest(
-        thread_id="t-1", run_id=run_id, messages=({"role": "user", "content": "delegate: sum it"},)
-    )
+    return LeadRunRequest(thread_id="t-1", run_id=run_id, messages=({"role": "user", "content": "delegate: sum it"},))
 
 
-async def test_delegation_runs_subagent_on_its_own_thread_and_loop(
-    recorder: Recorder, notify_loop: Any
-) -> None:
+async def test_delegation_runs_subagent_on_its_own_thread_and_loop(recorder: Recorder, notify_loop: Any) -> None:
     ext = recording_extensions(recorder)
     host = make_host(make_config(memory={"enabled": False}))
     result = await host.run_lead(_delegate(), extensions=ext, task_store=ext.new_task_store("run-1"))
@@ -55,16 +51,12 @@ async def test_subagent_task_store_is_scoped_to_the_delegating_tool_call(recorde
 
     from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 
-    executor.extensions = LoadedExtensions(
-        task_lifecycle=(Contribution("spy:install", "spy", 0, "0:spy#0", Spy()),)
-    )
+    executor.extensions = LoadedExtensions(task_lifecycle=(Contribution("spy:install", "spy", 0, "0:spy#0", Spy()),))
     result = await executor.aexecute("hello")
     assert result.outcome is TaskOutcome.COMPLETED and seen == ["call_abc"]
 
 
-async def test_no_parent_run_id_skips_both_hooks(
-    recorder: Recorder, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_no_parent_run_id_skips_both_hooks(recorder: Recorder, caplog: pytest.LogCaptureFixture) -> None:
     ext = recording_extensions(recorder, kinds=("lifecycle",))
     caplog.set_level(logging.DEBUG, logger="deerflow_ext.subagents.executor")
     executor = SubagentExecutor(make_config(), extensions=ext, parent_run_id=None, thread_id=None)

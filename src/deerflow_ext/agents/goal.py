@@ -44,9 +44,7 @@ def parse_verdict(raw: object) -> GoalVerdict:
 
 
 def continuation_message(goal: str, verdict: GoalVerdict) -> HumanMessage:
-    return HumanMessage(
-        content=GOAL_CONTINUATION_PROMPT.format(goal=goal, reason=verdict.reason or "no reason")
-    )
+    return HumanMessage(content=GOAL_CONTINUATION_PROMPT.format(goal=goal, reason=verdict.reason or "no reason"))
 
 
 async def evaluate_goal(

@@ -97,9 +97,7 @@ class AgentHost:
             memory = MemoryManager(config.memory, self.model_factory(model_name))
         self.memory = memory
 
-    def make_lead_agent(
-        self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None
-    ) -> Any:
+    def make_lead_agent(self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None) -> Any:
         """Build the lead graph (sync) under ``extensions``.
 
         ``task_store`` is not needed to build: the graph finds the live store on its runtime
@@ -182,9 +180,7 @@ class AgentHost:
         emit: Emit | None,
     ) -> dict[str, Any]:
         values: dict[str, Any] = {}
-        async for mode, chunk in graph.astream(
-            inputs, run_config, context=context, stream_mode=_STREAM_MODES
-        ):
+        async for mode, chunk in graph.astream(inputs, run_config, context=context, stream_mode=_STREAM_MODES):
             if mode == "values":
                 values = chunk
             if emit is not None:

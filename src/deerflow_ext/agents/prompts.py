@@ -43,9 +43,7 @@ LEAD_SYSTEM_PROMPT = (
     "Use `ask_clarification` only when the request cannot be answered without more input."
 )
 
-SUBAGENT_SYSTEM_PROMPT = (
-    "You are a DeerFlow subagent. Complete the delegated task and reply with the result only."
-)
+SUBAGENT_SYSTEM_PROMPT = "You are a DeerFlow subagent. Complete the delegated task and reply with the result only."
 
 TITLE_PROMPT = (
     TITLE_MARKER

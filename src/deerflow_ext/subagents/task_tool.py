@@ -39,9 +39,7 @@ def _render(result: SubagentResult) -> str:
     return result.answer
 
 
-def make_task_tool(
-    config: AppConfig, *, model_factory: Any | None = None, model_name: str | None = None
-) -> BaseTool:
+def make_task_tool(config: AppConfig, *, model_factory: Any | None = None, model_name: str | None = None) -> BaseTool:
     def executor(runtime: ToolRuntime[dict[str, Any], Any]) -> SubagentExecutor:
         return SubagentExecutor(
             config,
@@ -59,6 +57,4 @@ def make_task_tool(
     async def atask(description: str, prompt: str, runtime: ToolRuntime[dict[str, Any], Any]) -> str:
         return _render(await executor(runtime).aexecute(prompt or description))
 
-    return StructuredTool.from_function(
-        func=task, coroutine=atask, name="task", description=TASK_TOOL_DESCRIPTION
-    )
+    return StructuredTool.from_function(func=task, coroutine=atask, name="task", description=TASK_TOOL_DESCRIPTION)

@@ -59,9 +59,7 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):
     def _delay(self, attempt: int) -> float:
         return self.backoff_seconds * (2**attempt)
 
-    def wrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
-    ) -> ModelResponse:
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         attempt = 0
         while True:
             try:
@@ -69,9 +67,7 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):
             except Exception as exc:
                 if attempt >= self.max_retries or not is_transient(exc):
                     raise
-                logger.warning(
-                    "model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries
-                )
+                logger.warning("model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries)
                 time.sleep(self._delay(attempt))
                 attempt += 1
 
@@ -85,9 +81,7 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):
             except Exception as exc:
                 if attempt >= self.max_retries or not is_transient(exc):
                     raise
-                logger.warning(
-                    "model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries
-                )
+                logger.warning("model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries)
                 await asyncio.sleep(self._delay(attempt))
                 attempt += 1
 

@@ -60,9 +60,7 @@ class MemoryMiddleware(AgentMiddleware[HostState, Any]):
         prompt = f"{base}\n\n{render_memory_block(facts)}" if base else render_memory_block(facts)
         return request.override(system_message=SystemMessage(content=prompt))
 
-    def wrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
-    ) -> ModelResponse:
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         return handler(self._with_facts(request))
 
     async def awrap_model_call(

@@ -91,9 +91,7 @@ class SummarizationMiddleware(AgentMiddleware[HostState, Any]):
 
     @staticmethod
     def _summary_message(response: Any) -> HumanMessage:
-        return HumanMessage(
-            content=f"{SUMMARY_MESSAGE_PREFIX}\n{_text(getattr(response, 'content', response))}"
-        )
+        return HumanMessage(content=f"{SUMMARY_MESSAGE_PREFIX}\n{_text(getattr(response, 'content', response))}")
 
     def before_model(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         plan = self._plan(state)
