@@ -1,0 +1,54 @@
+"""``config.example.yaml`` is a valid config that documents every key of ``AppConfig``."""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from deerflow_ext.config.loading import load_app_config
+from deerflow_ext.config.schema import AppConfig, ModelEntry, PluginEntry
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.yaml"
+
+
+def _models(annotation: object) -> list[type[BaseModel]]:
+    """Every pydantic model inside an annotation (``X | None``, ``list[X]``, ``dict[str, X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+
+
+def _keys(model: type[BaseModel], seen: set[type[BaseModel]] | None = None) -> set[str]:
+    seen = seen if seen is not None else set()
+    if model in seen:
+        return set()
+    seen.add(model)
+    keys: set[str] = set()
+    for name, info in model.model_fields.items():
+        keys.add(name)
+        for inner in _models(info.annotation):
+            keys |= _keys(inner, seen)
+    return keys
+
+
+def test_the_example_validates_and_lists_the_examples_disabled() -> None:
+    config = load_app_config(EXAMPLE)
+    assert [(p.name, p.use, p.enabled) for p in config.plugins] == [
+        ("observers", "observers", False),
+        ("audit", "audit", False),
+        ("costs", "costs", False),
+        ("otel", "otel", False),
+    ]
+    assert {p.name: p.table_prefix for p in config.plugins}["audit"] == "audit_"
+    assert config == AppConfig.model_validate(config.model_dump())  # defaults written out are the defaults
+    assert config.model_dump(exclude={"plugins"}) == AppConfig().model_dump(exclude={"plugins"})
+
+
+def test_every_key_is_documented() -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    keys = _keys(AppConfig) | _keys(PluginEntry) | _keys(ModelEntry)
+    missing = sorted(k for k in keys if not re.search(rf"^\s*#?\s*-?\s*{k}:", text, re.MULTILINE))
+    assert not missing, f"config.example.yaml does not document: {missing}"
