@@ -75,12 +75,13 @@ def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
 
 
 def load_gateway_extensions(config: AppConfig, diagnostics: DiagnosticsList) -> LoadedExtensions:
-    """Load ``config.plugins`` once; load errors propagate to stop startup."""
+    """Load ``config.plugins`` once; load errors propagate to stop startup.
+
+    The loader itself logs the summary line, so the Gateway does not repeat it.
+    """
     from ..extensions.loader import load_extensions
 
-    extensions = load_extensions(config, diagnostics=diagnostics, host_tables=HOST_TABLES)
-    logger.info("%s", extensions.summary)
-    return extensions
+    return load_extensions(config, diagnostics=diagnostics, host_tables=HOST_TABLES)
 
 
 def _policy(config: AppConfig) -> Any:
