@@ -1,4 +1,3 @@
-# ruff: noqa: E501 - the spec log lines are asserted verbatim, unbroken
 """``_notify_each`` and the lifecycle notifications: order, isolation, budget, origin."""
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -85,11 +86,12 @@ else:  # pragma: no cover - exercised on 3.11 only
 # The budget: one deadline timer per event loop, shared by every running notification
 # --------------------------------------------------------------------------------------
 class _Budget(list):  # type: ignore[type-arg]
-    """``[task, deadline, cancels]`` of one running notification.
+    """``[task, deadline, cancels, remaining]`` of one running notification.
 
     ``deadline`` is a ``time.monotonic()`` value; ``cancels`` counts the cancel requests
     the watchdog made on ``task`` for it, which is what tells our own cancellation apart
-    from the host's. A list subclass hashed by identity because one is built on every
+    from the host's; ``remaining`` is the iterator the notification loops over, which the
+    watchdog exhausts when the budget is spent. A list subclass hashed by identity because one is built on every
     notification and that is cheaper than a slotted class with an ``__init__``.
     """
 
@@ -97,10 +99,11 @@ class _Budget(list):  # type: ignore[type-arg]
     __hash__ = object.__hash__  # type: ignore[assignment]
 
 
-_TASK, _DEADLINE, _CANCELS = 0, 1, 2
+_TASK, _DEADLINE, _CANCELS, _REMAINING = 0, 1, 2, 3
+_INF = math.inf
 # Stands in for the state of an unbounded notification: never registered, never cancelled,
 # so the per-contributor check needs no ``is None`` branch.
-_UNBOUNDED_STATE = _Budget((None, math.inf, 0))
+_UNBOUNDED_STATE = _Budget((None, math.inf, 0, iter(())))
 _RECANCEL_AFTER = 0.01  # seconds: how soon an overrunning notification is cancelled again
 
 
@@ -147,6 +150,10 @@ class _Watchdog:
             if budget[_DEADLINE] <= now:
                 budget[_CANCELS] += 1
                 budget[_TASK].cancel()
+                # Exhaust the notification's iterator over its contributors: should the
+                # running one swallow the cancellation, the loop then ends by itself, with no
+                # per-contributor check on the fast path.
+                deque(budget[_REMAINING], maxlen=0)
                 budget[_DEADLINE] = now + _RECANCEL_AFTER
             upcoming = min(upcoming, budget[_DEADLINE])
         if upcoming != math.inf:
@@ -212,9 +219,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _report_spent(
-    plan: _Plan, start: int, method: str, task_id: str, budget: float, *, timed_out: bool
-) -> None:
+def _report_spent(plan: _Plan, start: int, method: str, task_id: str, budget: float, *, timed_out: bool) -> None:
     """Warn for the contributor the deadline interrupted (if any) and skip every later one."""
     spent = f"the {_seconds(budget)} notification budget was spent"
     for i in range(start, len(plan.contributions)):
@@ -252,9 +257,9 @@ async def _notify_each(
     which the fast path cannot afford) and then ``CancelledError`` is raised.
     """
     plan = _plans.get((id(contributions), method))
-    if plan is None or plan.source is not contributions:
+    if plan is None or plan[0] is not contributions:  # plan.source, by index: the hot path
         plan = _build_plan(contributions, method)
-    calls = plan.calls
+    calls = plan[2]  # plan.calls
     if not calls:
         return
     if budget is None:
@@ -269,9 +274,10 @@ async def _notify_each(
         return
     state = _UNBOUNDED_STATE
     watchdog = _last_watchdog
-    if budget != math.inf:
+    remaining = iter(calls)
+    if budget != _INF:
         deadline = _monotonic() + budget
-        state = _Budget((task, deadline, 0))
+        state = _Budget((task, deadline, 0, remaining))
         if watchdog is None or watchdog.loop is not loop:
             watchdog = _watchdog_for(loop)
         watchdog.active.add(state)
@@ -280,7 +286,7 @@ async def _notify_each(
     trace = TRACE_EXTENSIONS
     fn: Callable[..., Awaitable[object]] | None = None
     try:
-        for fn in calls:
+        for fn in remaining:
             if trace:
                 _trace(plan, calls, fn, method, task_id)
             try:
@@ -301,17 +307,18 @@ async def _notify_each(
                 extension = plan.contributions[index].extension
                 log_extension_failure(extension, f"{method} raised {_describe(exc)}", exc=exc)
                 continue
-            if state[2]:  # _CANCELS; a literal index because this line runs per contributor
-                # It returned normally although the deadline cancelled it: it swallowed the
-                # CancelledError. The budget is spent all the same.
-                _report_spent(plan, _index_of(calls, fn), method, task_id, budget, timed_out=True)
-                return
+        if state[2]:  # _CANCELS
+            # The loop ended early because the watchdog emptied ``remaining``: the running
+            # contributor returned normally although the deadline cancelled it (it swallowed
+            # the CancelledError). The budget is spent all the same.
+            _report_spent(plan, _index_of(calls, fn), method, task_id, budget, timed_out=True)
+            return
         if task.cancelling() > baseline:
             raise asyncio.CancelledError()
     finally:
         if state is not _UNBOUNDED_STATE and watchdog is not None:
             watchdog.active.discard(state)
-            if state[_CANCELS]:
+            if state[2]:  # _CANCELS
                 # Withdraw the watchdog's own cancel requests, as asyncio.timeout() does, so
                 # a spent budget never looks like a cancellation to the host.
                 for _ in range(state[_CANCELS]):
@@ -377,9 +384,7 @@ class NotificationLoop:
         """Whether :meth:`submit` would currently schedule work (a loop and open intake)."""
         return self._loop is not None and self._accepting
 
-    def submit(
-        self, coro_factory: Callable[[], Coroutine[Any, Any, Any]], *, what: str = "notification"
-    ) -> bool:
+    def submit(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]], *, what: str = "notification") -> bool:
         """Schedule ``coro_factory()`` on the notification loop without waiting for it.
 
         Callable from any thread, with or without a running loop. Returns ``False`` when the
@@ -475,9 +480,7 @@ async def _dispatch(
     if target is None or target is asyncio.get_running_loop():
         await _notify_each(contributions, method, args, task_id=task_id, budget=budget)
     else:
-        await notification_loop.run(
-            lambda: _notify_each(contributions, method, args, task_id=task_id, budget=budget)
-        )
+        await notification_loop.run(lambda: _notify_each(contributions, method, args, task_id=task_id, budget=budget))
 
 
 async def notify_task_start(
@@ -502,6 +505,4 @@ async def notify_task_stop(
     contributions = ext.task_lifecycle
     if not contributions:
         return
-    await _dispatch(
-        contributions, "on_task_stop", (ext.app_store, task_store, info, outcome), info.task_id, budget
-    )
+    await _dispatch(contributions, "on_task_stop", (ext.app_store, task_store, info, outcome), info.task_id, budget)
