@@ -57,9 +57,7 @@ class SyncNoOp:
         return None
 
 
-async def _time(
-    make: Callable[[], Awaitable[None]] | None, call: Callable[[], object] | None, n: int
-) -> float:
+async def _time(make: Callable[[], Awaitable[None]] | None, call: Callable[[], object] | None, n: int) -> float:
     """Seconds per notification, best of REPEATS."""
     iterations = max(CALLS_PER_REPEAT // n, 200)
     best = float("inf")

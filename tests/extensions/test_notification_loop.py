@@ -32,8 +32,7 @@ def _fresh_notification_loop() -> Any:
 def lifecycle(*objects: object) -> LoadedExtensions:
     return LoadedExtensions(
         task_lifecycle=tuple(
-            Contribution(f"ext{i}:install", f"ext{i}", i, f"{i}:ext{i}:install#1", obj)
-            for i, obj in enumerate(objects)
+            Contribution(f"ext{i}:install", f"ext{i}", i, f"{i}:ext{i}:install#1", obj) for i, obj in enumerate(objects)
         )
     )
 

@@ -43,9 +43,7 @@ class Recorder:
     def __init__(self, calls: list[str], name: str, behaviour: str = "return") -> None:
         self.calls, self.name, self.behaviour = calls, name, behaviour
 
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         self.calls.append(self.name)
         if self.behaviour == "raise":
             raise ValueError(f"broken {self.name}")
@@ -63,9 +61,7 @@ class Recorder:
 
 
 def messages(caplog: pytest.LogCaptureFixture, level: int | None = None) -> list[str]:
-    return [
-        r.getMessage() for r in caplog.records if r.name == LOGGER and (level is None or r.levelno == level)
-    ]
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER and (level is None or r.levelno == level)]
 
 
 async def test_contributors_run_in_registration_order_and_failures_do_not_skip_the_next(
@@ -97,9 +93,7 @@ async def test_every_contributor_receives_the_app_store_the_task_store_and_the_i
     store = ExtensionData("7f3c")
     await notify_task_start(ext, store, INFO)
     await notify_task_stop(ext, store, INFO, TaskOutcome.COMPLETED)
-    assert (
-        seen == [(ext.app_store, store, INFO)] * 2 + [(ext.app_store, store, INFO, TaskOutcome.COMPLETED)] * 2
-    )
+    assert seen == [(ext.app_store, store, INFO)] * 2 + [(ext.app_store, store, INFO, TaskOutcome.COMPLETED)] * 2
 
 
 async def test_a_contributor_without_the_hook_is_skipped_silently(caplog: pytest.LogCaptureFixture) -> None:
@@ -134,9 +128,7 @@ async def test_budget_cancels_the_running_contributor_and_skips_the_rest_with_th
 ) -> None:
     monkeypatch.setattr(notify, "DEFAULT_NOTIFY_BUDGET", 0.1)
     calls: list[str] = []
-    ext = lifecycle(
-        Recorder(calls, "a"), Recorder(calls, "b", "sleep"), Recorder(calls, "c"), Recorder(calls, "d")
-    )
+    ext = lifecycle(Recorder(calls, "a"), Recorder(calls, "b", "sleep"), Recorder(calls, "c"), Recorder(calls, "d"))
     loop = asyncio.get_running_loop()
     started = loop.time()
     with caplog.at_level(logging.WARNING, LOGGER):
@@ -173,9 +165,7 @@ async def test_budget_is_shared_by_all_contributors_not_per_contributor() -> Non
             await asyncio.sleep(0.06)
             calls.append(f"{self.name} done")
 
-    await notify_task_start(
-        lifecycle(Takes("a"), Takes("b"), Takes("c")), ExtensionData("t"), INFO, budget=0.1
-    )
+    await notify_task_start(lifecycle(Takes("a"), Takes("b"), Takes("c")), ExtensionData("t"), INFO, budget=0.1)
     assert calls == ["a", "a done", "b"]
 
 
@@ -229,9 +219,7 @@ async def test_a_contributors_own_cancelled_error_is_contained_and_the_next_runs
     with caplog.at_level(logging.ERROR, LOGGER):
         await notify_task_start(ext, ExtensionData("t"), INFO)
     assert calls == ["a", "b"]
-    assert messages(caplog, logging.ERROR) == [
-        "Extension acme_audit:install: on_task_start raised CancelledError"
-    ]
+    assert messages(caplog, logging.ERROR) == ["Extension acme_audit:install: on_task_start raised CancelledError"]
 
 
 async def test_a_self_cancelling_contributor_does_not_end_the_run_as_cancelled() -> None:
@@ -248,9 +236,7 @@ async def test_a_self_cancelling_contributor_does_not_end_the_run_as_cancelled()
     assert not task.cancelled()
 
 
-async def test_a_host_task_cancellation_during_a_hook_propagates_and_later_contributors_are_not_called() -> (
-    None
-):
+async def test_a_host_task_cancellation_during_a_hook_propagates_and_later_contributors_are_not_called() -> None:
     calls: list[str] = []
     ext = lifecycle(Recorder(calls, "a", "block"), Recorder(calls, "b"))
     task = asyncio.create_task(notify_task_start(ext, ExtensionData("t"), INFO))
@@ -274,9 +260,7 @@ async def test_a_host_cancellation_turned_into_another_error_still_propagates_as
             except asyncio.CancelledError:
                 raise RuntimeError("shutting down") from None
 
-    task = asyncio.create_task(
-        notify_task_start(lifecycle(Converts(), Recorder(calls, "b")), ExtensionData("t"), INFO)
-    )
+    task = asyncio.create_task(notify_task_start(lifecycle(Converts(), Recorder(calls, "b")), ExtensionData("t"), INFO))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -295,9 +279,7 @@ async def test_a_host_cancellation_swallowed_by_a_contributor_is_raised_at_the_e
             except asyncio.CancelledError:
                 return
 
-    task = asyncio.create_task(
-        notify_task_start(lifecycle(Swallows(), Recorder(calls, "b")), ExtensionData("t"), INFO)
-    )
+    task = asyncio.create_task(notify_task_start(lifecycle(Swallows(), Recorder(calls, "b")), ExtensionData("t"), INFO))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -375,9 +357,7 @@ async def test_trace_logs_every_contributor_call(
     monkeypatch.setattr(notify, "TRACE_EXTENSIONS", True)
     calls: list[str] = []
     with caplog.at_level(logging.INFO, LOGGER):
-        await notify_task_start(
-            lifecycle(Recorder(calls, "a"), Recorder(calls, "b")), ExtensionData("t"), INFO
-        )
+        await notify_task_start(lifecycle(Recorder(calls, "a"), Recorder(calls, "b")), ExtensionData("t"), INFO)
     assert messages(caplog, logging.INFO) == [
         "Extension acme_audit:install: calling on_task_start for task 7f3c",
         "Extension acme_costs:install: calling on_task_start for task 7f3c",

@@ -58,15 +58,11 @@ def expected(behaviours: list[str]) -> tuple[list[int], list[tuple[int, str]], s
         if behaviour == "keyboard_interrupt":
             return calls, lines, "KeyboardInterrupt"
         if behaviour == "raises":
-            lines.append(
-                (logging.ERROR, f"Extension ext{i}:install: on_task_start raised RuntimeError: boom {i}")
-            )
+            lines.append((logging.ERROR, f"Extension ext{i}:install: on_task_start raised RuntimeError: boom {i}"))
         elif behaviour == "self_cancels":
             lines.append((logging.ERROR, f"Extension ext{i}:install: on_task_start raised CancelledError"))
         elif behaviour == "sleeps":
-            lines.append(
-                (logging.WARNING, f"Extension ext{i}:install: on_task_start timed out for task t-9; {spent}")
-            )
+            lines.append((logging.WARNING, f"Extension ext{i}:install: on_task_start timed out for task t-9; {spent}"))
             lines.extend(
                 (logging.WARNING, f"Extension ext{j}:install: on_task_start skipped for task t-9; {spent}")
                 for j in range(i + 1, len(behaviours))
@@ -93,9 +89,7 @@ def test_any_mix_of_contributors_follows_the_spec(behaviours: list[str]) -> None
         started = time.monotonic()
         propagated: str | None = None
         try:
-            await _notify_each(
-                contributions, "on_task_start", (None, None, None), task_id="t-9", budget=BUDGET
-            )
+            await _notify_each(contributions, "on_task_start", (None, None, None), task_id="t-9", budget=BUDGET)
         except KeyboardInterrupt:
             propagated = "KeyboardInterrupt"
         task = asyncio.current_task()

@@ -60,8 +60,7 @@ class Observer:
 def observed(*observers: object) -> LoadedExtensions:
     return LoadedExtensions(
         system_model_observers=tuple(
-            Contribution(f"obs{i}:install", f"obs{i}", i, f"{i}:obs{i}:install#1", o)
-            for i, o in enumerate(observers)
+            Contribution(f"obs{i}:install", f"obs{i}", i, f"{i}:obs{i}:install#1", o) for i, o in enumerate(observers)
         )
     )
 
@@ -96,9 +95,7 @@ async def test_failure_is_reported_once_and_the_same_exception_object_propagates
         raise error
 
     with pytest.raises(ConnectionError) as caught:
-        await observe_system_call(
-            observed(observer), ExtensionData("t"), SystemOperationKind.GOAL, REQUEST, call
-        )
+        await observe_system_call(observed(observer), ExtensionData("t"), SystemOperationKind.GOAL, REQUEST, call)
     assert caught.value is error
     [(*_, result)] = observer.seen
     assert result.error is error and result.response is None and result.duration_ms is not None
@@ -122,9 +119,7 @@ async def test_cancellation_is_submitted_not_awaited_and_reported_once() -> None
         raise AssertionError("unreachable")
 
     caller = asyncio.create_task(
-        observe_system_call(
-            observed(observer), ExtensionData("t"), SystemOperationKind.SUMMARIZATION, REQUEST, call
-        )
+        observe_system_call(observed(observer), ExtensionData("t"), SystemOperationKind.SUMMARIZATION, REQUEST, call)
     )
     await started.wait()
     caller.cancel()
@@ -175,9 +170,7 @@ async def test_without_a_notification_loop_the_cancellation_observation_is_dropp
     async def call() -> object:
         await asyncio.Event().wait()
 
-    caller = asyncio.create_task(
-        observe_system_call(observed(observer), None, SystemOperationKind.GOAL, REQUEST, call)
-    )
+    caller = asyncio.create_task(observe_system_call(observed(observer), None, SystemOperationKind.GOAL, REQUEST, call))
     await asyncio.sleep(0.01)
     with caplog.at_level(logging.DEBUG, LOGGER):
         caller.cancel()
@@ -202,9 +195,7 @@ async def test_observer_failures_are_logged_never_propagated_or_listed(
         return "title"
 
     with caplog.at_level(logging.ERROR, LOGGER):
-        result = await observe_system_call(
-            observed(Broken(), after), None, SystemOperationKind.TITLE, REQUEST, call
-        )
+        result = await observe_system_call(observed(Broken(), after), None, SystemOperationKind.TITLE, REQUEST, call)
     assert result == "title"
     assert len(after.seen) == 1
     assert [r.getMessage() for r in caplog.records if r.name == LOGGER] == [
@@ -252,14 +243,9 @@ async def test_no_observers_means_a_straight_call(monkeypatch: pytest.MonkeyPatc
     async def call() -> str:
         return "straight"
 
+    assert await observe_system_call(LoadedExtensions(), None, SystemOperationKind.GOAL, REQUEST, call) == "straight"
     assert (
-        await observe_system_call(LoadedExtensions(), None, SystemOperationKind.GOAL, REQUEST, call)
-        == "straight"
-    )
-    assert (
-        submit_system_observation(
-            LoadedExtensions(), None, SystemOperationKind.GOAL, REQUEST, SystemModelResult()
-        )
+        submit_system_observation(LoadedExtensions(), None, SystemOperationKind.GOAL, REQUEST, SystemModelResult())
         is False
     )
 
@@ -276,9 +262,7 @@ async def test_inline_observation_from_another_loop_runs_on_the_registered_loop(
         return "goal met"
 
     def subagent() -> None:
-        outcome["result"] = asyncio.run(
-            observe_system_call(ext, None, SystemOperationKind.GOAL, REQUEST, call)
-        )
+        outcome["result"] = asyncio.run(observe_system_call(ext, None, SystemOperationKind.GOAL, REQUEST, call))
 
     thread = threading.Thread(target=subagent)
     thread.start()
@@ -326,8 +310,7 @@ EVENT = CompactionEvent(
 def compacting(*observers: object) -> LoadedExtensions:
     return LoadedExtensions(
         compaction_observers=tuple(
-            Contribution(f"cmp{i}:install", f"cmp{i}", i, f"{i}:cmp{i}:install#1", o)
-            for i, o in enumerate(observers)
+            Contribution(f"cmp{i}:install", f"cmp{i}", i, f"{i}:cmp{i}:install#1", o) for i, o in enumerate(observers)
         )
     )
 
@@ -360,10 +343,7 @@ async def test_compaction_is_fire_and_forget_in_order_with_a_detached_store(
     assert [name for name, _, _ in seen] == ["first", "third"]
     assert seen[0][1].scope_id == "detached" and seen[0][1] is seen[1][1]
     assert seen[0][2] is EVENT
-    assert (
-        "Extension cmp1:install: on_context_compacted raised RuntimeError: compaction observer bug"
-        in caplog.text
-    )
+    assert "Extension cmp1:install: on_context_compacted raised RuntimeError: compaction observer bug" in caplog.text
 
     assert submit_compaction(ext, EVENT) is True
     await notification_loop.drain(1.0)
