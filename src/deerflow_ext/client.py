@@ -112,7 +112,7 @@ class DeerFlowClient:
 
         ext = self.extensions  # resolved once: store, hooks and construction share it
         task_store = ext.new_task_store(run_id)
-        info = TaskInfo(task_id=run_id, run_id=run_id, thread_id=thread_id, kind="lead")
+        info = TaskInfo(task_id=run_id, run_id=run_id, thread_id=thread_id, kind="lead", agent_name="lead")
         owns_loop = notification_loop.loop is None
         if owns_loop:
             notification_loop.register(asyncio.get_running_loop())
