@@ -61,6 +61,9 @@ async def test_postgres_holds_exclude_each_other_across_engines(database_url: st
     # Two engines stand in for two Gateway processes: separate pools, separate sessions.
     engines = [create_engine(database_url), create_engine(database_url)]
     try:
+        from deerflow_ext.persistence import upgrade_head
+
+        await upgrade_head(engines[0])  # the holds write their leases to thread_leases
         log = await _exclusive([PostgresThreadCoordinator(e) for e in engines])
         assert len(log) == 12
         assert all(log[i].startswith("in:") and log[i + 1] == "out:" + log[i][3:] for i in range(0, 12, 2))

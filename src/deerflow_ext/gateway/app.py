@@ -36,9 +36,11 @@ from ..persistence import (
     is_sqlite,
     make_session_factory,
     open_checkpointer,
+    psycopg_conninfo,
     upgrade_head,
 )
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
+from ..runtime.signals import PostgresRunSignals
 from .errors import install_error_handlers
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
@@ -59,13 +61,15 @@ AgentHostFactory = Callable[[AppConfig, Any], Any]
 class GatewayOptions:
     """Knobs tests and embedders turn; the defaults are the production values.
 
-    ``notify_budget`` None means the spec's 3-second lifecycle budget.
+    ``notify_budget`` None means the spec's 3-second lifecycle budget; ``lease_seconds``
+    None means ``$DEERFLOW_THREAD_LEASE_SECONDS`` or 10 s (PostgreSQL thread leases).
     """
 
     notify_budget: float | None = None
     drain_grace: float = 30.0
     service_stop_timeout: float = DEFAULT_SERVICE_STOP_TIMEOUT
     coordinator: ThreadCoordinator | None = None
+    lease_seconds: float | None = None
 
 
 def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
@@ -82,6 +86,21 @@ def load_gateway_extensions(config: AppConfig, diagnostics: DiagnosticsList) -> 
     from ..extensions.loader import load_extensions
 
     return load_extensions(config, diagnostics=diagnostics, host_tables=HOST_TABLES)
+
+
+async def _scale_out(
+    engine: Any, url: str, opts: GatewayOptions
+) -> tuple[ThreadCoordinator, PostgresRunSignals | None]:
+    """SQLite: the in-process coordinator, no signals. PostgreSQL: leases and LISTEN/NOTIFY,
+    so any number of Gateway processes can share the database (docs/SCALE-OUT.md)."""
+    if is_sqlite(url):
+        return opts.coordinator or LocalThreadCoordinator(), None
+    coordinator = opts.coordinator
+    if coordinator is None:
+        pg = PostgresThreadCoordinator(engine, lease_seconds=opts.lease_seconds)
+        await pg.start()
+        coordinator = pg
+    return coordinator, PostgresRunSignals(psycopg_conninfo(url))
 
 
 def _policy(config: AppConfig) -> Any:
@@ -154,16 +173,17 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             notification_loop.register(asyncio.get_running_loop())
             try:
                 agent_host = state.agent_host_factory(config, checkpointer)
-                coordinator = opts.coordinator or (
-                    LocalThreadCoordinator() if is_sqlite(url) else PostgresThreadCoordinator(engine)
-                )
+                coordinator, signals = await _scale_out(engine, url, opts)
                 runs = RunManager(
                     store=store,
                     agent_host=agent_host,
                     coordinator=coordinator,
                     extensions=lambda: extensions,
                     notify_budget=opts.notify_budget,
+                    signals=signals,
                 )
+                if signals is not None:
+                    await signals.start(runs)
                 deps = ExtensionRuntimeDeps(
                     app_store=extensions.app_store,
                     policy=_policy(config),
@@ -182,9 +202,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await engine.dispose()
 
 
-async def _shutdown(
-    state: Any, loop: Any, agent_host: Any, runs: RunManager, services: Any, opts: Any
-) -> None:
+async def _shutdown(state: Any, loop: Any, agent_host: Any, runs: RunManager, services: Any, opts: Any) -> None:
     loop.close_intake()
     memory = getattr(agent_host, "memory", None)
     if memory is not None:
@@ -200,6 +218,4 @@ async def _shutdown(
             await aclose()
         except Exception:
             logger.exception("agent host close failed at shutdown")
-    await stop_services(
-        services, stop_timeout=opts.service_stop_timeout, diagnostics=state.extension_diagnostics
-    )
+    await stop_services(services, stop_timeout=opts.service_stop_timeout, diagnostics=state.extension_diagnostics)

@@ -22,6 +22,7 @@ __all__ = [
     "RunOutcome",
     "RunRow",
     "RunStatus",
+    "ThreadLeaseRow",
     "ThreadRow",
     "ThreadStatus",
     "utcnow",
@@ -90,9 +91,7 @@ class RunRow(Base):
     )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    thread_id: Mapped[str] = mapped_column(
-        String(64), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False
-    )
+    thread_id: Mapped[str] = mapped_column(String(64), ForeignKey("threads.id", ondelete="CASCADE"), nullable=False)
     status: Mapped[str] = mapped_column(String(16), default=RunStatus.PENDING.value, nullable=False)
     outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
     input: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, nullable=False)
@@ -107,6 +106,27 @@ class RunRow(Base):
     # Which process executes the run ("host:pid:token"): crash recovery and, later, scale-out
     # cancellation need to know whose run it is.
     owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+
+
+class ThreadLeaseRow(Base):
+    """Who holds a thread across Gateway processes, and until when (PostgreSQL only).
+
+    The session advisory lock is what excludes; this row is what makes a dead holder
+    detectable. The owner refreshes ``expires_at`` while it holds the thread; a waiter that
+    finds it expired terminates ``backend_pid`` (the holder's lock session, which may be a
+    lingering TCP connection of a dead host) and takes over. A row still present when the
+    next holder acquires the lock means the previous holder never released: its run is
+    marked interrupted. See ``deerflow_ext.runtime.pg_coordinator``.
+    """
+
+    __tablename__ = "thread_leases"
+
+    thread_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64), nullable=False)
+    owner: Mapped[str] = mapped_column(String(255), nullable=False)
+    backend_pid: Mapped[int] = mapped_column(Integer, nullable=False)
+    acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
 
 
 CHECKPOINT_TABLES: tuple[str, ...] = (

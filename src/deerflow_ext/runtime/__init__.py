@@ -1,8 +1,9 @@
 """Run execution: admission and the finalizing barrier, the lead-run worker, the stream bridge."""
 
-from .coordinator import LocalThreadCoordinator, PostgresThreadCoordinator, ThreadCoordinator, advisory_key
+from .coordinator import LocalThreadCoordinator, ThreadCoordinator, advisory_key
 from .handle import RunHandle, RunPhase
 from .manager import RunManager, RunsClosedError
+from .pg_coordinator import PostgresThreadCoordinator
 from .stream import END_EVENT, RunStream, StreamEvent
 from .worker import CompletionHook, LeadRunner, LeadRunSpec, RunCompletion, RunWorkerDeps, execute_lead_run
 

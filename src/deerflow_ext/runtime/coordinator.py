@@ -6,11 +6,10 @@ exclusive hold is both guarantees the spec asks for: two runs of a thread never 
 once, and a follow-up never observes a half-finalized predecessor.
 
 The interface is deliberately just "hold this thread": :class:`LocalThreadCoordinator` is
-an asyncio lock per thread (one process, SQLite), and :class:`PostgresThreadCoordinator`
-takes a session-level advisory lock on a dedicated connection, so the same guarantee holds
-across Gateway processes sharing one PostgreSQL database. A process that dies loses its
-connection, and PostgreSQL releases the lock with it — the lease bound is the server's
-detection of the dead connection (TCP keepalive), which operators can tighten.
+an asyncio lock per thread (one process, SQLite: no database round trip, no extra cost), and
+``pg_coordinator.PostgresThreadCoordinator`` takes a session advisory lock backed by an
+expiring lease row, so the same guarantee holds across Gateway processes sharing one
+PostgreSQL database, and a dead holder gives the thread up within the lease bound.
 """
 
 from __future__ import annotations
@@ -19,9 +18,9 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-__all__ = ["LocalThreadCoordinator", "PostgresThreadCoordinator", "ThreadCoordinator", "advisory_key"]
+__all__ = ["LocalThreadCoordinator", "ThreadCoordinator", "advisory_key"]
 
 
 @runtime_checkable
@@ -75,43 +74,3 @@ def advisory_key(thread_id: str) -> int:
     """A stable signed 64-bit advisory-lock key for a thread id (same in every process)."""
     digest = hashlib.blake2b(f"deerflow:thread:{thread_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-class PostgresThreadCoordinator:
-    """Cross-process holds with PostgreSQL session advisory locks.
-
-    Each hold checks out its own connection from the engine's pool and keeps it for the
-    hold's duration: the lock belongs to that database session, so it is released by
-    ``pg_advisory_unlock`` on exit, or by the server when the process dies. Within one
-    process a local lock is taken first, so concurrent runs of one thread queue in FIFO
-    order on the event loop instead of each pinning a pooled connection while waiting.
-    """
-
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
-        self._local = LocalThreadCoordinator()
-
-    @asynccontextmanager
-    async def hold(self, thread_id: str, run_id: str) -> AsyncIterator[None]:
-        from sqlalchemy import text
-
-        key = advisory_key(thread_id)
-        async with self._local.hold(thread_id, run_id), self._engine.connect() as conn:
-            await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
-            await conn.commit()
-            try:
-                yield
-            finally:
-                # Shielded: a cancel arriving during release must not leave the session
-                # holding the lock while the connection goes back to the pool.
-                await asyncio.shield(_unlock(conn, key))
-
-    async def aclose(self) -> None:
-        return None
-
-
-async def _unlock(conn: Any, key: int) -> None:
-    from sqlalchemy import text
-
-    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-    await conn.commit()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .stream import RunStream
@@ -33,6 +34,9 @@ class RunHandle:
     stream: RunStream
     phase: RunPhase = RunPhase.QUEUED
     interrupted: bool = False
+    # The persisted creation time: other processes compare it to decide which run a
+    # follow-up interrupts (see ``signals``).
+    created_at: datetime | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
@@ -41,9 +45,11 @@ class RunHandle:
 
         A finalizing run is left alone on purpose: its ``on_task_stop`` is running under the
         barrier and a follow-up is already waiting for it, so cancelling would only cut the
-        extension's bookkeeping short.
+        extension's bookkeeping short. A second interrupt is a no-op for the same reason:
+        with scale-out the same stop can arrive twice (locally and as a signal from another
+        process), and a second ``Task.cancel()`` would cut finalization short.
         """
-        if self.phase in (RunPhase.FINALIZING, RunPhase.DONE) or self.task is None:
+        if self.interrupted or self.phase in (RunPhase.FINALIZING, RunPhase.DONE) or self.task is None:
             return False
         self.interrupted = True
         self.task.cancel()

@@ -4,6 +4,10 @@ A follow-up run on a busy thread interrupts the run in progress (and any run sti
 for the thread): the newest request is what the user wants answered. The interrupted run
 still finalizes — persistence, ``on_task_stop`` — before the follow-up's lifecycle starts,
 because the follow-up waits for the thread hold (see ``coordinator``).
+
+With several Gateway processes (PostgreSQL), ``signals`` carries the same two requests to
+the other processes: a follow-up tells every process to interrupt its older runs on the
+thread, and a cancel for a run this process does not know is published for its owner.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..extensions.snapshot import LoadedExtensions, get_loaded_extensions
+from ..persistence.models import RunStatus
 from ..persistence.records import PROCESS_OWNER, HostStore
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator
 from .handle import RunHandle, RunPhase
+from .signals import RunSignals
 from .stream import RunStream
 from .worker import CompletionHook, LeadRunner, LeadRunSpec, RunWorkerDeps, execute_lead_run
 
@@ -44,6 +51,7 @@ class RunManager:
         owner: str = PROCESS_OWNER,
         notify_budget: float | None = None,
         completion_hooks: Sequence[CompletionHook] = (),
+        signals: RunSignals | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -57,6 +65,7 @@ class RunManager:
         )
         self._runs: dict[str, RunHandle] = {}
         self._closed = False
+        self._signals = signals
 
     @property
     def coordinator(self) -> ThreadCoordinator:
@@ -70,9 +79,7 @@ class RunManager:
         return self._runs.get(run_id)
 
     def active_on(self, thread_id: str) -> tuple[RunHandle, ...]:
-        return tuple(
-            h for h in self._runs.values() if h.thread_id == thread_id and h.phase is not RunPhase.DONE
-        )
+        return tuple(h for h in self._runs.values() if h.thread_id == thread_id and h.phase is not RunPhase.DONE)
 
     async def start(
         self,
@@ -88,20 +95,23 @@ class RunManager:
             raise RunsClosedError("the Gateway is shutting down; no new runs are accepted")
         run_id = str(uuid.uuid4())
         spec = LeadRunSpec(tuple(dict(m) for m in messages), goal, dict(context or {}))
-        stored_input = (
-            dict(run_input) if run_input is not None else {"messages": list(spec.messages), "goal": goal}
-        )
-        await self.store.create_run(thread_id, run_id, stored_input, owner=self.owner)
+        stored_input = dict(run_input) if run_input is not None else {"messages": list(spec.messages), "goal": goal}
+        record = await self.store.create_run(thread_id, run_id, stored_input, owner=self.owner)
         # Resolved once: the same snapshot serves the task store, both hooks and the agent.
-        handle = RunHandle(run_id, thread_id, self._extensions(), RunStream(run_id))
+        handle = RunHandle(run_id, thread_id, self._extensions(), RunStream(run_id), created_at=record.created_at)
         handle.stream.publish("metadata", {"run_id": run_id, "thread_id": thread_id})
         for previous in self.active_on(thread_id):
             if previous.interrupt():
-                logger.info(
-                    "run %s interrupted by follow-up run %s on thread %s", previous.run_id, run_id, thread_id
-                )
+                logger.info("run %s interrupted by follow-up run %s on thread %s", previous.run_id, run_id, thread_id)
         self._runs[run_id] = handle
         handle.task = asyncio.create_task(self._execute(handle, spec), name=f"deerflow-run-{run_id}")
+        if self._signals is not None:
+            # After the task exists: our own run is excluded by id, and an older run in
+            # another process stops so that ours can get the thread.
+            try:
+                await self._signals.publish_interrupt(thread_id, run_id, record.created_at)
+            except Exception:
+                logger.exception("run %s: could not signal other processes to interrupt thread %s", run_id, thread_id)
         return handle
 
     async def _execute(self, handle: RunHandle, spec: LeadRunSpec) -> None:
@@ -115,6 +125,37 @@ class RunManager:
         handle = self._runs.get(run_id)
         return handle.interrupt() if handle is not None else False
 
+    async def request_cancel(self, run_id: str, status: str | None = None) -> bool:
+        """Cancel a run wherever it executes: here directly, elsewhere through ``signals``.
+
+        ``status`` is the run's persisted status when the caller has read it: a run that
+        already ended is not signalled. True when a cancel was sent or published.
+        """
+        if run_id in self._runs:
+            return self.cancel(run_id)
+        live = status is None or status in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+        if self._signals is None or not live:
+            return False
+        await self._signals.publish_cancel(run_id)
+        return True
+
+    def interrupt_thread(self, thread_id: str, *, by_run_id: str, created_before: datetime | None) -> int:
+        """A follow-up ``by_run_id`` was created (maybe in another process): stop older runs here."""
+        count = 0
+        for handle in self.active_on(thread_id):
+            if handle.run_id == by_run_id:
+                continue
+            newer = created_before is not None and handle.created_at is not None and handle.created_at >= created_before
+            if not newer and handle.interrupt():
+                count += 1
+                logger.info(
+                    "run %s interrupted by follow-up run %s on thread %s (another process)",
+                    handle.run_id,
+                    by_run_id,
+                    thread_id,
+                )
+        return count
+
     async def drain(self, grace: float = 30.0) -> None:
         """Stop admitting, interrupt every in-flight run and wait for each to finalize.
 
@@ -127,15 +168,23 @@ class RunManager:
         for handle in handles:
             handle.interrupt()
         tasks = [h.task for h in handles if h.task is not None]
-        if not tasks:
-            return
+        try:
+            if tasks:
+                await self._await_runs(tasks, grace)
+        finally:
+            # The sweeper and the signal listener stop only once no run needs them.
+            await self._close_shared()
+
+    async def _await_runs(self, tasks: list[asyncio.Task[None]], grace: float) -> None:
         _, pending = await asyncio.wait(tasks, timeout=grace)
         for task in pending:
-            logger.warning(
-                "run task %s did not finish within %.1fs of shutdown; cancelling it", task.get_name(), grace
-            )
+            logger.warning("run task %s did not finish within %.1fs of shutdown; cancelling it", task.get_name(), grace)
             task.cancel()
         if pending:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait(pending, timeout=5.0)
+
+    async def _close_shared(self) -> None:
         await self._deps.coordinator.aclose()
+        if self._signals is not None:
+            await self._signals.aclose()

@@ -43,9 +43,7 @@ async def _run_out(runtime: GatewayRuntime, thread_id: str, run_id: str) -> RunO
 @router.post("/stream")
 async def stream_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
     handle = await _start(runtime_of(request), thread_id, body)
-    return sse_response(
-        handle.stream, headers={"Content-Location": f"/api/threads/{thread_id}/runs/{handle.run_id}"}
-    )
+    return sse_response(handle.stream, headers={"Content-Location": f"/api/threads/{thread_id}/runs/{handle.run_id}"})
 
 
 @router.post("", response_model=RunOut)
@@ -78,9 +76,11 @@ async def cancel_run(request: Request, thread_id: str, run_id: str) -> RunOut:
     """Ask the run to stop; it persists as ``interrupted`` once its ``on_task_stop`` returned.
 
     A run that already finished is returned unchanged (cancel is idempotent), so a client
-    racing the run's end does not get an error for a stop that no longer matters.
+    racing the run's end does not get an error for a stop that no longer matters. Any
+    Gateway process can receive it: a run owned by another process is cancelled there.
     """
     runtime = runtime_of(request)
     out = await _run_out(runtime, thread_id, run_id)
-    runtime.runs.cancel(run_id)
+    # The run may execute in another Gateway process: the manager signals its owner.
+    await runtime.runs.request_cancel(run_id, out.status)
     return out

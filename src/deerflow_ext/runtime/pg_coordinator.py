@@ -1,0 +1,293 @@
+"""Cross-process thread holds on PostgreSQL: a session advisory lock plus an expiring lease.
+
+Why both. The advisory lock is what excludes: PostgreSQL grants it to one session, wakes the
+next waiter the moment it is released, and drops it by itself when the holder's connection
+closes — which is what happens when a process on the database's host is SIGKILLed. But a
+holder whose host vanished (power loss, partition, a frozen VM) leaves a TCP connection the
+server may keep for minutes, and the lock with it. The lease row in ``thread_leases`` bounds
+that: the holder refreshes ``expires_at`` every ``lease/3`` seconds *on the lock's own
+connection*, and a waiter that finds the lease expired terminates exactly that backend
+(``pg_terminate_backend`` of the pid recorded in the lease, and only while that pid still
+holds the lock), so the thread is handed over within the lease bound.
+
+The lease row is deleted on a normal release. A row still present when the next holder
+gets the lock therefore means the previous holder died holding the thread: its runs on the
+thread that are still ``pending``/``running`` are marked ``interrupted`` (takeover). A
+sweeper task does the same for expired leases nobody is waiting for, so a killed run is
+persisted as interrupted even when no follow-up arrives.
+
+Fencing: a holder whose refresh fails (its backend was terminated, or the lease row is
+gone) cancels the task that holds the thread, so its run ends as ``interrupted`` instead of
+running on beside the new holder. The lease must therefore be longer than any stall of a
+Gateway's event loop. All times are the database's clock (``clock_timestamp()``), never a
+Gateway host's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from ..persistence.records import PROCESS_OWNER
+from .coordinator import LocalThreadCoordinator, advisory_key
+
+__all__ = ["DEFAULT_LEASE_SECONDS", "LEASE_ENV", "PostgresThreadCoordinator", "lease_seconds_from_env"]
+
+logger = logging.getLogger("deerflow_ext.runtime")
+
+DEFAULT_LEASE_SECONDS = 10.0
+LEASE_ENV = "DEERFLOW_THREAD_LEASE_SECONDS"
+_LOCK_NOT_AVAILABLE = "55P03"
+
+
+def lease_seconds_from_env(default: float = DEFAULT_LEASE_SECONDS) -> float:
+    """``$DEERFLOW_THREAD_LEASE_SECONDS`` (seconds, > 0) or ``default``."""
+    raw = os.environ.get(LEASE_ENV)
+    if not raw:
+        return default
+    value = float(raw)
+    if value <= 0:
+        raise ValueError(f"{LEASE_ENV} must be positive, got {raw!r}")
+    return value
+
+
+_CLAIM_STALE = text("SELECT run_id, owner FROM thread_leases WHERE thread_id = :t")
+_INTERRUPT_DEAD = text(
+    "UPDATE runs SET status = 'interrupted', outcome = 'aborted', finished_at = clock_timestamp(), "
+    "error = 'the process running it stopped before it finished (thread lease taken over)' "
+    "WHERE thread_id = :t AND status IN ('pending', 'running') AND id <> :me "
+    "AND (id = :dead_run OR owner = :dead_owner) RETURNING id"
+)
+_THREAD_INTERRUPTED = text(
+    "UPDATE threads SET status = 'interrupted', updated_at = clock_timestamp() WHERE id = :t AND status = 'busy'"
+)
+_UPSERT_LEASE = text(
+    "INSERT INTO thread_leases (thread_id, run_id, owner, backend_pid, acquired_at, expires_at) "
+    "VALUES (:t, :r, :o, pg_backend_pid(), clock_timestamp(), clock_timestamp() + make_interval(secs => :s)) "
+    "ON CONFLICT (thread_id) DO UPDATE SET run_id = EXCLUDED.run_id, owner = EXCLUDED.owner, "
+    "backend_pid = EXCLUDED.backend_pid, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
+)
+_REFRESH = text(
+    "UPDATE thread_leases SET expires_at = clock_timestamp() + make_interval(secs => :s) "
+    "WHERE thread_id = :t AND run_id = :r AND backend_pid = pg_backend_pid()"
+)
+_EXPIRED_HOLDER = text(
+    "SELECT l.backend_pid FROM thread_leases l JOIN pg_locks k ON k.pid = l.backend_pid "
+    "WHERE l.thread_id = :t AND l.expires_at < clock_timestamp() AND k.locktype = 'advisory' "
+    "AND k.granted AND k.classid = :c AND k.objid = :o AND k.objsubid = 1 "
+    "AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+_EXPIRED_LEASES = text("SELECT thread_id FROM thread_leases WHERE expires_at < clock_timestamp()")
+
+
+def _lock_parts(key: int) -> dict[str, int]:
+    """``pg_locks`` shows a bigint advisory key as (classid = high 32 bits, objid = low 32 bits)."""
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    return {"c": unsigned >> 32, "o": unsigned & 0xFFFFFFFF}
+
+
+def _is_lock_timeout(exc: DBAPIError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE
+
+
+class PostgresThreadCoordinator:
+    """Holds threads across Gateway processes; see the module docstring for the protocol.
+
+    Each hold checks out its own connection (autocommit) and keeps it for the hold's
+    duration. Within one process a local lock is taken first, so runs of one thread queue
+    in FIFO order on the event loop instead of each pinning a pooled connection while waiting.
+    """
+
+    def __init__(self, engine: Any, *, owner: str = PROCESS_OWNER, lease_seconds: float | None = None) -> None:
+        self._engine = engine
+        self._local = LocalThreadCoordinator()
+        self.owner = owner
+        self.lease_seconds = lease_seconds if lease_seconds is not None else lease_seconds_from_env()
+        # How long one blocking lock attempt lasts before the waiter re-checks the lease.
+        self._poll = min(1.0, self.lease_seconds / 4)
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # -- holding ---------------------------------------------------------------------------
+    @asynccontextmanager
+    async def hold(self, thread_id: str, run_id: str) -> AsyncIterator[None]:
+        key = advisory_key(thread_id)
+        async with self._local.hold(thread_id, run_id):
+            conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
+            try:
+                await self._acquire(conn, thread_id, key)
+                await self._claim(conn, thread_id, run_id)
+            except BaseException:
+                # Cancelled or failed mid-acquire: the session may hold the lock (granted as
+                # the cancel arrived), so it must die rather than go back to the pool.
+                await asyncio.shield(_discard(conn))
+                raise
+            stop = asyncio.Event()
+            holder = asyncio.current_task()
+            heartbeat = asyncio.create_task(
+                self._heartbeat(conn, thread_id, run_id, stop, holder), name=f"deerflow-lease-{thread_id}"
+            )
+            try:
+                yield
+            finally:
+                stop.set()
+                await asyncio.shield(self._release(conn, heartbeat, thread_id, run_id, key))
+
+    async def _acquire(self, conn: Any, thread_id: str, key: int) -> None:
+        await conn.execute(text("SELECT set_config('lock_timeout', :v, false)"), {"v": f"{int(self._poll * 1000)}ms"})
+        while True:
+            try:
+                await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+                break
+            except DBAPIError as exc:
+                if not _is_lock_timeout(exc):
+                    raise
+            await self._break_expired(conn, thread_id, key)
+        await conn.execute(text("SELECT set_config('lock_timeout', '0', false)"))
+
+    async def _break_expired(self, conn: Any, thread_id: str, key: int) -> None:
+        """Terminate the lock session of a holder whose lease ran out (a dead or stalled process)."""
+        pid = (await conn.execute(_EXPIRED_HOLDER, {"t": thread_id, **_lock_parts(key)})).scalar()
+        if pid is None:
+            return
+        logger.warning(
+            "thread %s: the lease of its holder (backend %s) expired; terminating that session to take over",
+            thread_id,
+            pid,
+        )
+        await conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+
+    async def _claim(self, conn: Any, thread_id: str, run_id: str) -> None:
+        """With the lock held: take over from a dead holder if there was one, then write our lease."""
+        stale = (await conn.execute(_CLAIM_STALE, {"t": thread_id})).first()
+        if stale is not None and stale.run_id != run_id:
+            await self._take_over(conn, thread_id, stale.run_id, stale.owner, me=run_id)
+        await conn.execute(_UPSERT_LEASE, {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds})
+
+    async def _take_over(self, conn: Any, thread_id: str, dead_run: str, dead_owner: str, *, me: str) -> None:
+        # A holder of this very process that failed to delete its row is alive: its runs end
+        # by themselves. Only another owner's leftovers are interrupted.
+        if dead_owner == self.owner:
+            return
+        params = {"t": thread_id, "dead_run": dead_run, "dead_owner": dead_owner, "me": me}
+        interrupted = (await conn.execute(_INTERRUPT_DEAD, params)).scalars().all()
+        await conn.execute(_THREAD_INTERRUPTED, {"t": thread_id})
+        logger.warning(
+            "thread %s taken over from %s, which stopped holding it; run(s) marked interrupted: %s",
+            thread_id,
+            dead_owner,
+            ", ".join(interrupted) or "none",
+        )
+
+    async def _heartbeat(
+        self, conn: Any, thread_id: str, run_id: str, stop: asyncio.Event, holder: asyncio.Task[Any] | None
+    ) -> None:
+        """Refresh the lease on the lock's own connection; a failed refresh fences the holder."""
+        interval = self.lease_seconds / 3
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+            if stop.is_set():
+                return
+            try:
+                refreshed = (
+                    await conn.execute(_REFRESH, {"t": thread_id, "r": run_id, "s": self.lease_seconds})
+                ).rowcount
+            except Exception as exc:
+                refreshed, error = 0, exc
+            else:
+                error = None
+            if refreshed:
+                continue
+            logger.error(
+                "run %s lost its hold on thread %s (%s); interrupting it",
+                run_id,
+                thread_id,
+                error or "lease taken over",
+            )
+            if holder is not None and not stop.is_set():
+                holder.cancel()
+            return
+
+    async def _release(self, conn: Any, heartbeat: asyncio.Task[None], thread_id: str, run_id: str, key: int) -> None:
+        await heartbeat
+        try:
+            await conn.execute(
+                text("DELETE FROM thread_leases WHERE thread_id = :t AND run_id = :r"), {"t": thread_id, "r": run_id}
+            )
+            await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        except Exception:
+            # Closing the session releases the lock; a leftover lease row names a run that is
+            # already persisted as finished, so a takeover changes nothing.
+            logger.exception("thread %s: releasing its hold failed; dropping the connection", thread_id)
+            await _discard(conn)
+            return
+        await conn.close()
+
+    # -- the sweeper -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the sweeper: expired leases nobody waits for are taken over and released."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep_forever(), name="deerflow-lease-sweeper")
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 2)
+            try:
+                await self.sweep()
+            except Exception:
+                logger.exception("lease sweep failed; retrying")
+
+    async def sweep(self) -> list[str]:
+        """Take over every thread whose lease has expired and nobody holds; returns them."""
+        async with self._engine.connect() as probe:
+            expired = (await probe.execute(_EXPIRED_LEASES)).scalars().all()
+        swept = []
+        for thread_id in expired:
+            if await self._sweep_thread(thread_id):
+                swept.append(thread_id)
+        return swept
+
+    async def _sweep_thread(self, thread_id: str) -> bool:
+        key = advisory_key(thread_id)
+        conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            got = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar()
+            if not got:
+                await self._break_expired(conn, thread_id, key)
+                return False  # a waiter (or the next sweep) gets it once the session is gone
+            try:
+                stale = (await conn.execute(_CLAIM_STALE, {"t": thread_id})).first()
+                if stale is None:
+                    return False
+                await self._take_over(conn, thread_id, stale.run_id, stale.owner, me="")
+                await conn.execute(
+                    text("DELETE FROM thread_leases WHERE thread_id = :t AND run_id = :r"),
+                    {"t": thread_id, "r": stale.run_id},
+                )
+                return True
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        finally:
+            await conn.close()
+
+    async def aclose(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+
+
+async def _discard(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        await conn.invalidate()
+    with contextlib.suppress(Exception):
+        await conn.close()

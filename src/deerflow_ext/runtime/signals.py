@@ -1,0 +1,149 @@
+"""Run signals between Gateway processes: PostgreSQL ``LISTEN/NOTIFY`` on one channel.
+
+A run lives in the process that created it (its task, its stream), but a cancel or a
+follow-up may arrive at any process behind the load balancer. Two signals cross over:
+
+* ``cancel``: stop run ``run_id`` (the cancel route, received by a process that does not
+  own the run);
+* ``interrupt``: a follow-up run was created on ``thread_id`` — every process interrupts
+  its own runs on that thread that were created before it (the newest request wins).
+
+Why NOTIFY rather than a polled cancel flag: delivery is immediate and costs nothing while
+idle, and the listener is one dedicated asyncpg connection per process (``add_listener``).
+A notification sent while a listener is reconnecting is lost; the listener reconnects with
+backoff, and a cancel that matters can simply be sent again (cancel is idempotent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from datetime import datetime
+from typing import Any, Protocol
+
+__all__ = ["CHANNEL", "PostgresRunSignals", "RunSignalHandler", "RunSignals"]
+
+logger = logging.getLogger("deerflow_ext.runtime")
+
+CHANNEL = "deerflow_runs"
+
+
+class RunSignalHandler(Protocol):
+    """What a process does when another process signals (``RunManager`` implements it)."""
+
+    def cancel(self, run_id: str) -> bool: ...
+
+    def interrupt_thread(self, thread_id: str, *, by_run_id: str, created_before: datetime | None) -> int: ...
+
+
+class RunSignals(Protocol):
+    """Sends run signals to every Gateway process sharing the database."""
+
+    async def publish_cancel(self, run_id: str) -> None: ...
+
+    async def publish_interrupt(self, thread_id: str, run_id: str, created_at: datetime | None) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class PostgresRunSignals:
+    """Publishes with ``pg_notify`` and listens on a dedicated asyncpg connection."""
+
+    def __init__(self, dsn: str, *, reconnect_delay: float = 1.0) -> None:
+        self._dsn = dsn
+        self._reconnect_delay = reconnect_delay
+        self._handler: RunSignalHandler | None = None
+        self._listener: Any = None
+        self._publisher: Any = None
+        self._publish_lock = asyncio.Lock()
+        self._lost = asyncio.Event()
+        self._watchdog: asyncio.Task[None] | None = None
+
+    async def start(self, handler: RunSignalHandler) -> None:
+        """Listen for signals and hand them to ``handler``; raises when PostgreSQL is unreachable."""
+        self._handler = handler
+        await self._listen()
+        self._watchdog = asyncio.create_task(self._keep_listening(), name="deerflow-run-signals")
+
+    async def _listen(self) -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(self._dsn)
+        await conn.add_listener(CHANNEL, self._on_notification)
+        conn.add_termination_listener(lambda _conn: self._lost.set())
+        self._listener = conn
+        self._lost.clear()
+
+    async def _keep_listening(self) -> None:
+        while True:
+            await self._lost.wait()
+            logger.warning("run-signal listener lost its connection; reconnecting")
+            while True:
+                await asyncio.sleep(self._reconnect_delay)
+                try:
+                    await self._listen()
+                    break
+                except Exception as exc:
+                    logger.warning("run-signal listener could not reconnect: %s", exc)
+
+    def _on_notification(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        handler = self._handler
+        if handler is None:
+            return
+        try:
+            message = json.loads(payload)
+            if message.get("kind") == "cancel":
+                if handler.cancel(str(message["run_id"])):
+                    logger.info("run %s cancelled on request of another Gateway process", message["run_id"])
+            elif message.get("kind") == "interrupt":
+                before = message.get("created_at")
+                handler.interrupt_thread(
+                    str(message["thread_id"]),
+                    by_run_id=str(message["run_id"]),
+                    created_before=datetime.fromisoformat(before) if before else None,
+                )
+        except Exception:
+            logger.exception("ignoring a malformed run signal %r", payload)
+
+    async def _notify(self, message: dict[str, Any]) -> None:
+        import asyncpg
+
+        payload = json.dumps(message)
+        async with self._publish_lock:
+            for attempt in (1, 2):
+                try:
+                    if self._publisher is None or self._publisher.is_closed():
+                        self._publisher = await asyncpg.connect(self._dsn)
+                    await self._publisher.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+                    return
+                except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError):
+                    self._publisher = None
+                    if attempt == 2:
+                        raise
+
+    async def publish_cancel(self, run_id: str) -> None:
+        await self._notify({"kind": "cancel", "run_id": run_id})
+
+    async def publish_interrupt(self, thread_id: str, run_id: str, created_at: datetime | None) -> None:
+        await self._notify(
+            {
+                "kind": "interrupt",
+                "thread_id": thread_id,
+                "run_id": run_id,
+                "created_at": created_at.isoformat() if created_at else None,
+            }
+        )
+
+    async def aclose(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+        for conn in (self._listener, self._publisher):
+            if conn is not None and not conn.is_closed():
+                with contextlib.suppress(Exception):
+                    await conn.close(timeout=2)
+        self._listener = self._publisher = None
+        self._handler = None
