@@ -5,6 +5,8 @@ Every command that reads ``config.yaml`` reports a broken file as one ``error: <
 to open that line, and a stack trace only hides it. ``extensions doctor`` runs the same
 loader the Gateway runs — no database, no server — and prints the same lines the Gateway
 would log, so "would this deployment start?" can be answered before restarting it.
+``extensions install`` / ``remove`` change the environment as well as the file, so they ask
+first (``--yes`` to skip, required without a terminal) and live in ``extensions.install``.
 """
 
 from __future__ import annotations
@@ -185,6 +187,84 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- extensions install / remove ------------------------------------------------------------
+def _confirm(question: str, assume_yes: bool) -> bool | None:
+    """Ask on the terminal; ``None`` when nobody can answer (no TTY and no ``--yes``).
+
+    Installing runs the package's build backend and, once loaded, its ``install()``: a
+    script piping into this command must say ``--yes`` explicitly rather than be taken
+    for consent by an empty stdin.
+    """
+    if assume_yes:
+        return True
+    if not sys.stdin.isatty():
+        return None
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _refuse_without_tty(action: str) -> int:
+    _error(f"stdin is not a terminal, so nobody can confirm the {action}; re-run with --yes to confirm it")
+    return EXIT_FAILED
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    from deerflow_ext.extensions.install import InstallError, install_extension, preflight
+
+    path = _config_path(args)
+    preflight(path, args.name)
+    question = (
+        f"Install {args.source!r} with {sys.executable} -m pip and add it to {path}? "
+        "Installing runs the package's code."
+    )
+    answer = _confirm(question, args.yes)
+    if answer is None:
+        return _refuse_without_tty("install")
+    if not answer:
+        print("aborted: nothing installed", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        result = install_extension(args.source, path, name=args.name)
+    except InstallError as exc:
+        _error(str(exc))
+        for note in exc.rollback:
+            print(f"rollback: {note}", file=sys.stderr)
+        if not exc.restored:
+            _error("the environment could not be fully restored (see above)")
+        print(f"{path} unchanged", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"installed {result.distribution} {result.version}")
+    print(f"added plugins entry {result.entry.name!r} (use: {result.entry.use}) to {path}; restart the Gateway")
+    return EXIT_OK
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    from deerflow_ext.extensions.discovery import EntryPointIndex
+    from deerflow_ext.extensions.install import plan_removal, remove_extension
+
+    path = _config_path(args)
+    index = EntryPointIndex.scan()
+    removal = plan_removal(path, args.name, index)
+    answer = _confirm(f"{removal.describe()}?", args.yes)
+    if answer is None:
+        return _refuse_without_tty("removal")
+    if not answer:
+        print("aborted: nothing removed", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        result = remove_extension(path, removal, index)
+    except RuntimeError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    print(f"removed plugins entry {removal.entry.name!r} from {path}")
+    if result.uninstalled:
+        print(f"uninstalled {removal.distribution}")
+    else:
+        print(result.removal.kept_reason())
+    return EXIT_OK
+
+
 # -- commands written elsewhere -------------------------------------------------------------
 # `serve` and `run` belong to the Gateway and the embedded client; each owns its argument
 # parser (``serve_command(argv)`` / ``run_command(argv)``), so main() hands them the raw
@@ -213,6 +293,10 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="path of config.yaml (default: $DEERFLOW_CONFIG or ./config.yaml)",
     )
+
+
+def _add_yes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -244,8 +328,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(doctor)
     doctor.set_defaults(handler=_cmd_doctor)
 
-    # `extensions install SOURCE` and `extensions remove NAME` are owned by another module
-    # and are registered here when it lands (remove can build on config.editing.remove_plugin).
+    install = ext_commands.add_parser(
+        "install", help="pip-install an extension and add it to config.yaml (one transaction)"
+    )
+    install.add_argument("source", metavar="SOURCE", help="a local path, a wheel or a requirement")
+    install.add_argument("--name", default=None, help="entry name (default: the entry-point name)")
+    _add_yes(install)
+    _add_config(install)
+    install.set_defaults(handler=_cmd_install)
+
+    remove = ext_commands.add_parser("remove", help="remove an extension from config.yaml, then uninstall it")
+    remove.add_argument("name", metavar="NAME", help="entry name, entry-point name, or use value")
+    _add_yes(remove)
+    _add_config(remove)
+    remove.set_defaults(handler=_cmd_remove)
     return parser
 
 
