@@ -8,6 +8,7 @@ and closed with the Gateway's lifespan alongside, not through, the SQLAlchemy en
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,7 +17,9 @@ from sqlalchemy.engine import URL
 
 from .engine import normalize_database_url, sqlite_path
 
-__all__ = ["open_checkpointer", "psycopg_conninfo"]
+__all__ = ["SETUP_LOCK_KEY", "open_checkpointer", "psycopg_conninfo"]
+
+SETUP_LOCK_KEY = 0x6465657266_636B70  # "deerf" "ckp"
 
 
 def psycopg_conninfo(url: str | URL) -> str:
@@ -43,5 +46,20 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     async with AsyncPostgresSaver.from_conn_string(psycopg_conninfo(parsed)) as saver:
-        await saver.setup()
+        # setup() records its migrations with plain INSERTs: two Gateway processes starting
+        # together would collide, so they take turns under one advisory lock. The waiter
+        # polls instead of blocking in pg_advisory_lock: setup() runs CREATE INDEX
+        # CONCURRENTLY, which waits for every open statement — a blocked waiter's included.
+        while True:
+            async with saver.conn.cursor() as cur:
+                await cur.execute("SELECT pg_try_advisory_lock(%s)", (SETUP_LOCK_KEY,))
+                row = await cur.fetchone()
+            if row and next(iter(row.values()) if isinstance(row, dict) else iter(row)):
+                break
+            await asyncio.sleep(0.1)
+        try:
+            await saver.setup()
+        finally:
+            async with saver.conn.cursor() as cur:
+                await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
         yield saver

@@ -13,7 +13,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .models import CHECKPOINT_TABLES
@@ -21,6 +21,8 @@ from .models import CHECKPOINT_TABLES
 __all__ = ["MIGRATIONS_DIR", "alembic_config", "host_include_object", "upgrade_head"]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+MIGRATION_LOCK_KEY = 0x6465657266_6D6967  # "deerf" "mig": one key for every process of a deployment
 
 IncludeObject = Callable[[Any, str | None, str, bool, Any], bool]
 
@@ -71,4 +73,8 @@ async def upgrade_head(engine: AsyncEngine, *, table_prefixes: Sequence[str] = (
         command.upgrade(alembic_config(connection=connection, table_prefixes=table_prefixes), "head")
 
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Several Gateway processes start at once against one database (scale-out):
+            # the first migrates, the others wait here and then find nothing to do.
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
         await conn.run_sync(_upgrade)
