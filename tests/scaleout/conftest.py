@@ -108,7 +108,9 @@ class Cluster:
         return [json.loads(line) for line in self.hook_log.read_text().splitlines() if line.strip()]
 
 
-def spawn_gateways(directory: Path, database_url: str, count: int, *, extra_env: dict[str, str] | None = None) -> Cluster:
+def spawn_gateways(
+    directory: Path, database_url: str, count: int, *, extra_env: dict[str, str] | None = None
+) -> Cluster:
     """Start ``count`` Gateways at once (their migrations race on purpose) and wait for /health."""
     hook_log = directory / "hooks.jsonl"
     config = directory / "config.yaml"

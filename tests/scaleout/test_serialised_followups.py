@@ -8,6 +8,8 @@ LangGraph checkpoint in the shared database — holds every question and every a
 
 from __future__ import annotations
 
+import itertools
+
 from conftest import Cluster, body, checkpoint_messages, wait_done
 
 RUNS = 50
@@ -37,7 +39,7 @@ def test_fifty_followups_alternating_between_two_processes_are_serialised(cluste
     stops = {h["run"]: h for h in hooks if h["what"] == "stop"}
     assert set(starts) == set(stops) == set(run_ids), "a run lost a hook"
     assert {starts[r]["pid"] for r in run_ids} == {a.process.pid, b.process.pid}, "both processes executed runs"
-    for previous, following in zip(run_ids, run_ids[1:], strict=False):
+    for previous, following in itertools.pairwise(run_ids):
         assert stops[previous]["t"] <= starts[following]["t"], (previous, following)
     # No two runs ever overlap: sort every hook by time and check they strictly alternate.
     ordered = sorted(hooks, key=lambda h: h["t"])
