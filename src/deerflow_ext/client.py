@@ -171,13 +171,18 @@ def _progress(event: str, data: Any) -> str | None:
 
 
 def run_command(args: Sequence[str] | None = None) -> int:
-    """``deerflow-ext run PROMPT [--config PATH] [--thread ID]``: answer on stdout, progress on stderr."""
+    """``deerflow-ext run PROMPT [--config PATH] [--thread ID]``: answer on stdout, progress on stderr.
+
+    Exit codes follow the ``deerflow-ext`` convention: 2 for a config.yaml that does not
+    validate (the operator fixes the named line), 1 when loading extensions or the run fails.
+    """
     parser = argparse.ArgumentParser(prog="deerflow-ext run", description="Run the lead agent once, in-process.")
     parser.add_argument("prompt")
     parser.add_argument("--config", default=None, help="path of config.yaml (default: $DEERFLOW_CONFIG)")
     parser.add_argument("--thread", default=None, help="thread id to continue")
     parsed = parser.parse_args(args)
 
+    from deerflow_ext.cli import EXIT_CONFIG, EXIT_FAILED
     from deerflow_ext.config.loading import ConfigError, load_app_config
     from deerflow_ext.extensions.loader import load_extensions
 
@@ -191,10 +196,10 @@ def run_command(args: Sequence[str] | None = None) -> int:
         extensions = load_extensions(config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG
     except Exception as exc:  # a required extension failed, a table prefix collided
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(extensions.summary, file=sys.stderr)
     client = DeerFlowClient(config, extensions=extensions)
 
@@ -218,8 +223,8 @@ def run_command(args: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         print(f"error: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     if result is None:
-        return 1
+        return EXIT_FAILED
     print(result.answer)
     return 0

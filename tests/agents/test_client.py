@@ -72,8 +72,16 @@ def test_run_command_prints_progress_and_answer(
     assert "Extensions loaded: 0/0 ()" in err and "subagent: task" in err and "thread cli-1" in err
 
 
-def test_run_command_reports_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _write_config(tmp_path: Path, text: str) -> Path:
     config = tmp_path / "config.yaml"
-    config.write_text("memory: [not, a, mapping]\n")
-    assert run_command(["hi", "--config", str(config)]) == 1
-    assert "error" in capsys.readouterr().err
+    config.write_text(text)
+    return config
+
+
+def test_run_command_exits_2_on_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _write_config(tmp_path, "memory: [not, a, mapping]\n")
+    assert run_command(["hi", "--config", str(config)]) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert line.startswith(f"error: {config}") and "memory" in line
+    assert out == ""
