@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -117,6 +118,9 @@ def test_concurrent_get_or_init_set_remove() -> None:
         def init() -> object:
             with counter_lock:
                 inits[key] += 1
+            # Yield the GIL inside init: a get_or_init that checked and stored under two
+            # separate lock holds would let the other threads run init for the same key here.
+            time.sleep(0.002)
             return key()
 
         return init
