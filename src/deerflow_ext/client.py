@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 import uuid
@@ -151,22 +152,32 @@ class DeerFlowClient:
 # -- CLI -------------------------------------------------------------------------------------
 
 
+# The graph nodes whose updates are steps. Other nodes also return messages (summarization
+# re-emits the messages it keeps, clarification replaces a reply), and reporting those would
+# print steps that did not happen.
+_MODEL_NODE = "model"
+_TOOLS_NODE = "tools"
+_TASK_TOOL = "task"
+
+
 def _progress(event: str, data: Any) -> str | None:
-    """One live line per step: model call, tool call, subagent."""
+    """One live line per step: each model call, each tool call, each subagent."""
     if event != "updates" or not isinstance(data, dict):
         return None
     lines: list[str] = []
     for node, update in data.items():
-        messages = (update or {}).get("messages", []) if isinstance(update, dict) else []
+        messages = update.get("messages") if isinstance(update, dict) else None
         for message in messages if isinstance(messages, list) else []:
-            if isinstance(message, AIMessage):
+            if node == _MODEL_NODE and isinstance(message, AIMessage):
+                lines.append("… model call")
                 for call in message.tool_calls:
-                    kind = "subagent" if call["name"] == "task" else "tool call"
-                    lines.append(f"… {kind}: {call['name']} {call['args']}")
-                if not message.tool_calls:
-                    lines.append(f"… model call ({node})")
-            elif isinstance(message, ToolMessage):
-                lines.append(f"… {message.name or 'tool'} returned")
+                    if call["name"] == _TASK_TOOL:
+                        lines.append(f"… subagent: {call['args'].get('description', '')}")
+                    else:
+                        lines.append(f"… tool call: {call['name']} {json.dumps(call['args'], default=str)}")
+            elif node == _TOOLS_NODE and isinstance(message, ToolMessage):
+                what = "subagent" if message.name == _TASK_TOOL else f"tool {message.name}"
+                lines.append(f"… {what} {'failed' if message.status == 'error' else 'done'}")
     return "\n".join(lines) or None
 
 

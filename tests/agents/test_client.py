@@ -61,21 +61,40 @@ async def test_failed_run_stops_with_failed_outcome(recorder: Recorder) -> None:
     ]
 
 
-def test_run_command_prints_progress_and_answer(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
-) -> None:
-    config = tmp_path / "config.yaml"
-    config.write_text("memory:\n  enabled: false\n")
-    assert run_command(["delegate: add numbers", "--config", str(config), "--thread", "cli-1"]) == 0
-    out, err = capsys.readouterr()
-    assert out.strip() == "Done. task returned: Here is my answer to: add numbers"
-    assert "Extensions loaded: 0/0 ()" in err and "subagent: task" in err and "thread cli-1" in err
-
-
 def _write_config(tmp_path: Path, text: str) -> Path:
     config = tmp_path / "config.yaml"
     config.write_text(text)
     return config
+
+
+def test_run_command_prints_a_line_per_step_and_the_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
+) -> None:
+    config = _write_config(tmp_path, "memory:\n  enabled: false\n")
+    assert run_command(["delegate: add numbers", "--config", str(config), "--thread", "cli-1"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "Done. task returned: Here is my answer to: add numbers"
+    lines = err.splitlines()
+    assert lines[0] == "Extensions loaded: 0/0 ()"
+    assert lines[1].startswith("… run ") and lines[1].endswith(" on thread cli-1")
+    assert lines[2:] == ["… model call", "… subagent: add numbers", "… subagent done", "… model call"]
+
+
+def test_run_command_reports_only_real_steps_when_summarization_rewrites_the_thread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
+) -> None:
+    # Summarization re-emits the messages it keeps (AI tool calls, tool results included):
+    # those are not steps and must not be printed again.
+    config = _write_config(
+        tmp_path, "memory:\n  enabled: false\nsummarization:\n  trigger_messages: 4\n  keep_messages: 2\n"
+    )
+    assert run_command(['use calculator {"expression": "1 + 1"}', "--config", str(config), "--thread", "c"]) == 0
+    assert run_command(['use calculator {"expression": "2 * 3"}', "--config", str(config), "--thread", "c"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["Done. calculator returned: 2", "Done. calculator returned: 6"]
+    steps = [line for line in err.splitlines() if line.startswith("… ") and not line.startswith("… run ")]
+    one_run = ["… model call", '… tool call: calculator {"expression": "%s"}', "… tool calculator done", "… model call"]
+    assert steps == [s.replace("%s", "1 + 1") for s in one_run] + [s.replace("%s", "2 * 3") for s in one_run]
 
 
 def test_run_command_exits_2_on_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
