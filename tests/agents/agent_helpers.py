@@ -51,6 +51,7 @@ class Recorder:
     )
     steps: list[dict[str, Any]] = field(default_factory=list)
     stop_owners: list[tuple[str, ...]] = field(default_factory=list)
+    task_stores: dict[str, ExtensionData] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, *event: Any) -> None:
@@ -68,6 +69,7 @@ class RecordingLifecycle:
 
     async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         self.recorder.infos.append(info)
+        self.recorder.task_stores[info.task_id] = task_store
         self.recorder.add("start", info.kind, info.task_id)
 
     async def on_task_stop(

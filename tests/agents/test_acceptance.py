@@ -47,6 +47,16 @@ async def test_one_lead_run_produces_the_spec_event_sequence(recorder: Recorder,
 
     subagent = next(i for i in recorder.infos if i.kind == "subagent")
     assert subagent.parent_task_id == lead_id and subagent.run_id == lead_id
+    assert [i.agent_name for i in recorder.infos] == ["lead", "general-purpose"]
+    # The subagent's stop came after its sandbox lease was returned.
+    assert not any(owner.startswith("subagent:") for owner in recorder.stop_owners[0])
+
+    # Calls made inside the lead task see its task store; memory runs after it, detached.
+    lead_store = recorder.task_stores[lead_id]
+    stores = [(kind.value, store) for kind, _, _, store in recorder.system_calls]
+    assert [kind for kind, _ in stores] == ["title", "goal", "summarization", "goal", "memory"]
+    assert all(store is lead_store for kind, store in stores if kind != "memory")
+    assert stores[-1][1] is not lead_store and stores[-1][1].scope_id == "detached"
 
     (event,) = recorder.compactions
     state = (
