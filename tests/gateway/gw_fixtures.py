@@ -249,3 +249,11 @@ def install_startup(registry: Any, config: Mapping[str, Any]) -> None:
         return {}
 
     registry.routers([router])
+
+
+INSTALLS: list[str] = []  # one name per call of a counting install function
+
+
+def install_counting(registry: Any, config: Mapping[str, Any]) -> None:
+    INSTALLS.append("install_counting")
+    registry.task_lifecycle(LifecycleRecorder())
