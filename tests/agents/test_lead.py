@@ -9,12 +9,24 @@ from agent_helpers import make_config
 from langchain_core.messages import AIMessage, ToolMessage
 
 from deerflow_ext.agents.context import build_run_context
-from deerflow_ext.agents.lead import build_host_stack, make_lead_agent
+from deerflow_ext.agents.lead import build_host_stack, make_lead_agent, make_subagent
 from deerflow_ext.agents.middlewares import HOST_STACK_ORDER, SubagentLimitMiddleware
 from deerflow_ext.agents.model import EmbeddedChatModel, TransientModelError
 from deerflow_ext.agents.policy import project_policy
-from deerflow_ext.extensions.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY, LoadedExtensions
-from deerflow_extension_api import EXTENSION_TASK_STORE_KEY, AgentScope, ExtensionData
+from deerflow_ext.extensions.snapshot import (
+    EXTENSION_SNAPSHOT_CONTEXT_KEY,
+    Contribution,
+    LoadedExtensions,
+    build_extensions,
+    set_loaded_extensions,
+)
+from deerflow_extension_api import (
+    EXTENSION_TASK_STORE_KEY,
+    AgentBuildContext,
+    AgentScope,
+    ExtensionData,
+    HostPolicySnapshot,
+)
 
 
 def _context(run_id: str = "run-1", **extra: Any) -> dict[str, Any]:
@@ -181,3 +193,70 @@ async def test_memory_facts_reach_the_request_not_the_configured_prompt() -> Non
     await _run(graph, "hello")
     assert "<memory>\n- The user is called Ada\n</memory>" in model.seen[0]
     assert memory.scheduled == ["t-1"]
+
+
+def test_disabled_budgets_project_none_for_all_five_token_fields() -> None:
+    config = make_config(
+        token_budget={"enabled": False, "max_input_tokens": 1, "max_output_tokens": 2, "max_total_tokens": 3},
+        subagents={"agents": {"researcher": {"enabled": False, "max_total_tokens": 9}}},
+    )
+    token_fields = (
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_total_tokens",
+        "budget_warn_fraction",
+        "budget_hard_fraction",
+    )
+    for policy in (
+        project_policy(config, AgentScope.LEAD),
+        project_policy(config, AgentScope.SUBAGENT, "general-purpose"),  # no subagent budget at all
+        project_policy(config, AgentScope.SUBAGENT, "researcher"),  # an override that is disabled
+    ):
+        assert not policy.token_budget_enabled
+        assert [getattr(policy, name) for name in token_fields] == [None] * 5
+
+
+class _PolicySpy:
+    def __init__(self) -> None:
+        self.seen: dict[str | None, HostPolicySnapshot] = {}
+
+    def contribute_middlewares(self, app_store: Any, ctx: AgentBuildContext) -> list[Any]:
+        self.seen[ctx.agent_name] = ctx.policy
+        return []
+
+
+def test_each_agents_build_context_carries_its_own_budget() -> None:
+    config = make_config(
+        token_budget={"enabled": True, "max_total_tokens": 1000},
+        subagents={
+            "token_budget": {"enabled": True, "max_total_tokens": 50},
+            "agents": {"researcher": {"enabled": True, "max_total_tokens": 7, "hard_fraction": 0.5}},
+        },
+    )
+    spy = _PolicySpy()
+    ext = LoadedExtensions(middlewares=(Contribution("spy:install", "spy", 0, "0:spy#0", spy),))
+    make_lead_agent(config, extensions=ext)
+    make_subagent(config, extensions=ext)
+    make_subagent(config, extensions=ext, agent_name="researcher")
+    assert spy.seen["lead"].max_total_tokens == 1000 and spy.seen["lead"].max_subagents_per_run == 3
+    assert spy.seen["general-purpose"].max_total_tokens == 50
+    assert spy.seen["general-purpose"].max_subagents_per_run == 0
+    researcher = spy.seen["researcher"]
+    assert (researcher.max_total_tokens, researcher.budget_hard_fraction) == (7, 0.5)
+
+
+def test_construction_binds_the_runs_snapshot_only_while_it_builds(restore_process_extensions: None) -> None:
+    process_wide = LoadedExtensions()
+    set_loaded_extensions(process_wide)
+    during: list[LoadedExtensions] = []
+
+    class Probe:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> list[Any]:
+            during.append(build_extensions())
+            return []
+
+    run = LoadedExtensions(middlewares=(Contribution("probe:install", "probe", 0, "0:probe#0", Probe()),))
+    make_lead_agent(make_config(), extensions=run)
+    make_subagent(make_config(), extensions=run)
+    assert during == [run, run] and all(seen is run for seen in during)
+    assert build_extensions() is process_wide  # the binding has exited with construction
