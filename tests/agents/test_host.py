@@ -11,7 +11,14 @@ from langchain_core.messages import HumanMessage
 import deerflow_ext.agents.middlewares.summarization as summarization_module
 from deerflow_ext.agents.host import LeadRunRequest, TokenUsage
 from deerflow_ext.agents.prompts import SUMMARY_MESSAGE_PREFIX
-from deerflow_ext.extensions.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY, LoadedExtensions
+from deerflow_ext.client import DeerFlowClient
+from deerflow_ext.extensions.snapshot import (
+    EXTENSION_SNAPSHOT_CONTEXT_KEY,
+    Contribution,
+    LoadedExtensions,
+    resolve_run_extensions,
+    set_loaded_extensions,
+)
 from deerflow_extension_api import SystemOperationKind, canonical_hash
 
 
@@ -125,3 +132,69 @@ async def test_stream_events_are_forwarded() -> None:
 
     await host.run_lead(_request("hi"), extensions=LoadedExtensions(), task_store=None, emit=emit)
     assert {"updates", "messages", "values"} <= set(seen)
+
+
+class _Attrs:
+    """An attribute-style runtime context (LangGraph allows dataclass contexts)."""
+
+    def __init__(self, value: object) -> None:
+        setattr(self, EXTENSION_SNAPSHOT_CONTEXT_KEY, value)
+
+
+class _LookAlike:
+    """Has LoadedExtensions' fields, but is not one: a caller could merge this in."""
+
+    middlewares = system_model_observers = assembly_observers = compaction_observers = task_lifecycle = ()
+
+
+def test_resolve_run_extensions_trusts_only_a_loaded_extensions(restore_process_extensions: None) -> None:
+    process_wide, published = LoadedExtensions(), LoadedExtensions()
+    set_loaded_extensions(process_wide)
+    assert resolve_run_extensions({EXTENSION_SNAPSHOT_CONTEXT_KEY: published}) is published
+    assert resolve_run_extensions(_Attrs(published)) is published
+    for context in (
+        None,
+        {},
+        {EXTENSION_SNAPSHOT_CONTEXT_KEY: None},
+        {EXTENSION_SNAPSHOT_CONTEXT_KEY: {"middlewares": ()}},
+        {EXTENSION_SNAPSHOT_CONTEXT_KEY: _LookAlike()},
+        _Attrs(_LookAlike()),
+        object(),
+    ):
+        assert resolve_run_extensions(context) is process_wide, context
+
+
+async def test_routers_and_services_alone_cost_a_run_nothing(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, notify_loop: Any
+) -> None:
+    # The perf acceptance's "1.00x" in functional form: no task store, no descriptor, no hashing.
+    import deerflow_ext.extensions.assembly as assembly
+    import deerflow_ext.extensions.snapshot as snapshot
+
+    def contribution(obj: object) -> Contribution[Any]:
+        return Contribution("infra:install", "infra", 0, "0:infra#0", obj)
+
+    ext = LoadedExtensions(services=(contribution(object()),), routers=(contribution(object()),))
+    work: list[str] = []
+
+    def forbidden(what: str) -> Any:
+        def record(*args: Any, **kwargs: Any) -> Any:
+            work.append(what)
+            raise AssertionError(what)
+
+        return record
+
+    monkeypatch.setattr(snapshot, "ExtensionData", forbidden("task store"))
+    monkeypatch.setattr(summarization_module, "canonical_hash", forbidden("compaction hash"))
+    monkeypatch.setattr(assembly, "describe_tool", forbidden("descriptor"))
+    monkeypatch.setattr(assembly, "describe_middleware", forbidden("descriptor"))
+    client = DeerFlowClient(
+        make_config(summarization={"trigger_messages": 4, "keep_messages": 2}, memory={"enabled": False}),
+        extensions=ext,
+    )
+    await client.arun('use calculator {"expression": "1 + 1"}', thread_id="t")
+    result = await client.arun("delegate: and now?", thread_id="t")  # summarises, then delegates
+    assert result.answer.startswith("Done. task returned")
+    state = await client.host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t"}})
+    assert state.values["messages"][0].text.startswith(SUMMARY_MESSAGE_PREFIX)  # the hashing site was reached
+    assert work == []
