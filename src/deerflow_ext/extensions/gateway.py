@@ -65,11 +65,10 @@ async def start_services(
     for contribution in extensions.services:
         try:
             await contribution.contributor.start(deps)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            message = f"service start failed: {_describe(exc)}"
-            diags.record(contribution.extension, "service", message, exc=exc)
+        except (Exception, asyncio.CancelledError) as exc:
+            if _host_cancelled(exc):
+                raise
+            diags.record(contribution.extension, "service", f"service start failed: {_describe(exc)}", exc=exc)
             continue
         started.append(contribution)
     return StartedServices(tuple(started))
@@ -90,13 +89,29 @@ async def stop_services(
         except TimeoutError as exc:
             message = f"service stop timed out after {stop_timeout:.1f}s"
             diags.record(contribution.extension, "service", message, exc=exc)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if _host_cancelled(exc):
+                raise
             diags.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
 
 
+def _host_cancelled(exc: BaseException) -> bool:
+    """Tell a real cancellation of the Gateway's startup/shutdown task from a service's own.
+
+    The spec's cancellation rule: a ``CancelledError`` the contributor raised itself (an
+    internal timeout built on cancellation) is a failure like any other — attributed, and
+    the next service still starts or stops — while a cancellation of the host task
+    propagates. ``Task.cancelling()`` is what tells them apart.
+    """
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError):
+        return "raised CancelledError"  # the spec's wording for a self-inflicted cancellation
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
