@@ -9,7 +9,8 @@ import pytest
 from agent_helpers import Recorder, make_config, recording_extensions
 
 from deerflow_ext.client import DeerFlowClient, run_command
-from deerflow_ext.extensions.snapshot import set_loaded_extensions
+from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions, set_loaded_extensions
+from deerflow_extension_api import TaskInfo
 
 
 def test_sync_run_uses_the_process_wide_set_and_notifies_the_lead_task(
@@ -23,6 +24,7 @@ def test_sync_run_uses_the_process_wide_set_and_notifies_the_lead_task(
     assert recorder.events[-1][3] == "completed"
     (info,) = recorder.infos
     assert info.kind == "lead" and info.thread_id == "t-1" and info.task_id == info.run_id
+    assert info.agent_name == recorder.descriptors[0].agent_name == "lead"
 
 
 async def test_async_run_keeps_the_thread(recorder: Recorder) -> None:
@@ -104,3 +106,27 @@ def test_run_command_exits_2_on_an_invalid_config(tmp_path: Path, capsys: pytest
     (line,) = err.splitlines()
     assert line.startswith(f"error: {config}") and "memory" in line
     assert out == ""
+
+
+async def test_lead_hooks_bracket_construction_and_the_persisted_run(recorder: Recorder) -> None:
+    """Start before the graph exists; stop once the thread's final state (answer, title) is saved."""
+    seen: dict[str, Any] = {}
+
+    class Probe:
+        async def on_task_start(self, app_store: Any, task_store: Any, info: TaskInfo) -> None:
+            seen["built_at_start"] = len(recorder.descriptors)
+
+        async def on_task_stop(self, app_store: Any, task_store: Any, info: TaskInfo, outcome: Any) -> None:
+            saved = await client.host.checkpointer.aget_tuple({"configurable": {"thread_id": info.thread_id}})
+            values = saved.checkpoint["channel_values"]
+            seen["at_stop"] = (values.get("title"), values["messages"][-1].text)
+
+    ext = LoadedExtensions(
+        task_lifecycle=(Contribution("probe:install", "probe", 0, "0:probe#0", Probe()),),
+        assembly_observers=recording_extensions(recorder, kinds=("assembly",)).assembly_observers,
+    )
+    client = DeerFlowClient(make_config(memory={"enabled": False}), extensions=ext)
+    result = await client.arun("hello there", thread_id="t-stop")
+    assert seen == {"built_at_start": 0, "at_stop": ("Hello there", result.answer)}
+    (descriptor,) = recorder.descriptors
+    assert descriptor.agent_name == "lead"  # the name TaskInfo carries, so observers can join them
