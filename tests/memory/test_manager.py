@@ -186,10 +186,13 @@ class RecordingObserver:
     def __init__(self) -> None:
         self.seen: list[tuple[Any, Any, Any, Any]] = []
         self.done = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
 
     async def on_system_model_call(
         self, app_store: Any, task_store: Any, kind: Any, request: Any, result: Any
     ) -> None:
+        await asyncio.to_thread(self.gate.wait, 10)
         self.seen.append((task_store.scope_id, kind, request.messages, result.response))
         self.done.set()
 
@@ -201,12 +204,16 @@ def test_end_to_end_the_observer_runs_on_the_notification_loop_with_a_detached_s
     notification_loop.register(loop)
     try:
         observer = RecordingObserver()
+        observer.gate.clear()  # the observer cannot finish until the extraction side has
         ext = LoadedExtensions(
             system_model_observers=(Contribution("obs:install", "obs", 0, "0:obs:install#1", observer),)
         )
         memory = MemoryManager(MemoryConfig(debounce_seconds=60), FactModel(prompts=[]))
         memory.schedule("t", CONVERSATION, extensions=ext)
-        memory.flush()  # returns once extraction is done; the observation is only submitted
+        memory.flush(timeout=5)  # returns once extraction is done; the observation is only submitted
+        # Submitted, not awaited: the extraction finished while the observer is still held.
+        assert memory.facts("t") == ["The user likes tea"] and observer.seen == []
+        observer.gate.set()
         assert observer.done.wait(5)
         ((scope_id, kind, messages, response),) = observer.seen
         assert scope_id == "detached" and kind is SystemOperationKind.MEMORY
