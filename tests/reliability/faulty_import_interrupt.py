@@ -1,0 +1,3 @@
+"""Raises KeyboardInterrupt while being imported: it must propagate out of loading."""
+
+raise KeyboardInterrupt("faulty_import_interrupt")
