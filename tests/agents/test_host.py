@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,7 +10,9 @@ from agent_helpers import Recorder, make_config, make_host, recording_extensions
 from langchain_core.messages import HumanMessage
 
 import deerflow_ext.agents.middlewares.summarization as summarization_module
+from deerflow_ext.agents.context import build_run_context
 from deerflow_ext.agents.host import LeadRunRequest, TokenUsage
+from deerflow_ext.agents.lead import make_lead_agent
 from deerflow_ext.agents.prompts import SUMMARY_MESSAGE_PREFIX
 from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.extensions.snapshot import (
@@ -198,3 +201,22 @@ async def test_routers_and_services_alone_cost_a_run_nothing(
     state = await client.host.make_lead_agent(extensions=ext).aget_state({"configurable": {"thread_id": "t"}})
     assert state.values["messages"][0].text.startswith(SUMMARY_MESSAGE_PREFIX)  # the hashing site was reached
     assert work == []
+
+
+async def test_the_sync_title_path_is_observed_by_submission(recorder: Recorder, notify_loop: Any) -> None:
+    ext = recording_extensions(recorder, kinds=("system",))
+    store = ext.new_task_store("run-1")
+    graph = make_lead_agent(make_config(memory={"enabled": False}), extensions=ext)
+    context = build_run_context(
+        None, thread_id="t", run_id="run-1", task_id="run-1", agent_name="lead", task_store=store, extensions=ext
+    )
+    # graph.invoke on a worker thread: the sync path, while the notification loop stays free.
+    state = await asyncio.to_thread(
+        graph.invoke, {"messages": [{"role": "user", "content": "hi there"}]}, None, context=context
+    )
+    assert state["title"] == "Hi there"
+    await notify_loop.drain(2.0)
+    ((kind, request, result, task_store),) = recorder.system_calls
+    assert kind is SystemOperationKind.TITLE and task_store is store
+    assert len(request.messages) == 1 and isinstance(request.messages[0], str)
+    assert result.error is None and result.response.content == "Hi there"

@@ -13,7 +13,7 @@ from deerflow_ext.config.schema import TitleConfig
 from deerflow_ext.extensions.snapshot import resolve_run_extensions
 from deerflow_extension_api import task_store_from_runtime
 
-from ..title import clean_title, generate_title
+from ..title import generate_title, generate_title_sync
 from .state import HostState
 
 __all__ = ["TitleMiddleware"]
@@ -31,8 +31,8 @@ class TitleMiddleware(AgentMiddleware[HostState, Any]):
     """Generates ``state["title"]`` once, when the agent finishes its first exchange.
 
     ``after_agent`` rather than ``after_model``: a turn that ends in tool calls is not an
-    exchange yet, and a title written mid-turn would describe the question only. The sync
-    path calls the model directly and is not observed (no loop to await observers on).
+    exchange yet, and a title written mid-turn would describe the question only. Both paths
+    are observed; see ``agents.title`` for why the sync one submits instead of awaiting.
     """
 
     state_schema = HostState
@@ -54,10 +54,13 @@ class TitleMiddleware(AgentMiddleware[HostState, Any]):
         exchange = self._pending(state)
         if exchange is None:
             return None
-        from ..prompts import render_title_prompt
-
-        response = self.model.invoke(render_title_prompt(*exchange, max_chars=self.config.max_chars))
-        title = clean_title(response.content, max_chars=self.config.max_chars)
+        title = generate_title_sync(
+            self.model,
+            *exchange,
+            max_chars=self.config.max_chars,
+            extensions=resolve_run_extensions(getattr(runtime, "context", None)),
+            task_store=task_store_from_runtime(runtime),
+        )
         return {"title": title} if title else None
 
     async def aafter_agent(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
