@@ -58,7 +58,6 @@ test session fails to start.
 from __future__ import annotations
 
 import importlib
-import inspect
 import itertools
 import json
 import sys
@@ -261,31 +260,11 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float = 5.0, interval: fl
 
 
 def _create_app(config: Any, config_path: Path, database_url: str) -> Any:
-    """Call ``create_app`` with whatever subset of (config, settings, paths) it accepts.
-
-    The environment (``DEERFLOW_CONFIG``, ``DEERFLOW_DATABASE_URL``) is set as well, so a
-    ``create_app()`` that reads its settings from the environment gets the same host.
-    """
+    """The Gateway exactly as ``deerflow-ext serve`` builds it, on this test's file and database."""
+    from deerflow_ext.config.settings import Settings
     from deerflow_ext.gateway import create_app
 
-    try:
-        params = inspect.signature(create_app).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins or C callables
-        params = {}
-    kwargs: dict[str, Any] = {}
-    if "config" in params:
-        kwargs["config"] = config
-    elif "app_config" in params:
-        kwargs["app_config"] = config
-    if "config_path" in params:
-        kwargs["config_path"] = config_path
-    if "database_url" in params:
-        kwargs["database_url"] = database_url
-    if "settings" in params:
-        from deerflow_ext.config.settings import Settings
-
-        kwargs["settings"] = Settings(config=config_path, database_url=database_url)
-    return create_app(**kwargs)
+    return create_app(Settings(config=config_path, database_url=database_url), config=config)
 
 
 class HostHarness:

@@ -91,3 +91,21 @@ def test_a_failing_required_extension_stops_the_host(deerflow_host: Any) -> None
 
     with pytest.raises(ExtensionLoadError, match="failed to install"):
         deerflow_host(install, name="audit", required=True)
+
+
+def test_an_entry_point_name_loads_like_an_operators_config(
+    deerflow_host: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A distribution on sys.path declaring the entry point, as pip would have installed it.
+    info = tmp_path / "site" / "kit_probe-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kit-probe\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[deerflow.extensions]\nkit_probe = testing.kit_extension:install\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+
+    host = deerflow_host("kit_probe", {"greeting": "by name"}, name="kit")
+    # Attribution is the entry point's value, as in the Gateway's log lines.
+    assert host.extensions.loaded == ("testing.kit_extension:install",)
+    assert host.client.get("/api/ext/kit/hello").json()["greeting"] == "by name"
+    assert host.run("hello").outcome == "completed"
+    assert not host.diagnostics.snapshot()
