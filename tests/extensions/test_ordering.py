@@ -12,20 +12,20 @@ import pytest
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
+from deerflow_ext.agents.lead import build_host_stack
 from deerflow_ext.agents.middlewares import (
     ClarificationMiddleware,
     LLMErrorHandlingMiddleware,
     MemoryMiddleware,
-    SandboxLeaseMiddleware,
     SubagentLimitMiddleware,
     SummarizationMiddleware,
     ThreadDataMiddleware,
     TitleMiddleware,
     TokenBudgetMiddleware,
-    TokenUsageMiddleware,
     ToolErrorHandlingMiddleware,
 )
-from deerflow_ext.config.schema import SummarizationConfig, TitleConfig
+from deerflow_ext.agents.policy import project_policy
+from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.ordering import (
@@ -33,7 +33,7 @@ from deerflow_ext.extensions.ordering import (
     assert_ordering,
     core_ordering_constraints,
 )
-from deerflow_extension_api import HostPolicySnapshot, Placement
+from deerflow_extension_api import AgentScope, Placement
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 EXTENSIONS_DIR = SRC / "deerflow_ext" / "extensions"
@@ -42,20 +42,10 @@ EXT = "acme:install"
 
 
 def host_stack() -> list[AgentMiddleware]:
-    model = FakeListChatModel(responses=["x"])
-    return [
-        ThreadDataMiddleware(),
-        SandboxLeaseMiddleware(),
-        LLMErrorHandlingMiddleware(),
-        ToolErrorHandlingMiddleware(),
-        SummarizationMiddleware(SummarizationConfig(), model),
-        TitleMiddleware(TitleConfig(), model),
-        MemoryMiddleware(None),
-        TokenUsageMiddleware(),
-        TokenBudgetMiddleware(HostPolicySnapshot()),
-        SubagentLimitMiddleware(3),
-        ClarificationMiddleware(),
-    ]
+    """The lead's host stack exactly as the builder makes it, so the checks follow the builder."""
+    config = AppConfig()
+    policy = project_policy(config, AgentScope.LEAD)
+    return build_host_stack(config, scope=AgentScope.LEAD, model=FakeListChatModel(responses=["x"]), policy=policy)
 
 
 def index_of(stack: list[Any], cls: type) -> int:
@@ -90,9 +80,7 @@ def test_host_classes_absent_from_a_stack_are_skipped() -> None:
     subagent = [
         mw
         for mw in host_stack()
-        if not isinstance(
-            mw, (TitleMiddleware, MemoryMiddleware, SubagentLimitMiddleware, ClarificationMiddleware)
-        )
+        if not isinstance(mw, (TitleMiddleware, MemoryMiddleware, SubagentLimitMiddleware, ClarificationMiddleware))
     ]
     assert_ordering(subagent)
     assert_ordering([])
@@ -213,11 +201,7 @@ def _module_scope_imports(tree: ast.Module, package: str) -> list[tuple[int, str
                 found.append((node.lineno, base))
             for field in ("body", "orelse", "finalbody", "handlers"):
                 children = getattr(node, field, None)
-                if (
-                    isinstance(children, list)
-                    and children
-                    and isinstance(children[0], (ast.stmt, ast.excepthandler))
-                ):
+                if isinstance(children, list) and children and isinstance(children[0], (ast.stmt, ast.excepthandler)):
                     visit([c for c in children if isinstance(c, ast.stmt)])
                     for handler in children:
                         if isinstance(handler, ast.ExceptHandler):

@@ -18,22 +18,18 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
+from deerflow_ext.agents.lead import build_host_stack
 from deerflow_ext.agents.middlewares import (
     HOST_STACK_ORDER,
     ClarificationMiddleware,
     LLMErrorHandlingMiddleware,
-    MemoryMiddleware,
     SandboxLeaseMiddleware,
     SubagentLimitMiddleware,
-    SummarizationMiddleware,
-    ThreadDataMiddleware,
     TitleMiddleware,
-    TokenBudgetMiddleware,
-    TokenUsageMiddleware,
-    ToolErrorHandlingMiddleware,
 )
 from deerflow_ext.agents.model import TransientModelError
-from deerflow_ext.config.schema import SummarizationConfig, TitleConfig
+from deerflow_ext.agents.policy import project_policy
+from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions import stack as stack_module
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
@@ -43,7 +39,6 @@ from deerflow_ext.extensions.stack import compose_middleware_stack
 from deerflow_extension_api import (
     AgentBuildContext,
     AgentScope,
-    HostPolicySnapshot,
     MiddlewarePlacement,
     Placement,
 )
@@ -53,21 +48,11 @@ SUBAGENT = AgentBuildContext(scope=AgentScope.SUBAGENT, agent_name="general")
 _ids = itertools.count()
 
 
-def host_stack(*, retries: int = 2, omit: tuple[type, ...] = ()) -> list[AgentMiddleware]:
-    model = FakeListChatModel(responses=["x"])
-    stack: list[AgentMiddleware] = [
-        ThreadDataMiddleware(),
-        SandboxLeaseMiddleware(),
-        LLMErrorHandlingMiddleware(max_retries=retries),
-        ToolErrorHandlingMiddleware(),
-        SummarizationMiddleware(SummarizationConfig(), model),
-        TitleMiddleware(TitleConfig(), model),
-        MemoryMiddleware(None),
-        TokenUsageMiddleware(),
-        TokenBudgetMiddleware(HostPolicySnapshot()),
-        SubagentLimitMiddleware(3),
-        ClarificationMiddleware(),
-    ]
+def host_stack(*, omit: tuple[type, ...] = ()) -> list[AgentMiddleware]:
+    """The lead's host stack as the builder makes it (retry layer: two retries), minus ``omit``."""
+    config = AppConfig()
+    policy = project_policy(config, AgentScope.LEAD)
+    stack = build_host_stack(config, scope=AgentScope.LEAD, model=FakeListChatModel(responses=["x"]), policy=policy)
     return [mw for mw in stack if not isinstance(mw, omit)]
 
 
@@ -92,10 +77,7 @@ def loaded(*contributors: Any, names: Sequence[str] | None = None) -> LoadedExte
 
 
 def classes(stack: Sequence[Any]) -> list[str]:
-    return [
-        type(mw.inner).__name__ + "*" if isinstance(mw, IsolatedMiddleware) else type(mw).__name__
-        for mw in stack
-    ]
+    return [type(mw.inner).__name__ + "*" if isinstance(mw, IsolatedMiddleware) else type(mw).__name__ for mw in stack]
 
 
 class Counter(AgentMiddleware):
@@ -351,9 +333,7 @@ class FlakyModel(BaseChatModel):
         if len(self.attempts) <= self.failures:
             raise TransientModelError("try again")
         reply = self.script.pop(0) if self.script else AIMessage("done")
-        return ChatResult(
-            generations=[ChatGeneration(message=reply.model_copy(update={"id": f"r{next(_ids)}"}))]
-        )
+        return ChatResult(generations=[ChatGeneration(message=reply.model_copy(update={"id": f"r{next(_ids)}"}))])
 
 
 @tool
@@ -375,9 +355,7 @@ async def test_model_logical_sees_one_call_and_model_physical_sees_each_attempt(
             MiddlewarePlacement(physical, Placement.MODEL_PHYSICAL),
         )
     )
-    stack = compose_middleware_stack(
-        host_stack(retries=2), extensions=ext, ctx=LEAD, diagnostics=DiagnosticsList()
-    )
+    stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD, diagnostics=DiagnosticsList())
     model = FlakyModel(failures=2, script=[AIMessage("answer")], attempts=[])
     agent = agent_for(stack, model, [])
     payload = {"messages": [{"role": "user", "content": "hi"}]}
@@ -392,9 +370,7 @@ async def test_model_logical_sees_one_call_and_model_physical_sees_each_attempt(
 def test_tool_visible_sees_what_the_model_sees_and_tool_raw_sees_the_raw_failure() -> None:
     visible, raw = Counter("visible"), Counter("raw")
     ext = loaded(
-        Contributor(
-            MiddlewarePlacement(raw, Placement.TOOL_RAW), MiddlewarePlacement(visible, Placement.TOOL_VISIBLE)
-        )
+        Contributor(MiddlewarePlacement(raw, Placement.TOOL_RAW), MiddlewarePlacement(visible, Placement.TOOL_VISIBLE))
     )
     stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD, diagnostics=DiagnosticsList())
     call = AIMessage("", tool_calls=[{"name": "fragile", "args": {"x": 1}, "id": "c1"}])
@@ -408,9 +384,7 @@ def test_tool_visible_sees_what_the_model_sees_and_tool_raw_sees_the_raw_failure
     assert raw.tool_results == ["raised ValueError"]
     assert result["messages"][-1].content == "recovered"
     # Outermost on the tool axis: no tool wrapper precedes it.
-    first_tool_wrapper = next(
-        mw for mw in stack if type(mw).wrap_tool_call is not AgentMiddleware.wrap_tool_call
-    )
+    first_tool_wrapper = next(mw for mw in stack if type(mw).wrap_tool_call is not AgentMiddleware.wrap_tool_call)
     assert first_tool_wrapper.inner is visible  # type: ignore[attr-defined]
 
 
@@ -457,9 +431,7 @@ def test_any_contributions_compose_into_a_stack_that_satisfies_ordering(
     ext = loaded(*(Contributor(*items) for items in contributions))
     diagnostics = DiagnosticsList()
 
-    result = compose_middleware_stack(
-        host, extensions=ext, ctx=AgentBuildContext(scope=scope), diagnostics=diagnostics
-    )
+    result = compose_middleware_stack(host, extensions=ext, ctx=AgentBuildContext(scope=scope), diagnostics=diagnostics)
 
     assert_ordering(result)
     assert len(diagnostics) == 0
@@ -473,9 +445,7 @@ def test_any_contributions_compose_into_a_stack_that_satisfies_ordering(
     registration = {id(p.middleware): n for n, p in enumerate(p for items in contributions for p in items)}
     orders = {id(p.middleware): p.order for items in contributions for p in items}
     for placement in Placement:
-        group = [
-            mw.inner for mw in result if isinstance(mw, IsolatedMiddleware) and mw.placement is placement
-        ]
+        group = [mw.inner for mw in result if isinstance(mw, IsolatedMiddleware) and mw.placement is placement]
         keys = [(orders[id(m)], registration[id(m)]) for m in group]
         assert keys == sorted(keys)
     names = [mw.name for mw in result]
