@@ -52,3 +52,32 @@ def test_every_key_is_documented() -> None:
     keys = _keys(AppConfig) | _keys(PluginEntry) | _keys(ModelEntry)
     missing = sorted(k for k in keys if not re.search(rf"^\s*#?\s*-?\s*{k}:", text, re.MULTILINE))
     assert not missing, f"config.example.yaml does not document: {missing}"
+
+
+def _section(text: str, key: str) -> str:
+    """The example's text for top-level ``key``: from its banner to the next banner."""
+    banner = re.compile(r"^# -{10,} (\w+)$", re.MULTILINE)
+    starts = [(m.group(1), m.start()) for m in banner.finditer(text)]
+    for i, (name, start) in enumerate(starts):
+        if name == key:
+            end = starts[i + 1][1] if i + 1 < len(starts) else len(text)
+            return text[start:end]
+    raise AssertionError(f"config.example.yaml has no section for {key!r}")
+
+
+def test_every_key_is_documented_in_its_own_section() -> None:
+    """Key by key, where an operator looks for it: ``enabled`` under ``memory`` must not be
+    satisfied by ``enabled`` under ``title``."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    missing = []
+    for key, info in AppConfig.model_fields.items():
+        block = _section(text, key)
+        if not re.search(rf"^{key}:", block, re.MULTILINE):
+            missing.append(key)
+        for model in _models(info.annotation):
+            missing += [
+                f"{key}.{inner}"
+                for inner in model.model_fields
+                if not re.search(rf"^\s*#?\s*-?\s*{inner}\b", block, re.MULTILINE)
+            ]
+    assert not missing, f"config.example.yaml does not document, in their sections: {missing}"
