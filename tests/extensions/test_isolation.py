@@ -450,3 +450,21 @@ def test_diagnostics_default_to_the_process_wide_list(monkeypatch: pytest.Monkey
         {"messages": [{"role": "user", "content": "x"}]}
     )
     assert [d.extension for d in live] == [EXT]
+
+
+def _stream_factory(scope: tuple[str, ...]) -> Any:
+    raise AssertionError("only registered, never run here")
+
+
+class WithTransformers(AgentMiddleware):
+    transformers = (_stream_factory,)
+
+    def before_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        return None
+
+
+def test_stream_transformers_reach_the_compiled_graph_through_the_wrapper() -> None:
+    wrapped = IsolatedMiddleware(WithTransformers(), extension=EXT)
+    assert wrapped.transformers == (_stream_factory,)
+    graph = create_agent(scripted(), middleware=[wrapped])
+    assert _stream_factory in graph.stream_transformers
