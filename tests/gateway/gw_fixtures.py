@@ -257,3 +257,39 @@ INSTALLS: list[str] = []  # one name per call of a counting install function
 def install_counting(registry: Any, config: Mapping[str, Any]) -> None:
     INSTALLS.append("install_counting")
     registry.task_lifecycle(LifecycleRecorder())
+
+
+KIND_EVENTS: list[tuple[str, str, str]] = []  # (start|stop, kind, outcome) for install_slow_subagent
+
+
+class _KindRecorder:
+    async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
+        KIND_EVENTS.append(("start", info.kind, ""))
+
+    async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
+        KIND_EVENTS.append(("stop", info.kind, outcome.value))
+
+
+def _slow_subagent_middleware() -> Any:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class SlowModel(AgentMiddleware):  # type: ignore[misc]
+        """Holds every subagent model call, so a shutdown finds the subagent in flight."""
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            await asyncio.sleep(60)
+            return await handler(request)
+
+    return SlowModel()
+
+
+class _SlowSubagents:
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+        from deerflow_extension_api import AgentScope, MiddlewarePlacement, Placement
+
+        return (MiddlewarePlacement(_slow_subagent_middleware(), Placement.MODEL_LOGICAL, AgentScope.SUBAGENT),)
+
+
+def install_slow_subagent(registry: Any, config: Mapping[str, Any]) -> None:
+    registry.task_lifecycle(_KindRecorder())
+    registry.middlewares(_SlowSubagents())

@@ -154,3 +154,27 @@ def _restore_process_state():
     yield
     set_loaded_extensions(extensions)
     set_diagnostics(diagnostics)
+
+
+async def test_shutdown_drains_a_subagent_in_flight(settings_for) -> None:
+    """The real AgentHost: a lead run that delegated to a subagent is interrupted at shutdown;
+    both tasks get their on_task_stop before the Gateway is gone."""
+    fixtures = importlib.import_module("gateway.gw_fixtures")
+    fixtures.KIND_EVENTS.clear()
+    config = AppConfig(plugins=[PluginEntry(name="slow", use="gateway.gw_fixtures:install_slow_subagent")])
+    app = create_app(settings_for(), config=config)
+    assert app.state.extensions.loaded == ("gateway.gw_fixtures:install_slow_subagent",)
+    async with live_server(app) as server, server.client() as client:
+        thread_id = (await client.post("/api/threads")).json()["thread_id"]
+        body = _body("delegate: count the deer")
+        assert (await client.post(f"/api/threads/{thread_id}/runs", json=body)).status_code == 200
+        for _ in range(1000):
+            if ("start", "subagent", "") in fixtures.KIND_EVENTS:
+                break
+            await asyncio.sleep(0.01)
+        assert fixtures.KIND_EVENTS == [("start", "lead", ""), ("start", "subagent", "")]
+        await server.stop()
+
+    stops = [(kind, outcome) for what, kind, outcome in fixtures.KIND_EVENTS if what == "stop"]
+    assert stops == [("subagent", "aborted"), ("lead", "aborted")]
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("deerflow-run-")]
