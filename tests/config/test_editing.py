@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from deerflow_ext.config.editing import (
     remove_plugin,
     set_plugin_enabled,
 )
-from deerflow_ext.config.loading import ConfigError, load_app_config
+from deerflow_ext.config.loading import ConfigError, app_config_from_text, load_app_config
 from deerflow_ext.extensions.discovery import EntryPointIndex
 
 COMMENTED = """\
@@ -146,27 +148,59 @@ def test_symlinked_config_edits_the_target(config_file: Path, tmp_path: Path) ->
     assert load_app_config(config_file).plugins[0].enabled is False
 
 
-def _toggle(path: str, name: str, rounds: int) -> None:
-    for i in range(rounds):
-        set_plugin_enabled(path, name, i % 2 == 0)
+WRITERS = 4
+ADDS = 6
+
+
+def _editor(path: str, writer: int, start: Any) -> None:
+    """Add this writer's entries and toggle its own flag, all read-modify-write cycles."""
+    start.wait()
+    for k in range(ADDS):
+        add_plugin(path, {"name": f"w{writer}-{k}", "use": f"m{writer}:install"})
+        set_plugin_enabled(path, f"p{writer}", k % 2 == 1)
+
+
+def _reader(path: str, start: Any, done: Any, torn: Any) -> None:
+    """Read without the lock, as the Gateway does: every read must be a whole file.
+
+    Entries are only ever added, so a read with fewer entries than an earlier one (an
+    empty or truncated file still parses) or one that does not parse at all is torn.
+    """
+    start.wait()
+    seen = WRITERS
+    while not done.is_set():
+        try:
+            count = len(app_config_from_text(Path(path).read_text(encoding="utf-8"), path).plugins)
+        except ConfigError:
+            count = -1
+        if count < seen:
+            torn.value += 1
+        seen = max(seen, count)
+        time.sleep(0.001)  # leave the writers a CPU on a small CI machine
 
 
 def test_concurrent_editors_never_lose_or_tear_an_edit(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    names = [f"p{i}" for i in range(4)]
-    path.write_text(
-        "# shared\nplugins:\n" + "".join(f"  - name: {n}\n    use: m{n}:install\n" for n in names)
-    )
+    names = [f"p{i}" for i in range(WRITERS)]
+    path.write_text("# shared\nplugins:\n" + "".join(f"  - name: {n}\n    use: m{n}:install\n" for n in names))
     ctx = multiprocessing.get_context("fork")
-    rounds = 15  # each editor toggles its own entry; the last round (i=14) enables it
-    procs = [ctx.Process(target=_toggle, args=(str(path), n, rounds)) for n in names]
-    for p in procs:
+    start, done, torn = ctx.Barrier(WRITERS + 1), ctx.Event(), ctx.Value("i", 0)
+    reader = ctx.Process(target=_reader, args=(str(path), start, done, torn))
+    writers = [ctx.Process(target=_editor, args=(str(path), i, start)) for i in range(WRITERS)]
+    reader.start()
+    for p in writers:
         p.start()
-    for p in procs:
+    for p in writers:
         p.join(60)
         assert p.exitcode == 0
+    done.set()
+    reader.join(10)
+    assert reader.exitcode == 0
+    assert torn.value == 0, "a reader saw a half-written config.yaml"
     plugins = load_app_config(path).plugins
-    assert [p.name for p in plugins] == names
-    assert all(p.enabled is True for p in plugins)  # no editor overwrote another with a stale copy
+    # Every read-modify-write survived: no editor replaced the file with a stale copy.
+    assert sorted(p.name for p in plugins) == sorted(names + [f"w{w}-{k}" for w in range(WRITERS) for k in range(ADDS)])
+    assert [p.name for p in plugins[:WRITERS]] == names
+    assert all(p.enabled is (ADDS % 2 == 0) for p in plugins[:WRITERS])
     assert path.read_text().startswith("# shared\nplugins:\n")
     assert not [f for f in tmp_path.iterdir() if f.suffix == ".tmp"]
