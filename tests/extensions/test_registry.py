@@ -91,3 +91,33 @@ def test_routers_must_be_a_sequence_of_routers() -> None:
         registry.routers("not a list")
     with pytest.raises(RegistrationError):
         registry.routers([object()])
+
+
+class Reordered:
+    async def on_task_start(self, info: Any, task_store: Any, app_store: Any) -> None:
+        return None
+
+
+def test_reordered_parameters_are_rejected_and_leave_nothing_registered() -> None:
+    # pluggy accepts these names (a subset of the spec's); the host calls positionally, so
+    # the contributor would receive the info where it expects the app store.
+    registry = HostRegistry()
+    registry.begin(0, "a", "a:install")
+    with pytest.raises(RegistrationError, match=r"takes \(info, task_store, app_store\); the contract is"):
+        registry.task_lifecycle(Reordered())
+    registry.end()
+    assert registry.plugin_manager.get_plugins() == set()
+    assert registry.freeze().task_lifecycle == ()
+
+
+class OptionalExtra:
+    def on_agent_assembled(self, app_store: Any, descriptor: Any, verbose: bool = False) -> None:
+        return None
+
+
+def test_an_extra_parameter_with_a_default_is_accepted() -> None:
+    registry = HostRegistry()
+    registry.begin(0, "a", "a:install")
+    registry.agent_assembly_observer(OptionalExtra())
+    registry.end()
+    assert len(registry.freeze().assembly_observers) == 1

@@ -162,7 +162,6 @@ class HostRegistry:
                 raise RegistrationError(
                     f"{kind.registry_method}() needs an object with {wanted}; got {type(contributor).__name__}"
                 )
-            self._check_arity(kind, contributor, methods)
         self._per_entry += 1
         plugin_name = f"{mark.position}:{mark.extension}#{self._per_entry}"
         contribution = Contribution(mark.extension, mark.label, mark.position, plugin_name, contributor)
@@ -174,21 +173,33 @@ class HostRegistry:
             self._pm.register(plugin, name=plugin_name)
         except pluggy.PluginValidationError as exc:
             raise RegistrationError(f"{kind.registry_method}(): {exc}") from exc
+        try:
+            self._check_signatures(kind, contributor, plugin)
+        except RegistrationError:
+            self._pm.unregister(plugin)
+            raise
         self._plugins.append(plugin)
 
-    def _check_arity(self, kind: ContributionKind, contributor: Any, methods: dict[str, Callable[..., Any]]) -> None:
-        # pluggy accepts an implementation that takes a *subset* of the spec's arguments; the
-        # host calls positionally, so a short signature would fail on every call instead of
-        # once, here, at install time.
-        for hook in methods:
-            spec_args = getattr(self._pm.hook, hook).spec.argnames
-            impl_args, _ = pluggy._hooks.varnames(methods[hook])
-            if len(impl_args) != len(spec_args):
-                attr = dict(kind.hooks)[hook]
-                raise RegistrationError(
-                    f"{type(contributor).__name__}.{attr} takes ({', '.join(impl_args)}); "
-                    f"the contract is ({', '.join(spec_args)})"
-                )
+    def _check_signatures(self, kind: ContributionKind, contributor: Any, plugin: _ContributionPlugin) -> None:
+        """Require each method's required parameters to be exactly the contract's, in order.
+
+        pluggy only checks that an implementation takes a *subset* of the spec's argument
+        names, because it calls by keyword. The host calls positionally (``_notify_each``
+        and friends), so a short signature would fail on every call and a reordered one
+        would silently receive swapped arguments; both are refused once, here, at install
+        time. Read through pluggy's public ``HookImpl.argnames`` after registration.
+        """
+        for caller in self._pm.get_hookcallers(plugin) or ():
+            spec = caller.spec
+            if spec is None:  # pragma: no cover - every hook here has a spec
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin and tuple(impl.argnames) != tuple(spec.argnames):
+                    attr = dict(kind.hooks)[caller.name]
+                    raise RegistrationError(
+                        f"{type(contributor).__name__}.{attr} takes ({', '.join(impl.argnames)}); "
+                        f"the contract is ({', '.join(spec.argnames)})"
+                    )
 
     def freeze(
         self,
