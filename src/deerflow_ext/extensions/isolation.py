@@ -92,12 +92,33 @@ class _HandlerCalls:
     result: Any = _MISSING
     error: BaseException | None = None
 
-    def succeeded(self, result: Any) -> Any:
-        self.result, self.error = result, None
-        return result
+    def track(self, handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``handler`` as handed to the extension: every call and its outcome recorded."""
 
-    def failed(self, error: BaseException) -> None:
-        self.result, self.error = _MISSING, error
+        def tracked(request: Any) -> Any:
+            self.count += 1
+            try:
+                self.result, self.error = handler(request), None
+            except BaseException as exc:
+                self.result, self.error = _MISSING, exc
+                raise
+            return self.result
+
+        return tracked
+
+    def atrack(self, handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        """:meth:`track` for the async chain."""
+
+        async def tracked(request: Any) -> Any:
+            self.count += 1
+            try:
+                self.result, self.error = await handler(request), None
+            except BaseException as exc:
+                self.result, self.error = _MISSING, exc
+                raise
+            return self.result
+
+        return tracked
 
 
 class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
@@ -227,67 +248,47 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     # -- wrap hooks ------------------------------------------------------------------------
     def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
         calls = _HandlerCalls()
-
-        def tracked(req: Any) -> Any:
-            calls.count += 1
-            try:
-                return calls.succeeded(handler(req))
-            except BaseException as exc:
-                calls.failed(exc)
-                raise
-
-        failure: Exception | None = None
+        result, failure = _MISSING, None
         try:
-            result = getattr(self._inner, hook)(request, tracked)
+            result = getattr(self._inner, hook)(request, calls.track(handler))
         except GraphBubbleUp:
             raise
         except Exception as exc:
             if exc is calls.error:
                 raise  # the downstream call failed: not the extension's fault
             failure = exc
-        else:
-            if isinstance(result, _valid_results(hook)):
-                return result
-            self._bad_result(hook, result)
-        if failure is not None:
-            self._fail(hook, failure)
-        if calls.count == 0:
-            return handler(request)
-        return self._downstream_outcome(calls)
+        settled = self._settle(hook, calls, result, failure)
+        return handler(request) if settled is _MISSING else settled
 
     async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         calls = _HandlerCalls()
-
-        async def tracked(req: Any) -> Any:
-            calls.count += 1
-            try:
-                return calls.succeeded(await handler(req))
-            except BaseException as exc:
-                calls.failed(exc)
-                raise
-
-        failure: Exception | None = None
+        result, failure = _MISSING, None
         try:
-            result = await getattr(self._inner, hook)(request, tracked)
+            result = await getattr(self._inner, hook)(request, calls.atrack(handler))
         except GraphBubbleUp:
             raise
         except Exception as exc:
             if exc is calls.error:
-                raise
+                raise  # the downstream call failed: not the extension's fault
             failure = exc
-        else:
+        settled = self._settle(hook, calls, result, failure)
+        return await handler(request) if settled is _MISSING else settled
+
+    def _settle(self, hook: str, calls: _HandlerCalls, result: Any, failure: Exception | None) -> Any:
+        """The wrap hook's outcome once the extension's code has returned or raised.
+
+        Its own result when valid; otherwise the failure is attributed and the run gets what
+        it would have got without the extension: the downstream call's outcome when it
+        already happened, or ``_MISSING`` when it did not (the caller then makes it, once).
+        """
+        if failure is None:
             if isinstance(result, _valid_results(hook)):
                 return result
             self._bad_result(hook, result)
-        if failure is not None:
+        else:
             self._fail(hook, failure)
         if calls.count == 0:
-            return await handler(request)
-        return self._downstream_outcome(calls)
-
-    @staticmethod
-    def _downstream_outcome(calls: _HandlerCalls) -> Any:
-        """What the run would have got without the extension, without a second call."""
+            return _MISSING
         if calls.error is not None:
             # The last downstream call failed and the extension then raised something else:
             # surface the downstream failure, as if the extension were absent.
@@ -376,9 +377,7 @@ def _sync_pass_through(hook: str) -> Callable[..., Any]:
 
 
 def _async_pass_through(hook: str) -> Callable[..., Any]:
-    async def pass_through(
-        self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]
-    ) -> Any:
+    async def pass_through(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return await handler(request)
 
     pass_through.__name__ = hook
