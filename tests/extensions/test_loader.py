@@ -206,6 +206,38 @@ def test_malformed_marker_is_a_clear_refusal() -> None:
     assert "'zero.two', which is not a version" in diagnostics.snapshot()[0].message
 
 
+def test_one_entry_point_scan_per_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import importlib_metadata
+
+    from deerflow_ext.extensions import discovery
+
+    scans: list[str] = []
+
+    def entry_points(*, group: str) -> list[importlib_metadata.EntryPoint]:
+        scans.append(group)
+        return [
+            importlib_metadata.EntryPoint("acme_audit", f"{M}:good", group),
+            importlib_metadata.EntryPoint("acme_costs", f"{M}:unmarked", group),
+            importlib_metadata.EntryPoint("acme_off", "extensions.fixtures_broken:install", group),
+        ]
+
+    monkeypatch.setattr(discovery.importlib_metadata, "entry_points", entry_points)
+    cfg = config(
+        {"name": "audit", "use": "acme_audit", "table_prefix": "audit_"},
+        {"name": "costs", "use": "acme_costs"},
+        {"name": "off", "use": "acme_off", "enabled": False, "table_prefix": "off_"},
+        {"name": "direct", "use": f"{M}:older_patch"},
+        {"name": "missing", "use": "acme_missing"},
+    )
+    sys.modules.pop("extensions.fixtures_broken", None)
+    ext = load_extensions(cfg, diagnostics=DiagnosticsList())
+    assert scans == ["deerflow.extensions"]
+    assert "extensions.fixtures_broken" not in sys.modules  # the disabled entry point was never loaded
+    assert ext.loaded == (f"{M}:good", f"{M}:unmarked", f"{M}:older_patch")
+
+
 def test_load_does_not_publish() -> None:
     from deerflow_ext.extensions.snapshot import get_loaded_extensions
 
