@@ -90,8 +90,9 @@ def test_every_problem_gets_its_own_line(tmp_path: Path) -> None:
     )
 
 
-def test_empty_table_prefix_is_rejected(tmp_path: Path) -> None:
-    path = write(tmp_path, 'plugins:\n  - name: a\n    use: x\n    table_prefix: ""\n')
+@pytest.mark.parametrize("prefix", ['""', "''", '"   "'])
+def test_empty_table_prefix_is_rejected(tmp_path: Path, prefix: str) -> None:
+    path = write(tmp_path, f"plugins:\n  - name: a\n    use: x\n    table_prefix: {prefix}\n")
     with pytest.raises(ConfigError, match=r":4: plugins\[0\]\.table_prefix: .*must not be empty"):
         load_app_config(path)
 

@@ -262,19 +262,22 @@ def test_prefix_registered_for_disabled_and_failing_entries() -> None:
     )
 
 
+@pytest.mark.parametrize("enabled", [True, False])
 @pytest.mark.parametrize("required", [False, True])
-def test_prefix_collision_aborts_whatever_required_says(required: bool) -> None:
+def test_prefix_collision_aborts_whatever_required_says(required: bool, enabled: bool) -> None:
     import sys
 
     sys.modules.pop("extensions.fixtures_broken", None)
     diagnostics = DiagnosticsList()
     cfg = config(
+        {"name": "ok", "use": f"{M}:good"},
         {
             "name": "x",
             "use": "extensions.fixtures_broken:install",
             "table_prefix": "run",
             "required": required,
-        }
+            "enabled": enabled,
+        },
     )
     with pytest.raises(TablePrefixCollisionError, match="runs"):
         load(cfg, diagnostics=diagnostics)
