@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from typing import Any
 
 import pytest
 from agent_helpers import Recorder, make_config, make_host, recording_extensions
 
 from deerflow_ext.agents.host import LeadRunRequest
+from deerflow_ext.agents.model import EmbeddedChatModel
 from deerflow_ext.extensions.snapshot import set_loaded_extensions
 from deerflow_ext.subagents.executor import SubagentExecutor
 from deerflow_ext.subagents.sandbox import SandboxPool
@@ -111,3 +114,28 @@ async def test_subagent_is_built_from_the_runs_snapshot_after_global_replacement
         ("assembled", "general-purpose"),
     ]
     assert replacement_recorder.events == []
+
+
+_in_model_call = threading.Event()
+
+
+class _SlowModel(EmbeddedChatModel):
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+        _in_model_call.set()
+        await asyncio.sleep(30)
+
+
+async def test_a_cancelled_subagent_stops_aborted_after_lease_release(recorder: Recorder, notify_loop: Any) -> None:
+    ext = recording_extensions(recorder, kinds=("lifecycle",))
+    executor = SubagentExecutor(
+        make_config(), extensions=ext, parent_run_id="run-1", thread_id="t", model_factory=lambda name: _SlowModel()
+    )
+    _in_model_call.clear()
+    running = asyncio.create_task(executor.aexecute("x"))
+    assert await asyncio.to_thread(_in_model_call.wait, 5)  # started, now stuck in its first model call
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert [e[0] for e in recorder.events] == ["start", "stop"] and recorder.events[-1][3] == "aborted"
+    (owners,) = recorder.stop_owners
+    assert f"subagent:{executor.task_id}" not in owners
