@@ -25,7 +25,7 @@ from .goal import continuation_message, evaluate_goal
 from .lead import ModelFactory, make_lead_agent
 from .models import create_chat_model
 
-__all__ = ["AgentHost", "Emit", "LeadRunRequest", "LeadRunResult", "TokenUsage"]
+__all__ = ["AgentHost", "Emit", "LeadRunRequest", "LeadRunResult", "TokenUsage", "final_answer"]
 
 Emit = Callable[[str, Any], Awaitable[None] | None]
 
@@ -57,7 +57,8 @@ class LeadRunResult:
     continuations: int
 
 
-def _final_answer(messages: list[AnyMessage]) -> str:
+def final_answer(messages: list[AnyMessage]) -> str:
+    """The text of the last model reply that ends the turn (asks for no tool)."""
     for message in reversed(messages):
         if isinstance(message, AIMessage) and not message.tool_calls:
             return str(message.text)
@@ -164,7 +165,7 @@ class AgentHost:
                 values = await self._stream(graph, inputs, run_config, context, emit)
 
         return LeadRunResult(
-            answer=_final_answer(values.get("messages", [])),
+            answer=final_answer(values.get("messages", [])),
             token_usage=_usage(values, request.run_id),
             title=values.get("title"),
             goal_met=goal_met,

@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 
+from deerflow_ext.agents.models import effective_model_name
 from deerflow_ext.agents.prompts import render_memory_prompt
 from deerflow_ext.config.schema import MemoryConfig
 from deerflow_ext.extensions import observe
@@ -55,9 +56,7 @@ class MemoryObservationBridge:
     the extraction outlives the run, so observers get a detached store.
     """
 
-    def __init__(
-        self, extensions: LoadedExtensions, *, submit: Submit = _submit_to_notification_loop
-    ) -> None:
+    def __init__(self, extensions: LoadedExtensions, *, submit: Submit = _submit_to_notification_loop) -> None:
         self.extensions = extensions
         self._submit = submit
 
@@ -95,7 +94,7 @@ class MemoryManager:
     ) -> None:
         self.config = config
         self._model = model
-        self._model_name = model_name if model_name is not None else _model_name(model)
+        self._model_name = model_name if model_name is not None else effective_model_name(model)
         self._submit = submit
         self._engine: MemoryEngine | None = (
             MemoryEngine(self._extract, None, config.debounce_seconds, model_name=self._model_name)
@@ -111,9 +110,7 @@ class MemoryManager:
         """Extract facts from ``messages`` after the debounce; observed under ``extensions``."""
         if self._engine is None:
             return
-        self._engine.schedule(
-            thread_id, messages, callbacks=MemoryObservationBridge(extensions, submit=self._submit)
-        )
+        self._engine.schedule(thread_id, messages, callbacks=MemoryObservationBridge(extensions, submit=self._submit))
 
     def facts(self, thread_id: str) -> list[str]:
         return self._engine.facts(thread_id) if self._engine is not None else []
@@ -133,11 +130,3 @@ class MemoryManager:
         if isinstance(content, str):
             return content
         return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-
-
-def _model_name(model: BaseChatModel) -> str:
-    for attr in ("model_name", "model", "model_id", "deployment_name"):
-        value = getattr(model, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
@@ -42,13 +42,6 @@ class SubagentResult:
     outcome: TaskOutcome
     answer: str
     error: str | None = None
-
-
-def _final_text(messages: list[Any]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, AIMessage) and not message.tool_calls:
-            return str(message.text)
-    return ""
 
 
 class SubagentExecutor:
@@ -172,6 +165,7 @@ class SubagentExecutor:
 
     async def _invoke(self, task: str, task_store: ExtensionData | None, lease: Any) -> str:
         from deerflow_ext.agents.context import build_run_context
+        from deerflow_ext.agents.host import final_answer
         from deerflow_ext.agents.lead import make_subagent
 
         graph = make_subagent(
@@ -192,4 +186,4 @@ class SubagentExecutor:
             sandbox_lease=lease,
         )
         state = await graph.ainvoke({"messages": [HumanMessage(content=task)]}, context=context)
-        return _final_text(state.get("messages", []))
+        return final_answer(state.get("messages", []))

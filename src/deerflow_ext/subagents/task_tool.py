@@ -13,6 +13,7 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
+from deerflow_ext.agents.context import context_value
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.snapshot import resolve_run_extensions
 
@@ -26,13 +27,6 @@ TASK_TOOL_DESCRIPTION = (
 )
 
 
-def _context_get(runtime: ToolRuntime[dict[str, Any], Any], key: str) -> Any:
-    context = runtime.context
-    if isinstance(context, dict):
-        return context.get(key)
-    return getattr(context, key, None)
-
-
 def _render(result: SubagentResult) -> str:
     if result.error is not None:
         return f"Subagent {result.outcome.value}: {result.error}"
@@ -44,8 +38,8 @@ def make_task_tool(config: AppConfig, *, model_factory: Any | None = None, model
         return SubagentExecutor(
             config,
             extensions=resolve_run_extensions(runtime.context),
-            parent_run_id=_context_get(runtime, "run_id"),
-            thread_id=_context_get(runtime, "thread_id"),
+            parent_run_id=context_value(runtime, "run_id"),
+            thread_id=context_value(runtime, "thread_id"),
             tool_call_id=runtime.tool_call_id,
             model_name=model_name,
             model_factory=model_factory,
