@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-from conftest import Cluster, body, checkpoint_messages, wait_done
+from scaleout_cluster import Cluster, body, checkpoint_messages, wait_done
 
 RUNS = 50
 

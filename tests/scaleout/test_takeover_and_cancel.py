@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from conftest import LEASE_SECONDS, Cluster, body, run_status, wait_done, wait_for
+from scaleout_cluster import LEASE_SECONDS, Cluster, body, run_status, wait_done, wait_for
 
 SLACK = 3.0  # scheduling, polling and process start-up on a loaded CI machine
 

@@ -101,13 +101,18 @@ def _is_lock_timeout(exc: DBAPIError) -> bool:
 class PostgresThreadCoordinator:
     """Holds threads across Gateway processes; see the module docstring for the protocol.
 
-    Each hold checks out its own connection (autocommit) and keeps it for the hold's
-    duration. Within one process a local lock is taken first, so runs of one thread queue
+    Each hold checks out its own connection (autocommit, from the coordinator's own pool)
+    and keeps it for the hold's duration. Within one process a local lock is taken first, so runs of one thread queue
     in FIFO order on the event loop instead of each pinning a pooled connection while waiting.
     """
 
     def __init__(self, engine: Any, *, owner: str = PROCESS_OWNER, lease_seconds: float | None = None) -> None:
-        self._engine = engine
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        # Its own pool, unbounded: every hold pins a connection for the whole run, and the
+        # run itself needs the shared pool for its rows. Sharing one bounded pool deadlocks
+        # as soon as there are as many busy threads as pooled connections.
+        self._engine = create_async_engine(engine.url, pool_size=5, max_overflow=-1, pool_pre_ping=True)
         self._local = LocalThreadCoordinator()
         self.owner = owner
         self.lease_seconds = lease_seconds if lease_seconds is not None else lease_seconds_from_env()
@@ -284,6 +289,7 @@ class PostgresThreadCoordinator:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
+        await self._engine.dispose()
 
 
 async def _discard(conn: Any) -> None:
