@@ -96,6 +96,7 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     order: list[str] = []
+    app_engine: AsyncEngine | None = None
     original_close, original_reset = notification_loop.close_intake, notification_loop.reset
     original_dispose = AsyncEngine.dispose
 
@@ -108,7 +109,8 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
         original_reset()
 
     async def dispose(self: AsyncEngine, close: bool = True) -> None:
-        order.append("dispose-engine")
+        if self is app_engine:  # PostgreSQL coordinators and signals may dispose engines of their own
+            order.append("dispose-engine")
         await original_dispose(self, close)
 
     monkeypatch.setattr(notification_loop, "close_intake", close_intake)
@@ -132,6 +134,7 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
             await asyncio.sleep(0.01)
         assert order == ["start:svc_a", "start:svc_b"]
         del order[:]
+        app_engine = app.state.runtime.engine
         await server.stop()
 
     assert order == [
@@ -178,3 +181,17 @@ async def test_shutdown_drains_a_subagent_in_flight(settings_for) -> None:
     stops = [(kind, outcome) for what, kind, outcome in fixtures.KIND_EVENTS if what == "stop"]
     assert stops == [("subagent", "aborted"), ("lead", "aborted")]
     assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("deerflow-run-")]
+
+
+def test_extensions_config_json_on_disk_never_loads_a_plugin(settings_for, tmp_path) -> None:
+    """Even a hand-edited extensions_config.json naming a plugin loads nothing: plugins come
+    from config.yaml only (the JSON file is writable over HTTP)."""
+    import json
+
+    fixtures = importlib.import_module("gateway.gw_fixtures")
+    fixtures.INSTALLS.clear()
+    document = {"plugins": [{"name": "c", "use": "gateway.gw_fixtures:install_counting", "enabled": True}]}
+    (tmp_path / "extensions_config.json").write_text(json.dumps(document))
+    app = create_app(settings_for(), config=AppConfig(), agent_host_factory=lambda c, k: FakeAgentHost())
+    assert app.state.extensions_config_path == tmp_path / "extensions_config.json"
+    assert app.state.extensions.loaded == () and fixtures.INSTALLS == []
