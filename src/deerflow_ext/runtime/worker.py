@@ -173,7 +173,9 @@ async def _lifecycle(
 
     extensions = handle.extensions
     task_store = extensions.new_task_store(handle.run_id)
-    info = TaskInfo(task_id=handle.run_id, run_id=handle.run_id, thread_id=handle.thread_id, kind="lead")
+    info = TaskInfo(
+        task_id=handle.run_id, run_id=handle.run_id, thread_id=handle.thread_id, kind="lead", agent_name="lead"
+    )
     budget = {} if deps.notify_budget is None else {"budget": deps.notify_budget}
 
     result: Any = None
