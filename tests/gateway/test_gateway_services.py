@@ -22,9 +22,12 @@ class Service:
     start_error: BaseException | None = None
     stop_error: BaseException | None = None
     stop_delay: float = 0.0
+    start_delay: float = 0.0
 
     async def start(self, deps: Any) -> None:
         self.log.append(f"start:{self.name}")
+        if self.start_delay:
+            await asyncio.sleep(self.start_delay)
         if self.start_error is not None:
             raise self.start_error
 
@@ -55,6 +58,21 @@ async def test_each_stop_has_its_own_timeout_and_the_rest_still_stop() -> None:
         ("slow_c", "service stop timed out after 0.2s"),
         ("slow_b", "service stop timed out after 0.2s"),
     ]
+
+
+async def test_a_hung_start_times_out_and_the_next_service_still_starts() -> None:
+    log: list[str] = []
+    services = (Service("hung", log, start_delay=30), Service("b", log))
+    diagnostics = DiagnosticsList()
+    began = time.monotonic()
+    started = await start_services(
+        extensions_with(services=services), ExtensionRuntimeDeps(), start_timeout=0.2, diagnostics=diagnostics
+    )
+    assert time.monotonic() - began < 2.0
+    await stop_services(started, diagnostics=diagnostics)
+    # The hung service never claimed to be running, so it is not stopped.
+    assert log == ["start:hung", "start:b", "stop:b"]
+    assert _messages(diagnostics) == [("hung", "service start timed out after 0.2s")]
 
 
 async def test_a_cancellation_a_service_raises_itself_is_contained() -> None:

@@ -27,6 +27,7 @@ from .diagnostics import DiagnosticsList, get_diagnostics
 from .snapshot import Contribution, LoadedExtensions
 
 __all__ = [
+    "DEFAULT_SERVICE_START_TIMEOUT",
     "DEFAULT_SERVICE_STOP_TIMEOUT",
     "RouteKey",
     "RouterRejection",
@@ -38,6 +39,10 @@ __all__ = [
 ]
 
 DEFAULT_SERVICE_STOP_TIMEOUT = 10.0
+# Starting may legitimately run an extension's migrations, so it gets longer than a stop;
+# but it is bounded all the same: a start that never returns would keep the Gateway from
+# ever serving, which is exactly the "slow extension stalls the host" failure we rule out.
+DEFAULT_SERVICE_START_TIMEOUT = 60.0
 
 
 # -- services -------------------------------------------------------------------------------
@@ -54,17 +59,24 @@ async def start_services(
     extensions: LoadedExtensions,
     deps: ExtensionRuntimeDeps,
     *,
+    start_timeout: float = DEFAULT_SERVICE_START_TIMEOUT,
     diagnostics: DiagnosticsList | None = None,
 ) -> StartedServices:
     """Start every contributed service in registration order; failures fail open.
 
-    A service whose start failed is not stopped later: it never claimed to be running.
+    Each start is bounded by ``start_timeout`` seconds. A service whose start failed or
+    timed out is not stopped later: it never claimed to be running.
     """
     diags = diagnostics if diagnostics is not None else get_diagnostics()
     started: list[Contribution[Any]] = []
     for contribution in extensions.services:
         try:
-            await contribution.contributor.start(deps)
+            async with asyncio.timeout(start_timeout):
+                await contribution.contributor.start(deps)
+        except TimeoutError as exc:
+            message = f"service start timed out after {start_timeout:.1f}s"
+            diags.record(contribution.extension, "service", message, exc=exc)
+            continue
         except (Exception, asyncio.CancelledError) as exc:
             if _host_cancelled(exc):
                 raise

@@ -27,7 +27,13 @@ from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
 from ..config.schema import AppConfig
 from ..extensions.diagnostics import DiagnosticsList, set_diagnostics
-from ..extensions.gateway import DEFAULT_SERVICE_STOP_TIMEOUT, mount_routers, start_services, stop_services
+from ..extensions.gateway import (
+    DEFAULT_SERVICE_START_TIMEOUT,
+    DEFAULT_SERVICE_STOP_TIMEOUT,
+    mount_routers,
+    start_services,
+    stop_services,
+)
 from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
 from ..persistence import (
     HOST_TABLES,
@@ -67,6 +73,7 @@ class GatewayOptions:
 
     notify_budget: float | None = None
     drain_grace: float = 30.0
+    service_start_timeout: float = DEFAULT_SERVICE_START_TIMEOUT
     service_stop_timeout: float = DEFAULT_SERVICE_STOP_TIMEOUT
     coordinator: ThreadCoordinator | None = None
     lease_seconds: float | None = None
@@ -189,7 +196,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     policy=_policy(config),
                     session_factory=store.session_factory,
                 )
-                services = await start_services(extensions, deps, diagnostics=state.extension_diagnostics)
+                services = await start_services(
+                    extensions, deps, start_timeout=opts.service_start_timeout, diagnostics=state.extension_diagnostics
+                )
                 state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer)
                 try:
                     yield
