@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .diagnostics import log_extension_failure, logger
@@ -85,25 +85,19 @@ else:  # pragma: no cover - exercised on 3.11 only
 # --------------------------------------------------------------------------------------
 # The budget: one deadline timer per event loop, shared by every running notification
 # --------------------------------------------------------------------------------------
-class _Budget(list):  # type: ignore[type-arg]
-    """``[task, deadline, cancels, remaining]`` of one running notification.
-
-    ``deadline`` is a ``time.monotonic()`` value; ``cancels`` counts the cancel requests
-    the watchdog made on ``task`` for it, which is what tells our own cancellation apart
-    from the host's; ``remaining`` is the iterator the notification loops over, which the
-    watchdog exhausts when the budget is spent. A list subclass hashed by identity because one is built on every
-    notification and that is cheaper than a slotted class with an ``__init__``.
-    """
-
-    __slots__ = ()
-    __hash__ = object.__hash__  # type: ignore[assignment]
-
-
+# The state of one running notification is a plain list, ``[task, deadline, cancels,
+# remaining]``, because one is built on every notification and a list display is the
+# cheapest mutable record Python has (a slotted class or a list subclass costs several
+# times more). ``deadline`` is a ``time.monotonic()`` value; ``cancels`` counts the cancel
+# requests the watchdog made on ``task`` for it, which is what tells our own cancellation
+# apart from the host's; ``remaining`` is the iterator the notification loops over, which
+# the watchdog exhausts when the budget is spent. That iterator is unique to the
+# notification and hashable by identity, so it is also the watchdog's key for the state.
 _TASK, _DEADLINE, _CANCELS, _REMAINING = 0, 1, 2, 3
 _INF = math.inf
 # Stands in for the state of an unbounded notification: never registered, never cancelled,
 # so the per-contributor check needs no ``is None`` branch.
-_UNBOUNDED_STATE = _Budget((None, math.inf, 0, iter(())))
+_UNBOUNDED_STATE: list[Any] = [None, math.inf, 0, iter(())]
 _RECANCEL_AFTER = 0.01  # seconds: how soon an overrunning notification is cancelled again
 
 
@@ -130,7 +124,7 @@ class _Watchdog:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.active: set[_Budget] = set()
+        self.active: dict[Iterator[Any], list[Any]] = {}
         self.handle: asyncio.TimerHandle | None = None
         self.when = math.inf
 
@@ -146,7 +140,7 @@ class _Watchdog:
         self.when = math.inf
         now = _monotonic()
         upcoming = math.inf
-        for budget in tuple(self.active):
+        for budget in tuple(self.active.values()):
             if budget[_DEADLINE] <= now:
                 budget[_CANCELS] += 1
                 budget[_TASK].cancel()
@@ -184,8 +178,13 @@ class _Plan(NamedTuple):
     calls: tuple[Callable[..., Awaitable[object]], ...]  # their bound methods, same order
 
 
-_plans: dict[tuple[int, str], _Plan] = {}
+# ``method -> id(contributions) -> plan``: two lookups with keys whose hashes are cached
+# are cheaper than building and hashing an ``(id, method)`` tuple on every notification.
+_plans: dict[str, dict[int, _Plan]] = {}
 _PLANS_LIMIT = 256
+
+
+_NO_PLANS: dict[int, _Plan] = {}
 
 
 def _build_plan(contributions: Sequence[Contribution[Any]], method: str) -> _Plan:
@@ -197,9 +196,10 @@ def _build_plan(contributions: Sequence[Contribution[Any]], method: str) -> _Pla
     """
     pairs = [(c, fn) for c in contributions if (fn := getattr(c.contributor, method, None)) is not None]
     plan = _Plan(contributions, tuple(c for c, _ in pairs), tuple(fn for _, fn in pairs))
-    if len(_plans) >= _PLANS_LIMIT:
-        _plans.clear()
-    _plans[(id(contributions), method)] = plan
+    by_source = _plans.setdefault(method, {})
+    if len(by_source) >= _PLANS_LIMIT:
+        by_source.clear()
+    by_source[id(contributions)] = plan
     return plan
 
 
@@ -256,7 +256,7 @@ async def _notify_each(
     cannot be told apart from a successful notification without checking after every call,
     which the fast path cannot afford) and then ``CancelledError`` is raised.
     """
-    plan = _plans.get((id(contributions), method))
+    plan = _plans.get(method, _NO_PLANS).get(id(contributions))
     if plan is None or plan[0] is not contributions:  # plan.source, by index: the hot path
         plan = _build_plan(contributions, method)
     calls = plan[2]  # plan.calls
@@ -265,8 +265,7 @@ async def _notify_each(
     if budget is None:
         budget = DEFAULT_NOTIFY_BUDGET
     loop = _get_running_loop()
-    task = _task_of(loop) if loop is not None else None
-    if task is None:
+    if loop is None or (task := _task_of(loop)) is None:
         raise RuntimeError("_notify_each must run inside an asyncio task")
     baseline = task.cancelling()
     if budget <= 0:
@@ -277,10 +276,10 @@ async def _notify_each(
     remaining = iter(calls)
     if budget != _INF:
         deadline = _monotonic() + budget
-        state = _Budget((task, deadline, 0, remaining))
+        state = [task, deadline, 0, remaining]
         if watchdog is None or watchdog.loop is not loop:
             watchdog = _watchdog_for(loop)
-        watchdog.active.add(state)
+        watchdog.active[remaining] = state
         if deadline < watchdog.when:
             watchdog.arm(deadline)
     trace = TRACE_EXTENSIONS
@@ -317,7 +316,7 @@ async def _notify_each(
             raise asyncio.CancelledError()
     finally:
         if state is not _UNBOUNDED_STATE and watchdog is not None:
-            watchdog.active.discard(state)
+            del watchdog.active[remaining]
             if state[2]:  # _CANCELS
                 # Withdraw the watchdog's own cancel requests, as asyncio.timeout() does, so
                 # a spent budget never looks like a cancellation to the host.
