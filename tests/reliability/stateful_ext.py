@@ -70,7 +70,7 @@ class MarkCheckingMiddleware(AgentMiddleware):
             LEDGER.add("leaks", f"model call of {context.get('run_id')} saw {mark}")
         else:
             mark.bump()
-        if any("SLOW" in str(getattr(m, "content", "")) for m in request.messages):
+        if request.messages and "SLOW" in str(getattr(request.messages[-1], "content", "")):
             await asyncio.sleep(30)
         return await handler(request)
 
