@@ -29,7 +29,6 @@ import asyncio
 import logging
 import math
 import os
-import sys
 import threading
 import time
 import weakref
@@ -70,16 +69,10 @@ import (an environment lookup per notification would cost more than a no-op hook
 """
 
 _monotonic = time.monotonic
-_get_running_loop = asyncio.events._get_running_loop  # C; None outside a loop, never raises
-
-if sys.version_info >= (3, 12):
-    _task_of: Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None] = asyncio.current_task
-else:  # pragma: no cover - exercised on 3.11 only
-    # 3.11's asyncio.current_task() is pure Python and costs as much as four no-op hooks;
-    # this C-level dict is what it reads.
-    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
-
-    _task_of = _current_tasks.get
+# asyncio.current_task() looks the running loop up again in pure Python on 3.11; passing the
+# loop _notify_each already holds keeps the public API at the cost of the private dict.
+_current_task = asyncio.current_task
+_get_running_loop = asyncio.get_running_loop
 
 
 # --------------------------------------------------------------------------------------
@@ -264,8 +257,9 @@ async def _notify_each(
         return
     if budget is None:
         budget = DEFAULT_NOTIFY_BUDGET
-    loop = _get_running_loop()
-    if loop is None or (task := _task_of(loop)) is None:
+    loop = _get_running_loop()  # RuntimeError outside a loop
+    task = _current_task(loop)
+    if task is None:
         raise RuntimeError("_notify_each must run inside an asyncio task")
     baseline = task.cancelling()
     if budget <= 0:
