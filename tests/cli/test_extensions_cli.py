@@ -66,11 +66,10 @@ def test_disable_enable_round_trip_changes_only_the_flag(
     assert config_file.read_text() == COMMENTED.replace(
         "    enabled: true\n", "    enabled: false\n", 1
     ).replace("    enabled: false         # re-enable", "    enabled: true         # re-enable")
-    run(capsys, "extensions", "enable", "acme_audit", "--config", str(config_file))  # by entry-point name
-    run(capsys, "extensions", "disable", f"{M}:unmarked", "--config", str(config_file))  # by use value
-    assert config_file.read_text() == COMMENTED.replace(
-        "    enabled: false         # re-enable", "    enabled: false         # re-enable"
-    )
+    assert run(capsys, "extensions", "enable", "acme_audit", "--config", str(config_file))[0] == 0  # entry point
+    assert run(capsys, "extensions", "disable", f"{M}:unmarked", "--config", str(config_file))[0] == 0  # use value
+    assert config_file.read_bytes() == COMMENTED.encode("utf-8")  # byte for byte, comments and all
+    assert not list(config_file.parent.glob("*.tmp")), "atomic writes leave no temporary file behind"
 
 
 def test_enable_an_installed_but_unconfigured_extension_adds_it(
