@@ -1,0 +1,163 @@
+"""What extensions cost a lead run: 0 extensions vs 10 no-op extensions of every kind vs 10
+extensions that register only routers and services.
+
+Run: ``PYTHONPATH=src python benchmarks/run_overhead.py [--runs N] [--repeats R]``. Not a test:
+it prints per-run times and the ratios, measured side by side in one process.
+
+Each run is a real lead run on the embedded model through ``DeerFlowClient`` (task store,
+``on_task_start``/``on_task_stop``, agent construction with the composed middleware stack,
+title generation as a system call, assembly observation), each on a fresh thread in every arm
+(the same thread-reuse policy everywhere), memory off (its debounced background extraction
+would add noise, not extension cost). The arms are interleaved within each repeat so drift
+(frequency scaling, a noisy neighbour) hits them alike; each figure is the median of the
+repeats' per-run means, with the best shown too.
+
+Targets (issue 7): every-kind <= 1.10x the bare run; routers/services 1.00x (within noise),
+because the spec says an extension that registers only services, routers or assembly
+observers costs a run nothing (no task store, no notifications).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import APIRouter
+from langchain.agents.middleware import AgentMiddleware
+
+from deerflow_ext.client import DeerFlowClient
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.registry import HostRegistry
+from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_extension_api import MiddlewarePlacement, Placement
+
+EXTENSIONS = 10
+
+
+class NoOpMiddleware(AgentMiddleware):
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+
+class NoOpContributor:
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> list[MiddlewarePlacement]:
+        return [MiddlewarePlacement(NoOpMiddleware(), Placement.STANDARD)]
+
+
+class NoOpLifecycle:
+    async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
+        return None
+
+    async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
+        return None
+
+
+class NoOpObserver:
+    async def on_system_model_call(self, app_store: Any, task_store: Any, kind: Any, request: Any, result: Any) -> None:
+        return None
+
+    def on_agent_assembled(self, app_store: Any, descriptor: Any) -> None:
+        return None
+
+    async def on_context_compacted(self, app_store: Any, task_store: Any, event: Any) -> None:
+        return None
+
+
+class NoOpService:
+    async def start(self, deps: Any) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+def _router(i: int) -> APIRouter:
+    router = APIRouter(prefix=f"/bench{i}")
+
+    @router.get("/ping")
+    async def ping() -> dict[str, str]:
+        return {}
+
+    return router
+
+
+def _every_kind(registry: Any, i: int) -> None:
+    observer = NoOpObserver()
+    registry.middlewares(NoOpContributor())
+    registry.task_lifecycle(NoOpLifecycle())
+    registry.system_model_observer(observer)
+    registry.agent_assembly_observer(observer)
+    registry.context_compaction_observer(observer)
+    registry.service(NoOpService())
+    registry.routers([_router(i)])
+
+
+def _routers_services(registry: Any, i: int) -> None:
+    registry.service(NoOpService())
+    registry.routers([_router(i)])
+
+
+def build(install: Any) -> LoadedExtensions:
+    """A real frozen snapshot of ``EXTENSIONS`` entries, as the loader would build it."""
+    registry = HostRegistry()
+    loaded = []
+    for i in range(EXTENSIONS):
+        use = f"bench_{i}:install"
+        registry.begin(i, f"bench{i}", use)
+        install(registry, i)
+        registry.end()
+        loaded.append(use)
+    return registry.freeze(loaded=tuple(loaded), total=EXTENSIONS)
+
+
+async def _time_runs(client: DeerFlowClient, runs: int, tag: str) -> float:
+    start = time.perf_counter()
+    for i in range(runs):
+        await client.arun(f"tell me about item {i}")  # a fresh thread per run, in every arm
+    return (time.perf_counter() - start) / runs
+
+
+async def main(runs: int, repeats: int) -> None:
+    config = AppConfig.model_validate({"memory": {"enabled": False}})
+    arms: Mapping[str, LoadedExtensions] = {
+        "none": LoadedExtensions.empty(),
+        "every-kind x10": build(_every_kind),
+        "routers+services x10": build(_routers_services),
+    }
+    clients = {name: DeerFlowClient(config, extensions=ext) for name, ext in arms.items()}
+    for name, client in clients.items():  # warm-up: imports, graph caches, first-call paths
+        await _time_runs(client, 3, name)
+    samples: dict[str, list[float]] = {name: [] for name in arms}
+    for rep in range(repeats):
+        order = list(arms) if rep % 2 == 0 else list(reversed(arms))  # interleaved, alternating order
+        for name in order:
+            samples[name].append(await _time_runs(clients[name], runs, name))
+    for client in clients.values():
+        await client.aclose()
+
+    base_median = statistics.median(samples["none"])
+    base_best = min(samples["none"])
+    noise = (max(samples["none"]) - min(samples["none"])) / base_median
+    print(f"python {sys.version.split()[0]}; {repeats} interleaved repeats x {runs} runs; ms per lead run")
+    print(f"{'arm':<22}{'median':>9}{'best':>9}{'median/none':>13}{'best/none':>11}")
+    for name, values in samples.items():
+        med, best = statistics.median(values), min(values)
+        print(f"{name:<22}{med * 1e3:>9.2f}{best * 1e3:>9.2f}{med / base_median:>13.3f}{best / base_best:>11.3f}")
+    print(f"noise: spread of the bare arm's repeats = {noise * 100:.1f}% of its median")
+    print("targets: every-kind x10 <= 1.10x; routers+services x10 1.00x within noise")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="runs per arm per repeat")
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.repeats))
