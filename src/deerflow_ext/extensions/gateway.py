@@ -24,6 +24,7 @@ from typing import Any
 from deerflow_extension_api import ExtensionRuntimeDeps
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .origin import is_host_cancellation
 from .snapshot import Contribution, LoadedExtensions
 
 __all__ = [
@@ -78,7 +79,7 @@ async def start_services(
             diags.record(contribution.extension, "service", message, exc=exc)
             continue
         except (Exception, asyncio.CancelledError) as exc:
-            if _host_cancelled(exc):
+            if is_host_cancellation(exc):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service start failed: {_describe(exc)}", exc=exc)
             continue
@@ -102,23 +103,9 @@ async def stop_services(
             message = f"service stop timed out after {stop_timeout:.1f}s"
             diags.record(contribution.extension, "service", message, exc=exc)
         except (Exception, asyncio.CancelledError) as exc:
-            if _host_cancelled(exc):
+            if is_host_cancellation(exc):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
-
-
-def _host_cancelled(exc: BaseException) -> bool:
-    """Tell a real cancellation of the Gateway's startup/shutdown task from a service's own.
-
-    The spec's cancellation rule: a ``CancelledError`` the contributor raised itself (an
-    internal timeout built on cancellation) is a failure like any other — attributed, and
-    the next service still starts or stops — while a cancellation of the host task
-    propagates. ``Task.cancelling()`` is what tells them apart.
-    """
-    if not isinstance(exc, asyncio.CancelledError):
-        return False
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,0 +1,44 @@
+"""Whose cancellation is it? The one test every fail-open boundary shares.
+
+``asyncio.CancelledError`` reaches an ``except`` around extension code for two unrelated
+reasons (spec, "Cancellation"; slice, "Fail-open is decided by the origin"):
+
+* the **host task is being cancelled** — the user pressed stop, the Gateway is shutting
+  down. That must propagate: the remaining contributors are not called.
+* the **extension raised it itself** — typically an internal timeout built on cancellation.
+  That is a failure like any other: attributed, contained, and the run goes on. Letting it
+  escape would end an otherwise successful run as cancelled.
+
+The exception type cannot tell them apart; the task can. Only a genuine ``Task.cancel()``
+increments ``asyncio.Task.cancelling()`` (and ``asyncio.timeout`` undoes its own with
+``uncancel()``), so the origin is "the host" exactly when the current task has a pending
+cancellation request. Outside a running task (synchronous loading, a worker thread) there is
+nothing of the host's to cancel, so any ``CancelledError`` there is the extension's own.
+
+``KeyboardInterrupt`` and ``SystemExit`` are not decided here: they always propagate, so
+callers catch ``(Exception, asyncio.CancelledError)`` and never ``BaseException``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+__all__ = ["host_is_cancelling", "is_host_cancellation"]
+
+
+def host_is_cancelling() -> bool:
+    """Is the task running this code being cancelled by someone (``Task.cancelling() > 0``)?"""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running event loop in this thread
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def is_host_cancellation(exc: BaseException) -> bool:
+    """``exc`` is a ``CancelledError`` *and* the current task is being cancelled: propagate it.
+
+    Everything else an extension raises — its own ``CancelledError`` included — is the
+    extension's failure, to be attributed and contained.
+    """
+    return isinstance(exc, asyncio.CancelledError) and host_is_cancelling()
