@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -44,32 +44,94 @@ class ExtensionImportError(ImportError):
     """``use`` names something that cannot be imported or is not a callable ``install``."""
 
 
-@dataclass(frozen=True)
 class InstalledExtension:
-    """One entry point in ``deerflow.extensions`` and the distribution that declares it."""
+    """One entry point in ``deerflow.extensions`` and the distribution that declares it.
 
-    name: str
-    value: str
-    distribution: str | None = None
-    version: str | None = None
-    entry_point: importlib_metadata.EntryPoint | None = None
+    ``distribution`` and ``version`` of an entry point found by a scan are read from the
+    distribution's ``METADATA`` on first access only: loading never needs them (only
+    ``extensions list``/describe and versioning advice do), and parsing every installed
+    distribution's metadata up front was a sixth of startup loading.
+    """
+
+    __slots__ = ("name", "value", "entry_point", "_dist")
+
+    def __init__(
+        self,
+        name: str,
+        value: str,
+        distribution: str | None = None,
+        version: str | None = None,
+        entry_point: importlib_metadata.EntryPoint | None = None,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.entry_point = entry_point
+        self._dist: tuple[str | None, str | None] | None = (distribution, version)
+
+    @classmethod
+    def from_entry_point(cls, ep: importlib_metadata.EntryPoint) -> InstalledExtension:
+        """An entry point whose distribution name/version are resolved lazily."""
+        item = cls(ep.name, ep.value, entry_point=ep)
+        item._dist = None  # resolved on first access (see the class docstring)
+        return item
+
+    def _resolve_dist(self) -> tuple[str | None, str | None]:
+        if self._dist is None:
+            self._dist = _dist_of(self.entry_point) if self.entry_point is not None else (None, None)
+        return self._dist
+
+    @property
+    def distribution(self) -> str | None:
+        return self._resolve_dist()[0]
+
+    @property
+    def version(self) -> str | None:
+        return self._resolve_dist()[1]
 
     def load(self) -> Any:
         if self.entry_point is not None:
             return self.entry_point.load()
         return _import_path(self.value)
 
+    def _key(self) -> tuple[Any, ...]:
+        return (self.name, self.value, self.distribution, self.version, self.entry_point)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"InstalledExtension(name={self.name!r}, value={self.value!r}, distribution={self.distribution!r}, "
+            f"version={self.version!r}, entry_point={self.entry_point!r})"
+        )
+
 
 @dataclass(frozen=True)
 class ResolvedExtension:
-    """What a ``use`` resolved to: the install callable and who it is in log lines."""
+    """What a ``use`` resolved to: the install callable and who it is in log lines.
+
+    ``distribution``/``version`` are read through ``info`` on access, so resolving on the
+    load path does not parse the distribution's metadata.
+    """
 
     use: str
     attribution: str
     install: Callable[..., Any]
     entry_point: str | None = None
-    distribution: str | None = None
-    version: str | None = None
+    info: InstalledExtension | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def distribution(self) -> str | None:
+        return self.info.distribution if self.info is not None else None
+
+    @property
+    def version(self) -> str | None:
+        return self.info.version if self.info is not None else None
 
 
 def _dist_of(ep: importlib_metadata.EntryPoint) -> tuple[str | None, str | None]:
@@ -94,8 +156,7 @@ class EntryPointIndex:
         by_name: dict[str, InstalledExtension] = {}
         for item in extensions:
             if isinstance(item, importlib_metadata.EntryPoint):
-                distribution, version = _dist_of(item)
-                item = InstalledExtension(item.name, item.value, distribution, version, item)
+                item = InstalledExtension.from_entry_point(item)
             by_name.setdefault(item.name, item)
         self._by_name = by_name
 
@@ -196,7 +257,7 @@ class EntryPointIndex:
         if not callable(target):
             raise ExtensionImportError(f"{info.value} is a {type(target).__name__}, not a callable install()")
         entry_point = info.name if info.entry_point is not None or use in self._by_name else None
-        return ResolvedExtension(use, info.value, target, entry_point, info.distribution, info.version)
+        return ResolvedExtension(use, info.value, target, entry_point, info)
 
 
 def _guarded_load(value: str, load: Callable[[], Any]) -> Any:
