@@ -144,9 +144,11 @@ def test_directory_is_an_error(tmp_path: Path) -> None:
 
 
 def test_duplicate_plugin_names(tmp_path: Path) -> None:
-    path = write(tmp_path, "plugins:\n  - {name: a, use: x}\n  - {name: a, use: y}\n")
-    with pytest.raises(ConfigError, match="duplicate plugins name 'a'"):
+    path = write(tmp_path, "title:\n  enabled: true\nplugins:\n  - {name: a, use: x}\n  - {name: a, use: y}\n")
+    with pytest.raises(ConfigError, match="duplicate plugins name 'a'") as caught:
         load_app_config(path)
+    # Located at the plugins: list (line 3), not at the top of the document.
+    assert caught.value.problems[0].startswith(f"{path}:3: plugins: "), caught.value.problems
 
 
 # Arbitrary text: loading either succeeds or raises ConfigError — never anything else.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 __all__ = [
     "AppConfig",
@@ -112,12 +112,14 @@ class AppConfig(_Strict):
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     goal: GoalConfig = Field(default_factory=GoalConfig)
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> AppConfig:
-        for kind, names in (("plugins", [p.name for p in self.plugins]), ("models", [m.name for m in self.models])):
-            seen: set[str] = set()
-            for name in names:
-                if name in seen:
-                    raise ValueError(f"duplicate {kind} name {name!r}; names label log lines and CLI commands")
-                seen.add(name)
-        return self
+    @field_validator("plugins", "models")
+    @classmethod
+    def _unique_names(cls, entries: list[Any], info: ValidationInfo) -> list[Any]:
+        # A field validator (not a model one) so the error's location is the list itself and
+        # the operator is pointed at the right line, not at line 1 of the file.
+        seen: set[str] = set()
+        for entry in entries:
+            if entry.name in seen:
+                raise ValueError(f"duplicate {info.field_name} name {entry.name!r}; names label log lines and CLI commands")
+            seen.add(entry.name)
+        return entries
