@@ -120,6 +120,8 @@ class AppConfig(_Strict):
         seen: set[str] = set()
         for entry in entries:
             if entry.name in seen:
-                raise ValueError(f"duplicate {info.field_name} name {entry.name!r}; names label log lines and CLI commands")
+                raise ValueError(
+                    f"duplicate {info.field_name} name {entry.name!r}; names label log lines and CLI commands"
+                )
             seen.add(entry.name)
         return entries
