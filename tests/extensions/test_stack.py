@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -270,6 +271,70 @@ def test_a_broken_contributor_is_skipped_with_a_diagnostic(contributor: Any) -> 
     if isinstance(contributor, Returns):
         text = next(text for value, text in GARBAGE if value is contributor.value)
         assert text in diag.message
+
+
+class RaisesBase:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+        raise self.exc
+
+
+def test_a_contributors_own_cancelled_error_is_contained() -> None:
+    # Spec, Cancellation: a CancelledError the contributor raises itself (an internal timeout
+    # built on cancellation) is a failure like any other; nothing is cancelling the host here.
+    good = Contributor(MiddlewarePlacement(Plain("good"), Placement.STANDARD))
+    diagnostics = DiagnosticsList()
+    result = compose_middleware_stack(
+        host_stack(),
+        extensions=loaded(RaisesBase(asyncio.CancelledError("own timeout")), good),
+        ctx=LEAD,
+        diagnostics=diagnostics,
+    )
+    assert [mw.inner.label for mw in result if isinstance(mw, IsolatedMiddleware)] == ["good"]
+    (diag,) = diagnostics
+    assert diag.extension == "ext0:install" and diag.error_type == "CancelledError"
+    assert diag.message.startswith("contribute_middlewares raised CancelledError: own timeout")
+
+
+async def test_a_contributors_own_cancelled_error_is_contained_inside_a_task() -> None:
+    diagnostics = DiagnosticsList()
+    extensions = loaded(RaisesBase(asyncio.CancelledError()))
+    result = await asyncio.create_task(_compose_async(extensions, diagnostics))
+    assert not any(isinstance(mw, IsolatedMiddleware) for mw in result)
+    assert [d.error_type for d in diagnostics] == ["CancelledError"]
+
+
+async def _compose_async(extensions: LoadedExtensions, diagnostics: DiagnosticsList) -> list[Any]:
+    return compose_middleware_stack(host_stack(), extensions=extensions, ctx=LEAD, diagnostics=diagnostics)
+
+
+async def test_a_cancellation_of_the_host_task_propagates() -> None:
+    later = Contributor(MiddlewarePlacement(Plain("later"), Placement.STANDARD))
+    reached: list[str] = []
+
+    class CancelledWhileComposing:
+        def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # the host (stop button, shutdown) cancels the building task...
+            reached.append("cancelled")
+            raise asyncio.CancelledError()  # ...and the CancelledError surfaces in the contributor
+
+    diagnostics = DiagnosticsList()
+    task = asyncio.create_task(_compose_async(loaded(CancelledWhileComposing(), later), diagnostics))
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert reached == ["cancelled"] and len(diagnostics) == 0
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), SystemExit(3)])
+def test_keyboard_interrupt_and_system_exit_propagate(exc: BaseException) -> None:
+    with pytest.raises(type(exc)):
+        compose_middleware_stack(
+            host_stack(), extensions=loaded(RaisesBase(exc)), ctx=LEAD, diagnostics=DiagnosticsList()
+        )
 
 
 def test_none_or_empty_contributes_nothing() -> None:

@@ -26,6 +26,7 @@ present in documented order, or at the end.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .isolation import IsolatedMiddleware, node_slug
 from .ordering import OrderingError, assert_ordering
+from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
 __all__ = ["compose_middleware_stack"]
@@ -93,8 +95,9 @@ def compose_middleware_stack(
 ) -> list[AgentMiddleware]:  # type: ignore[type-arg]
     """The final middleware list for one agent: ``host`` plus every contribution in scope.
 
-    Fails open per contributor: one that raises or returns something other than a sequence
-    of ``MiddlewarePlacement`` is recorded as a diagnostic and contributes nothing. The
+    Fails open per contributor: one that raises (its own ``CancelledError`` included) or
+    returns something other than a sequence of ``MiddlewarePlacement`` is recorded as a
+    diagnostic and contributes nothing; a cancellation of the host task propagates. The
     result is validated with :func:`assert_ordering`; a contribution whose placement promise
     cannot hold is dropped with a diagnostic, while a broken *host* order raises.
     """
@@ -128,7 +131,11 @@ def _collect(
             placements = _validated(
                 contribution.contributor.contribute_middlewares(extensions.app_store, ctx)
             )
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            # The contributor's own CancelledError (an internal timeout, say) is a failure
+            # like any other; only a cancellation of the host task propagates (origin.py).
+            if is_host_cancellation(exc):
+                raise
             diagnostics.record(
                 extension,
                 _PHASE,
