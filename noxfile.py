@@ -39,7 +39,7 @@ def types(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "plugins_examples", "noxfile.py")
 
 
 @nox.session(python=PYTHON)
