@@ -46,6 +46,7 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks print ratios measured side by side in one run (see benchmarks/RESULTS.md)."""
     session.install("-e", ".[test]", "stevedore")
-    names = session.posargs or ["notify"]
+    # scaleout.py needs PostgreSQL, so it runs only when named: nox -s bench -- scaleout
+    names = session.posargs or ["notify", "run_overhead", "load", "gateway"]
     for name in names:
         session.run("python", f"benchmarks/{name}.py")
