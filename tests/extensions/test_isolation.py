@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Sequence
 from typing import Any, NotRequired
@@ -468,3 +469,145 @@ def test_stream_transformers_reach_the_compiled_graph_through_the_wrapper() -> N
     assert wrapped.transformers == (_stream_factory,)
     graph = create_agent(scripted(), middleware=[wrapped])
     assert _stream_factory in graph.stream_transformers
+
+
+# -- CancelledError is judged by its origin (spec, Cancellation) ----------------------------
+class OwnCancelBeforeHandler(AgentMiddleware):
+    """An extension whose internal timeout (built on cancellation) lets CancelledError out."""
+
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise asyncio.CancelledError("own timeout")
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise asyncio.CancelledError("own timeout")
+
+
+class OwnCancelAfterHandler(AgentMiddleware):
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        handler(request)
+        raise asyncio.CancelledError("own timeout")
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        await handler(request)
+        raise asyncio.CancelledError("own timeout")
+
+
+class OwnCancelNodeHooks(AgentMiddleware):
+    def before_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        raise asyncio.CancelledError("before_model")
+
+    async def abefore_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        raise asyncio.CancelledError("abefore_model")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("cls", [OwnCancelBeforeHandler, OwnCancelAfterHandler])
+async def test_an_extensions_own_cancelled_error_fails_open_calling_the_model_once(
+    mode: str, cls: type[AgentMiddleware], diagnostics: DiagnosticsList
+) -> None:
+    model = scripted(AIMessage("the answer"))
+    agent = create_agent(model, middleware=[isolate(cls(), diagnostics)])
+
+    result = await run(agent, mode)
+
+    assert result["messages"][-1].content == "the answer"
+    assert len(model.calls) == 1
+    (diag,) = diagnostics.for_extension(EXT)
+    hook = "wrap_model_call" if mode == "sync" else "awrap_model_call"
+    assert diag.error_type == "CancelledError"
+    assert diag.message == f"{cls.__name__}.{hook} raised CancelledError: own timeout"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_an_extensions_own_cancelled_error_in_a_node_hook_fails_open(
+    mode: str, diagnostics: DiagnosticsList
+) -> None:
+    model = scripted(AIMessage("ok"))
+    agent = create_agent(model, middleware=[isolate(OwnCancelNodeHooks(), diagnostics)])
+
+    result = await run(agent, mode)
+
+    assert result["messages"][-1].content == "ok"
+    hook = "before_model" if mode == "sync" else "abefore_model"
+    assert [d.message for d in diagnostics] == [f"OwnCancelNodeHooks.{hook} raised CancelledError: {hook}"]
+
+
+class Sleeps(AgentMiddleware):
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.entered.set()
+        await asyncio.sleep(3600)  # the host cancels the run here
+        return await handler(request)
+
+    async def abefore_model(self, state, runtime):  # type: ignore[no-untyped-def]
+        self.entered.set()
+        await asyncio.sleep(3600)
+
+
+async def _cancel_while_inside(call: Any, inner: Sleeps) -> None:
+    task = asyncio.ensure_future(call)
+    await asyncio.wait_for(inner.entered.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_cancellation_of_the_run_propagates_through_a_wrap_hook(diagnostics: DiagnosticsList) -> None:
+    inner = Sleeps()
+    wrapped = isolate(inner, diagnostics)
+    handled: list[Any] = []
+
+    async def handler(request: Any) -> Any:
+        handled.append(request)
+        return AIMessage("x")
+
+    await _cancel_while_inside(wrapped.awrap_model_call("request", handler), inner)
+    assert handled == []  # no fail-open call after a real cancellation
+    assert len(diagnostics) == 0
+
+
+async def test_a_cancellation_of_the_run_propagates_through_a_node_hook(diagnostics: DiagnosticsList) -> None:
+    inner = Sleeps()
+    wrapped = isolate(inner, diagnostics)
+    await _cancel_while_inside(wrapped.abefore_model({}, None), inner)
+    assert len(diagnostics) == 0
+
+
+async def test_a_cancellation_of_the_whole_agent_run_propagates(diagnostics: DiagnosticsList) -> None:
+    model = scripted(AIMessage("never"))
+    inner = Sleeps()
+    agent = create_agent(model, middleware=[isolate(inner, diagnostics)])
+    await _cancel_while_inside(run(agent, "async"), inner)
+    assert model.calls == [] and len(diagnostics) == 0
+
+
+async def test_a_downstream_cancelled_error_propagates_unchanged(diagnostics: DiagnosticsList) -> None:
+    # The handler's own failure is never the extension's, CancelledError included.
+    failure = asyncio.CancelledError("downstream")
+    wrapped = isolate(OwnCancelAfterHandler(), diagnostics)
+
+    async def handler(request: Any) -> Any:
+        raise failure
+
+    with pytest.raises(asyncio.CancelledError) as caught:
+        await wrapped.awrap_model_call("request", handler)
+    assert caught.value is failure
+    assert len(diagnostics) == 0
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+async def test_keyboard_interrupt_and_system_exit_are_never_contained(
+    exc: type[BaseException], diagnostics: DiagnosticsList
+) -> None:
+    class Raises(AgentMiddleware):
+        async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+            raise exc()
+
+    async def handler(request: Any) -> Any:
+        return AIMessage("x")
+
+    with pytest.raises(exc):
+        await isolate(Raises(), diagnostics).awrap_model_call("request", handler)
+    assert len(diagnostics) == 0

@@ -77,7 +77,6 @@ SELF_CANCEL = (
     "here it escapes (only Exception is caught) and ends the run as interrupted/failed"
 )
 KNOWN_BUGS = {
-    ("wrap", "cancel"): SELF_CANCEL + " (extensions/isolation.py _arun_wrap_hook)",
     ("assembly", "cancel"): SELF_CANCEL + " (extensions/assembly.py emit_agent_assembled)",
 }
 

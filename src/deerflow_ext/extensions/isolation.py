@@ -25,10 +25,15 @@ The wrapper has three jobs:
   are not the extension's fault and propagate unchanged — the retry layer outside needs to
   see them as they are. LangGraph's control-flow exceptions (``GraphBubbleUp``: interrupts,
   parent commands) are not failures either and always propagate.
+* **Judge a CancelledError by its origin** (spec, Cancellation; see ``origin.py``). One the
+  extension raised itself — an internal timeout built on cancellation — is contained like
+  any other failure: otherwise it would end an otherwise healthy run as an error. A genuine
+  cancellation of the run's task propagates, and so do ``KeyboardInterrupt``/``SystemExit``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -43,6 +48,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .origin import is_host_cancellation
 
 if TYPE_CHECKING:
     from deerflow_extension_api import Placement
@@ -71,6 +77,10 @@ _PHASE = "middleware"
 _MISSING: Any = object()
 _MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
 _TOOL_RESULTS = (ToolMessage, Command)
+# What the wrapper contains: any Exception, and a CancelledError the extension raised itself
+# (``is_host_cancellation`` sends a real cancellation of the run on). KeyboardInterrupt and
+# SystemExit are never caught.
+_CONTAINED = (Exception, asyncio.CancelledError)
 
 
 def implemented_hooks(cls: type) -> frozenset[str]:
@@ -199,7 +209,9 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _mirror(self, attr: str, default: Any) -> Any:
         try:
             value = getattr(self._inner, attr, default)
-        except Exception as exc:  # a property in extension code
+        except _CONTAINED as exc:  # a property in extension code
+            if is_host_cancellation(exc):
+                raise
             self._fail(attr, exc)
             return default
         return default if value is None and default is not None else value
@@ -222,7 +234,9 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             update = getattr(self._inner, hook)(state, runtime)
         except GraphBubbleUp:
             raise
-        except Exception as exc:
+        except _CONTAINED as exc:
+            if is_host_cancellation(exc):
+                raise
             self._fail(hook, exc)
             return None
         return self._checked_update(hook, update)
@@ -232,7 +246,9 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             update = await getattr(self._inner, hook)(state, runtime)
         except GraphBubbleUp:
             raise
-        except Exception as exc:
+        except _CONTAINED as exc:
+            if is_host_cancellation(exc):
+                raise
             self._fail(hook, exc)
             return None
         return self._checked_update(hook, update)
@@ -253,9 +269,11 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             result = getattr(self._inner, hook)(request, calls.track(handler))
         except GraphBubbleUp:
             raise
-        except Exception as exc:
+        except _CONTAINED as exc:
             if exc is calls.error:
                 raise  # the downstream call failed: not the extension's fault
+            if is_host_cancellation(exc):
+                raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
         settled = self._settle(hook, calls, result, failure)
         return handler(request) if settled is _MISSING else settled
@@ -267,14 +285,16 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             result = await getattr(self._inner, hook)(request, calls.atrack(handler))
         except GraphBubbleUp:
             raise
-        except Exception as exc:
+        except _CONTAINED as exc:
             if exc is calls.error:
                 raise  # the downstream call failed: not the extension's fault
+            if is_host_cancellation(exc):
+                raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
         settled = self._settle(hook, calls, result, failure)
         return await handler(request) if settled is _MISSING else settled
 
-    def _settle(self, hook: str, calls: _HandlerCalls, result: Any, failure: Exception | None) -> Any:
+    def _settle(self, hook: str, calls: _HandlerCalls, result: Any, failure: BaseException | None) -> Any:
         """The wrap hook's outcome once the extension's code has returned or raised.
 
         Its own result when valid; otherwise the failure is attributed and the run gets what
