@@ -27,7 +27,6 @@ from deerflow_extension_api import (
     AgentBuildContext,
     AgentScope,
     HostPolicySnapshot,
-    canonical_hash,
 )
 
 from .context import RunContext
@@ -125,6 +124,7 @@ def build_agent(
         describe_middleware,
         describe_tool,
         emit_agent_assembled,
+        text_hash,
     )
     from deerflow_ext.extensions.stack import compose_middleware_stack
 
@@ -163,7 +163,8 @@ def build_agent(
                 thinking_enabled=bool(params.get("thinking") or params.get("extended_thinking")),
                 reasoning_effort=params.get("reasoning_effort"),
                 # The configured prompt, before memory facts or any per-run context.
-                base_prompt_hash=canonical_hash(system_prompt),
+                # Memoised per prompt string: the same prompt is hashed on every construction.
+                base_prompt_hash=text_hash(system_prompt),
                 tools=tuple(describe_tool(t) for t in all_tools),
                 middlewares=tuple(describe_middleware(m) for m in stack),
                 deferred_tool_names=(),

@@ -12,11 +12,14 @@ registered it is never called and no descriptor, hash or schema is ever computed
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -153,12 +156,40 @@ def describe_tool(
         )
     return ToolDescriptor(
         name=tool.name,
-        description_hash=canonical_hash(tool.description or ""),
-        schema_hash=canonical_hash(_args_schema(tool)),
+        description_hash=text_hash(tool.description or ""),
+        schema_hash=_schema_hash(tool),
         source=source,
         mcp_server=mcp_server,
         mcp_transport=mcp_transport,
     )
+
+
+@functools.lru_cache(maxsize=256)
+def text_hash(text: str) -> str:
+    """``canonical_hash`` of a string, memoised: prompts and tool descriptions repeat every run."""
+    return canonical_hash(text)
+
+
+#: Speed: schema hashes per ``args_schema`` class, then per (tool class, name, description).
+#: ``convert_to_openai_tool`` rebuilds a pydantic subset model on every call (milliseconds per
+#: construction); its output is a function of exactly those inputs. Weak keys, so schema
+#: classes created per run are not kept alive by the cache.
+_schema_hashes: WeakKeyDictionary[type, dict[tuple[type, str, str | None], str]] = WeakKeyDictionary()
+_schema_lock = threading.Lock()
+
+
+def _schema_hash(tool: Any) -> str:
+    schema = getattr(tool, "args_schema", None)
+    if not isinstance(schema, type):  # a dict schema or none: not cacheable by identity
+        return canonical_hash(_args_schema(tool))
+    key = (type(tool), tool.name, tool.description)
+    with _schema_lock:
+        cached = _schema_hashes.get(schema, {}).get(key)
+    if cached is None:
+        cached = canonical_hash(_args_schema(tool))
+        with _schema_lock:
+            _schema_hashes.setdefault(schema, {})[key] = cached
+    return cached
 
 
 def _args_schema(tool: Any) -> Any:
