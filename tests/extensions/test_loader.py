@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -376,3 +378,67 @@ def test_failing_second_instance_never_removes_the_first() -> None:
     assert tags(ext.assembly_observers) == [("a", 0)]
     assert tags(ext.services) == [("a", 1)]
     assert ext.loaded == (f"{M}:configurable",)
+
+
+# -- a CancelledError while loading is the extension's own (spec, Cancellation) ----------------
+CANCEL_MODULES = {
+    "cancel_on_import": "import asyncio\nraise asyncio.CancelledError('import-time timeout')\n",
+    "cancel_in_install": (
+        "import asyncio\n"
+        "from deerflow_extension_api import extension\n"
+        "from extensions.fixtures_plugins import Observer\n\n"
+        "@extension(api='0.2.1')\n"
+        "def install(registry, config):\n"
+        "    registry.agent_assembly_observer(Observer(('half',)))\n"
+        "    raise asyncio.CancelledError('install-time timeout')\n"
+    ),
+}
+
+
+@pytest.fixture
+def cancelling_modules(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, source in CANCEL_MODULES.items():
+        (tmp_path / f"{name}.py").write_text(source)
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+@pytest.mark.usefixtures("cancelling_modules")
+@pytest.mark.parametrize(
+    ("use", "text"),
+    [
+        ("cancel_on_import:install", "cannot import cancel_on_import:install: CancelledError: import-time timeout"),
+        ("cancel_in_install:install", "install() failed: CancelledError: install-time timeout"),
+    ],
+)
+def test_a_cancelled_error_while_loading_is_an_install_failure(
+    use: str, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    diagnostics = DiagnosticsList()
+    with caplog.at_level(logging.ERROR, logger="deerflow_ext.extensions"):
+        ext = load(config({"name": "bad", "use": use}, {"name": "ok", "use": f"{M}:good"}), diagnostics=diagnostics)
+    assert ext.loaded == (f"{M}:good",)
+    assert tags(ext.assembly_observers) == [("good", None)]  # the half-install is rolled back
+    [d] = diagnostics.snapshot()
+    assert (d.extension, d.phase, d.message, d.error_type) == (use, "load", text, "CancelledError")
+    assert f"Extension {use}: {text}" in caplog.messages
+
+
+@pytest.mark.usefixtures("cancelling_modules")
+@pytest.mark.parametrize("use", ["cancel_on_import:install", "cancel_in_install:install"])
+async def test_a_cancelled_error_while_loading_inside_a_task_is_still_the_extensions(use: str) -> None:
+    # create_app may run inside a task; loading is synchronous, so it cannot be the host's.
+    ext = await asyncio.create_task(_load_async(config({"name": "bad", "use": use})))
+    assert ext.loaded == ()
+
+
+async def _load_async(cfg: AppConfig) -> Any:
+    return load(cfg)
+
+
+@pytest.mark.usefixtures("cancelling_modules")
+@pytest.mark.parametrize("use", ["cancel_on_import:install", "cancel_in_install:install"])
+def test_a_required_extension_raising_cancelled_error_stops_startup(use: str) -> None:
+    with pytest.raises(ExtensionLoadError, match=f"^required extension {use} failed to install$") as info:
+        load(config({"name": "bad", "use": use, "required": True}))
+    assert isinstance(info.value.__cause__, asyncio.CancelledError)

@@ -13,12 +13,19 @@ before failing is rolled back *positionally*, so a failing second instance of th
 ``use`` never removes the first instance's registrations. ``required: true`` turns that
 failure into :class:`ExtensionLoadError`, which stops the Gateway.
 
+A ``CancelledError`` raised while importing an extension or by its ``install()`` is such a
+failure too. Loading is synchronous: even when ``create_app`` runs inside a task, nothing can
+deliver the host's cancellation until the next ``await``, so a ``CancelledError`` here was
+raised by the extension's own code (spec, Cancellation). ``KeyboardInterrupt`` and
+``SystemExit`` propagate, after rollback.
+
 The result is returned, not published: ``create_app`` and ``doctor`` decide whether it
 becomes the process-wide set (``set_loaded_extensions``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Iterable, Sequence
@@ -82,8 +89,8 @@ def _install(resolved: ResolvedExtension, registry: HostRegistry, entry: PluginE
         raise TypeError("install() must be a plain function; it returned an awaitable")
 
 
-def _describe(exc: BaseException) -> str:
-    return f"install() failed: {type(exc).__name__}: {exc}"
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def load_extensions(
@@ -115,6 +122,7 @@ def load_extensions(
         if not entry.enabled:
             continue
         attribution = index.attribution(entry.use)
+        resolved = None
         try:
             resolved = index.resolve(entry.use)  # 2.3
             attribution = resolved.attribution
@@ -122,13 +130,17 @@ def load_extensions(
         except Exception as exc:
             _fail(diags, entry, attribution, str(exc), exc)
             continue
+        except asyncio.CancelledError as exc:  # the extension's own: see the module docstring
+            step = "cannot import" if resolved is None else "marker check failed for"
+            _fail(diags, entry, attribution, f"{step} {attribution}: {_text(exc)}", exc)
+            continue
 
         mark = registry.begin(position, entry.name, attribution)
         try:
             _install(resolved, registry, entry)  # 2.5
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
             registry.rollback(mark)
-            _fail(diags, entry, attribution, _describe(exc), exc)
+            _fail(diags, entry, attribution, f"install() failed: {_text(exc)}", exc)
             continue
         except BaseException:
             registry.rollback(mark)
@@ -141,7 +153,7 @@ def load_extensions(
     return extensions
 
 
-def _fail(diags: DiagnosticsList, entry: PluginEntry, attribution: str, message: str, exc: Exception) -> None:
+def _fail(diags: DiagnosticsList, entry: PluginEntry, attribution: str, message: str, exc: BaseException) -> None:
     diags.record(attribution, "load", message, exc=exc)
     if entry.required:
         raise ExtensionLoadError(attribution) from exc
