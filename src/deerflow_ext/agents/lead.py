@@ -187,13 +187,18 @@ def make_lead_agent(
     memory: Any | None = None,
     system_prompt: str = LEAD_SYSTEM_PROMPT,
     extra_tools: Sequence[BaseTool] = (),
+    task_tool: BaseTool | None = None,
 ) -> Any:
-    """The lead agent: built-in tools plus ``task`` (when subagents are enabled)."""
+    """The lead agent: built-in tools plus ``task`` (when subagents are enabled).
+
+    ``task_tool`` lets a long-lived caller (``AgentHost``) pass one it built once for the
+    same config, model factory and model name; otherwise one is made here.
+    """
     from deerflow_ext.subagents.task_tool import make_task_tool
 
     tools: list[BaseTool] = [*builtin_tools(), *extra_tools]
     if config.subagents.enabled:
-        tools.append(make_task_tool(config, model_factory=model_factory, model_name=model_name))
+        tools.append(task_tool or make_task_tool(config, model_factory=model_factory, model_name=model_name))
     return build_agent(
         config,
         scope=AgentScope.LEAD,
