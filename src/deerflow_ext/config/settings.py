@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8001, ge=0, le=65535)
     log_level: str = "INFO"
+    #: How long shutdown waits for in-flight HTTP requests before cancelling them. Without a
+    #: bound, one hanging request (an extension route that never returns) keeps the Gateway
+    #: from ever stopping; the ordered shutdown (drain runs, stop services) runs after it.
+    graceful_shutdown_seconds: float = Field(default=30.0, ge=0)
 
     @field_validator("log_level")
     @classmethod

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_serve_arguments", "build_app_from_env", "serve_command"]
+__all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "uvicorn_options"]
 
 CONFIG_ERROR_EXIT = 2
 
@@ -42,6 +42,22 @@ def _settings(args: argparse.Namespace) -> Any:
         if value is not None:
             overrides[name] = value
     return Settings(**overrides)
+
+
+def uvicorn_options(settings: Any) -> dict[str, Any]:
+    """The uvicorn settings ``serve`` uses, whatever the number of workers.
+
+    ``timeout_graceful_shutdown`` is always set: uvicorn's default waits for every open
+    request forever, so a single hanging request (an extension route that never returns)
+    would block shutdown — and with it the run drain and service stops behind it.
+    """
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "reload": False,
+        "log_level": settings.log_level.lower(),
+        "timeout_graceful_shutdown": settings.graceful_shutdown_seconds,
+    }
 
 
 def build_app_from_env() -> Any:
@@ -89,14 +105,9 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
         uvicorn.run(
             "deerflow_ext.gateway.serve:build_app_from_env",
             factory=True,
-            host=settings.host,
-            port=settings.port,
             workers=workers,
-            reload=False,
-            log_level=settings.log_level.lower(),
+            **uvicorn_options(settings),
         )
         return 0
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, reload=False, log_level=settings.log_level.lower()
-    )
+    uvicorn.run(app, **uvicorn_options(settings))
     return 0

@@ -1,0 +1,106 @@
+"""``serve``: uvicorn is always given a graceful-shutdown bound, and the bound really holds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from fastapi import APIRouter
+from gw_fixtures import FakeAgentHost, extensions_with
+
+from conftest import free_port
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.gateway import create_app
+from deerflow_ext.gateway.serve import serve_command, uvicorn_options
+
+
+@pytest.fixture
+def captured_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> list[dict[str, Any]]:
+    import uvicorn
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append(kwargs))
+    monkeypatch.setenv("DEERFLOW_DATABASE_URL", f"sqlite:///{tmp_path / 'db'}")
+    (tmp_path / "config.yaml").write_text("plugins: []\n")
+    return calls
+
+
+def test_serve_bounds_graceful_shutdown_by_default(captured_run: list[dict[str, Any]], tmp_path: Any) -> None:
+    assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 0
+    [kwargs] = captured_run
+    assert kwargs["timeout_graceful_shutdown"] == 30.0
+
+
+def test_graceful_shutdown_bound_comes_from_the_environment(
+    captured_run: list[dict[str, Any]], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEERFLOW_GRACEFUL_SHUTDOWN_SECONDS", "2.5")
+    assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 0
+    assert captured_run[0]["timeout_graceful_shutdown"] == 2.5
+
+
+def test_a_negative_bound_is_a_configuration_error(
+    captured_run: list[dict[str, Any]], tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setenv("DEERFLOW_GRACEFUL_SHUTDOWN_SECONDS", "-1")
+    assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 2
+    assert capsys.readouterr().err.startswith("error: invalid DEERFLOW_* setting")
+    assert captured_run == []
+
+
+def _hanging_router(entered: asyncio.Event, outcome: list[str]) -> APIRouter:
+    router = APIRouter(prefix="/stuck")
+
+    @router.get("/forever")
+    async def forever() -> dict[str, str]:
+        entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+            raise
+        return {"never": "reached"}
+
+    return router
+
+
+async def test_a_hanging_extension_route_cannot_block_shutdown(settings_for: Any) -> None:
+    import httpx
+    import uvicorn
+
+    entered, outcome = asyncio.Event(), []
+    settings = settings_for(port=free_port(), graceful_shutdown_seconds=0.5)
+    app = create_app(
+        settings,
+        config=AppConfig(),
+        extensions=extensions_with(routers=(_hanging_router(entered, outcome),)),
+        agent_host_factory=lambda c, k: FakeAgentHost(),
+    )
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", **{**uvicorn_options(settings), "log_level": "warning"}))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    serving = asyncio.create_task(server.serve())
+    try:
+        for _ in range(300):
+            if server.started:
+                break
+            await asyncio.sleep(0.02)
+        assert server.started
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{settings.port}", timeout=30) as client:
+            request = asyncio.create_task(client.get("/stuck/forever"))
+            await asyncio.wait_for(entered.wait(), 5)
+            started = time.monotonic()
+            server.should_exit = True
+            await asyncio.wait_for(asyncio.shield(serving), 10)  # unbounded before the fix
+            assert time.monotonic() - started < 5
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+    finally:
+        if not serving.done():
+            server.force_exit = True
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+    assert outcome == ["cancelled"]
+    # The host cancelled the request: that is not the extension's failure.
+    assert [d for d in app.state.extension_diagnostics if d.phase == "router"] == []
