@@ -33,7 +33,7 @@ from conftest import live_server, make_settings, new_thread, run_body, stream_ru
 EXT = faulty_ext.ATTRIBUTION
 
 # Where the spec puts a failure: the live diagnostics list, or only the log.
-IN_DIAGNOSTICS = {"contribute", "wrap", "service_start", "service_stop"}
+IN_DIAGNOSTICS = {"contribute", "wrap", "service_start", "service_stop", "router"}
 
 # kind -> (trigger prompt reaches it, fault run status when the fault is raise/cancel)
 RUNTIME_KINDS = [
@@ -49,6 +49,7 @@ RUNTIME_KINDS = [
     "router",
 ]
 SYNC_KINDS = {"contribute", "assembly"}
+ROUTER_ERRORS = {"raise": "InjectedFault", "cancel": "CancelledError"}  # what /faulty/boom raises
 UNBOUNDED_HANG = {"wrap", "system"}  # the run itself waits on the contributor
 
 
@@ -134,12 +135,13 @@ async def test_gateway_survives_fault(tmp_path: Path, caplog: pytest.LogCaptureF
                 boom = asyncio.create_task(client.get("/faulty/boom", timeout=1.0 if mode == "hang" else 10))
                 try:
                     response = await boom
-                except Exception:  # hang: client timeout; cancel: uvicorn drops the connection
-                    assert mode in ("hang", "cancel")
+                except Exception:  # hang: client timeout
+                    assert mode == "hang"
                 else:
+                    # raise, and a CancelledError the endpoint raised itself: the JSON 500
+                    assert mode != "hang"
                     assert response.status_code == 500
-                    if mode == "raise":  # a CancelledError bypasses the JSON handler: uvicorn's text 500
-                        assert "detail" in response.json()
+                    assert response.json() == {"detail": f"internal error: {ROUTER_ERRORS[mode]}"}
                 assert (await client.get("/faulty/ok")).json() == {"ok": "faulty"}
 
             # Still serving: health, and a clean run on another thread.
@@ -153,10 +155,10 @@ async def test_gateway_survives_fault(tmp_path: Path, caplog: pytest.LogCaptureF
     assert kind in reached, f"the fault in {kind} was never reached: {faulty_ext.CALLS}"
     log = caplog.text
     if kind == "router":
-        # A failing route is the host's 500 handler's to log; it names the path, not the
-        # extension (the spec attributes only mount rejections to routers).
-        if mode == "raise":
-            assert "GET /faulty/boom failed" in log
+        # A failing contributed route is logged, and recorded, against its extension.
+        if mode != "hang":
+            assert f"Extension {EXT}: route GET /faulty/boom raised {ROUTER_ERRORS[mode]}" in log, log[-3000:]
+            assert any(d.phase == "router" for d in app.state.extension_diagnostics.for_extension(EXT))
     elif mode == "hang" and kind in UNBOUNDED_HANG | {"compaction"}:
         pass  # observers and middleware are unbounded by design: nothing to report
     else:

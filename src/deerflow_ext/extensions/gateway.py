@@ -10,7 +10,9 @@ Routers are mounted after every host route and are all-or-nothing: a router that
 shadow, or be shadowed by, an earlier route for the same method, that holds a WebSocket
 route or a Mount, or that carries startup/shutdown handlers or a lifespan, is rejected whole
 with a diagnostic. Partial mounting would leave an extension with half an API; lifespans and
-startup handlers would run outside the host's ordered startup and shutdown.
+startup handlers would run outside the host's ordered startup and shutdown. Each mounted
+route remembers its extension (``route_extension``), so an error escaping one is answered
+and attributed by the Gateway's error layer instead of reaching the server as a bare crash.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ __all__ = [
     "RouteKey",
     "RouterRejection",
     "StartedServices",
+    "contributed_routes",
     "mount_routers",
+    "route_extension",
     "route_keys",
     "start_services",
     "stop_services",
@@ -240,6 +244,7 @@ def mount_routers(
     diags = diagnostics if diagnostics is not None else get_diagnostics()
     taken = route_keys(app.router.routes)
     mounted: list[Contribution[Any]] = []
+    owners = contributed_routes(app)
     for contribution in extensions.routers:
         router = contribution.contributor
         try:
@@ -249,11 +254,39 @@ def mount_routers(
         if reason is not None:
             diags.record(contribution.extension, "router", f"router rejected: {reason}")
             continue
+        before = len(app.router.routes)
         try:
             app.include_router(router)
         except Exception as exc:
             diags.record(contribution.extension, "router", f"router rejected: {_describe(exc)}", exc=exc)
             continue
+        # Remember who contributed each route, under both the extension's own route objects
+        # and whatever include_router appended (FastAPI puts one or the other in
+        # scope["route"], depending on its version), so a failing request can be attributed.
+        for _, route in (*_flatten(router.routes), *_flatten(app.router.routes[before:])):
+            owners[id(route)] = (route, contribution.extension)
         taken.extend(keys)
         mounted.append(contribution)
     return tuple(mounted)
+
+
+def contributed_routes(app: Any) -> dict[int, tuple[Any, str]]:
+    """``id(route) -> (route, extension)`` for every mounted contributed route of ``app``.
+
+    Keyed by identity because Starlette routes define ``__eq__`` without ``__hash__``; the
+    route is kept in the value so its id cannot be reused while the app lives.
+    """
+    owners: dict[int, tuple[Any, str]] | None = getattr(app.state, "extension_routes", None)
+    if owners is None:
+        owners = app.state.extension_routes = {}
+    return owners
+
+
+def route_extension(scope: Any) -> str | None:
+    """The extension that contributed the route serving ``scope``; ``None`` for host routes."""
+    route, app = scope.get("route"), scope.get("app")
+    if route is None or app is None:
+        return None
+    owners: dict[int, tuple[Any, str]] | None = getattr(app.state, "extension_routes", None)
+    found = owners.get(id(route)) if owners else None
+    return found[1] if found is not None and found[0] is route else None

@@ -2,11 +2,14 @@
 
 FastAPI's default validation response is a list of pydantic error dicts; clients and
 operators reading a log want one sentence naming the field, so ``detail`` is that sentence
-and the structured list rides along under ``errors``.
+and the structured list rides along under ``errors``. An error escaping a route an extension
+contributed is answered the same way but attributed to that extension
+(:class:`ContributedRouteErrors`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -14,8 +17,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["install_error_handlers", "validation_message"]
+from ..extensions.diagnostics import get_diagnostics
+from ..extensions.gateway import route_extension
+from ..extensions.origin import is_host_cancellation
+
+__all__ = ["ContributedRouteErrors", "install_error_handlers", "validation_message"]
 
 logger = logging.getLogger("deerflow_ext.gateway")
 
@@ -60,12 +68,58 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=exc.status_code, content={"detail": detail}, headers=exc.headers)
 
 
+def _internal_error(exc: BaseException) -> JSONResponse:
+    return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
+    return _internal_error(exc)
+
+
+class ContributedRouteErrors:
+    """Answer an error escaping an *extension's* route with the JSON 500, attributed.
+
+    Host routes keep the handler above. For a contributed route the log line and the
+    ``router`` diagnostic name the extension (``Extension <use>: route GET /x raised ...``),
+    and a ``CancelledError`` the endpoint raised itself is treated like any other failure —
+    Starlette's handlers see only ``Exception``, so it would otherwise reach the server as a
+    dropped connection. A cancellation of the request task itself (client gone, shutdown
+    timeout) propagates, as do ``KeyboardInterrupt``/``SystemExit``. Once the response has
+    started nothing can be answered: the error is attributed and then propagates as before.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except (Exception, asyncio.CancelledError) as exc:
+            extension = route_extension(scope)
+            if extension is None or is_host_cancellation(exc):
+                raise
+            diagnostics = getattr(scope["app"].state, "extension_diagnostics", None)
+            diagnostics = diagnostics if diagnostics is not None else get_diagnostics()
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            diagnostics.record(extension, "router", f"route {scope['method']} {scope['path']} raised {text}", exc=exc)
+            if started:
+                raise
+            await _internal_error(exc)(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(ContributedRouteErrors)
