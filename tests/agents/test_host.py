@@ -220,3 +220,12 @@ async def test_the_sync_title_path_is_observed_by_submission(recorder: Recorder,
     assert kind is SystemOperationKind.TITLE and task_store is store
     assert len(request.messages) == 1 and isinstance(request.messages[0], str)
     assert result.error is None and result.response.content == "Hi there"
+
+
+def test_host_builds_the_task_tool_once_and_the_graph_per_run() -> None:
+    host = make_host(make_config(memory={"enabled": False}))
+    empty = LoadedExtensions.empty()
+    first, second = host.make_lead_agent(extensions=empty), host.make_lead_agent(extensions=empty)
+    assert first is not second  # the graph is never reused across runs
+    tools = [host._task_tool(), host._task_tool()]
+    assert tools[0] is tools[1] and tools[0].name == "task"

@@ -330,3 +330,22 @@ def test_build_info_and_requested_alias_do_not_change_the_fingerprint(
     assert base.effective_model == other.effective_model
     assert base.build != other.build
     assert base.fingerprint == other.fingerprint
+
+
+def test_tool_schema_hash_is_cached_per_schema_class_and_follows_changes() -> None:
+    @tool
+    def probe(x: int) -> str:
+        """Probe."""
+        return str(x)
+
+    first = describe_tool(probe)
+    assert describe_tool(probe) == first
+    renamed = probe.model_copy(update={"name": "probe2"})
+    assert describe_tool(renamed).schema_hash == first.schema_hash  # the name is not in the schema
+
+    @tool
+    def probe_wider(x: int, y: int) -> str:
+        """Probe."""
+        return str(x + y)
+
+    assert describe_tool(probe_wider).schema_hash != first.schema_hash

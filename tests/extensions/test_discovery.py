@@ -98,3 +98,30 @@ def test_describe_module_attr_uses_installed_metadata() -> None:
     # pluggy is certainly installed with metadata in the dev environment.
     info = EntryPointIndex().describe("pluggy:PluginManager")
     assert info is not None and info.distribution == "pluggy" and info.version
+
+
+class _CountingDist:
+    """A distribution stand-in that counts metadata reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.version = "1.2.3"
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        self.reads += 1
+        return {"Name": "acme-dist"}
+
+
+def test_distribution_metadata_is_read_on_first_access_only() -> None:
+    dist = _CountingDist()
+    # EntryPoint._for is private; it is how importlib_metadata itself attaches .dist, and the
+    # only way to give an entry point a distribution without installing a package.
+    ep = importlib_metadata.EntryPoint("acme", f"{M}:good", ENTRY_POINT_GROUP)._for(dist)
+    index = EntryPointIndex([ep])
+    resolved = index.resolve("acme")  # the load path: no metadata read
+    assert dist.reads == 0
+    assert (resolved.distribution, resolved.version) == ("acme-dist", "1.2.3")
+    info = index.get("acme")
+    assert info is not None and (info.distribution, info.version) == ("acme-dist", "1.2.3")
+    assert dist.reads == 1
