@@ -238,6 +238,37 @@ def install_lifespan(registry: Any, config: Mapping[str, Any]) -> None:
     registry.routers([router])
 
 
+def install_nested(registry: Any, config: Mapping[str, Any]) -> None:
+    """A router that includes another (the common way to split an API): safe, it mounts."""
+    inner = APIRouter(prefix="/inner")
+
+    @inner.get("/info")
+    async def info() -> dict[str, str]:
+        return {"nested": "yes"}
+
+    outer = APIRouter(prefix="/nested-ext")
+    outer.include_router(inner)
+    registry.routers([outer])
+
+
+def install_nested_lifespan(registry: Any, config: Mapping[str, Any]) -> None:
+    """A lifespan hidden in an included router is still a lifespan."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        yield
+
+    inner = APIRouter(prefix="/inner", lifespan=lifespan)
+
+    @inner.get("/info")
+    async def info() -> dict[str, str]:
+        return {}
+
+    outer = APIRouter(prefix="/nested-lifespan-ext")
+    outer.include_router(inner)
+    registry.routers([outer])
+
+
 def install_startup(registry: Any, config: Mapping[str, Any]) -> None:
     async def on_start() -> None:
         return None

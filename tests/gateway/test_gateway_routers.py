@@ -17,6 +17,7 @@ CASES = {
     "websocket": ("install_websocket", "WebSocket"),
     "mount": ("install_mount", "Mount"),
     "lifespan": ("install_lifespan", "lifespan"),
+    "nested_lifespan": ("install_nested_lifespan", "lifespan"),
     "startup": ("install_startup", "startup/shutdown handlers"),
 }
 
@@ -54,8 +55,21 @@ async def test_unsafe_router_is_rejected_while_a_good_one_mounts(settings, case:
         assert (await client.get("/acme/ping")).json() == {"pong": "acme"}
         assert (await client.post("/acme/ping")).json() == {"posted": "yes"}
         # Nothing of the rejected router is reachable, not even its harmless routes.
-        for path in ("/ws-ext/info", "/mount-ext/info", "/lifespan-ext/info", "/startup-ext/info"):
+        for path in (
+            "/ws-ext/info",
+            "/mount-ext/info",
+            "/lifespan-ext/info",
+            "/nested-lifespan-ext/inner/info",
+            "/startup-ext/info",
+        ):
             assert (await client.get(path)).status_code == 404
+
+
+async def test_a_router_that_includes_another_mounts(settings) -> None:
+    app = create_app(settings, config=_config("install_nested"))
+    assert not [d for d in app.state.extension_diagnostics if d.phase == "router"]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        assert (await client.get("/nested-ext/inner/info")).json() == {"nested": "yes"}
 
 
 def test_host_routes_come_first(settings) -> None:

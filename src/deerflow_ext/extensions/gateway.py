@@ -18,6 +18,7 @@ and attributed by the Gateway's error layer instead of reaching the server as a 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -200,12 +201,27 @@ def route_keys(routes: Iterable[Any], prefix: str = "") -> list[RouteKey]:
 
 
 def _default_lifespan(router: Any) -> bool:
-    lifespan = getattr(router, "lifespan_context", None)
-    # Both Starlette and FastAPI install a private ``_DefaultLifespan`` bound to the router
-    # when no lifespan was given; anything else is the extension's own.
-    return lifespan is None or (
-        type(lifespan).__name__ == "_DefaultLifespan" and getattr(lifespan, "_router", None) is router
-    )
+    return not _has_own_lifespan(getattr(router, "lifespan_context", None))
+
+
+def _has_own_lifespan(lifespan: Any) -> bool:
+    """Whether ``lifespan`` runs code of the extension's own.
+
+    Starlette and FastAPI install a private ``_DefaultLifespan`` when no lifespan was given
+    (it runs only ``on_startup``/``on_shutdown`` handlers, which are checked separately).
+    ``include_router`` replaces the parent's lifespan with a closure merging the parent's and
+    the child's, so a router that merely includes another one would otherwise look like it
+    carried a lifespan: we look through that closure. Anything we cannot see through is
+    treated as the extension's own — refusing a harmless router is the safe mistake.
+    """
+    if lifespan is None or type(lifespan).__name__ == "_DefaultLifespan":
+        return False
+    merged = getattr(lifespan, "__wrapped__", None)
+    if merged is not None and merged.__qualname__.endswith("_merge_lifespan_context.<locals>.merged_lifespan"):
+        parts = inspect.getclosurevars(merged).nonlocals
+        if {"original_context", "nested_context"} <= parts.keys():
+            return _has_own_lifespan(parts["original_context"]) or _has_own_lifespan(parts["nested_context"])
+    return True
 
 
 def _rejection(router: Any, taken: Sequence[RouteKey]) -> tuple[str | None, list[RouteKey]]:
