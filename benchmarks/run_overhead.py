@@ -147,10 +147,15 @@ async def main(runs: int, repeats: int) -> None:
     base_best = min(samples["none"])
     noise = (max(samples["none"]) - min(samples["none"])) / base_median
     print(f"python {sys.version.split()[0]}; {repeats} interleaved repeats x {runs} runs; ms per lead run")
-    print(f"{'arm':<22}{'median':>9}{'best':>9}{'median/none':>13}{'best/none':>11}")
+    # extra ms: the extensions' absolute cost per run (median minus the bare median); the
+    # ratio alone moves whenever the bare run itself gets faster or slower.
+    print(f"{'arm':<22}{'median':>9}{'best':>9}{'median/none':>13}{'best/none':>11}{'extra ms':>10}")
     for name, values in samples.items():
         med, best = statistics.median(values), min(values)
-        print(f"{name:<22}{med * 1e3:>9.2f}{best * 1e3:>9.2f}{med / base_median:>13.3f}{best / base_best:>11.3f}")
+        print(
+            f"{name:<22}{med * 1e3:>9.2f}{best * 1e3:>9.2f}{med / base_median:>13.3f}{best / base_best:>11.3f}"
+            f"{(med - base_median) * 1e3:>10.2f}"
+        )
     print(f"noise: spread of the bare arm's repeats = {noise * 100:.1f}% of its median")
     print("targets: every-kind x10 <= 1.10x; routers+services x10 1.00x within noise")
 
