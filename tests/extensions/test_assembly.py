@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -134,6 +135,32 @@ def test_keyboard_interrupt_from_an_observer_propagates() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         emit_agent_assembled(observed(Interrupting()), _descriptor)
+
+
+class SelfCancelling:
+    def on_agent_assembled(self, app_store: Any, descriptor: Any) -> None:
+        raise asyncio.CancelledError("observer's own timeout")
+
+
+def test_an_observers_own_cancellation_is_contained(caplog: pytest.LogCaptureFixture) -> None:
+    after = Recorder()
+    with caplog.at_level(logging.ERROR, logger="deerflow_ext.extensions"):
+        emit_agent_assembled(observed(SelfCancelling(), after), _descriptor)
+    assert len(after.descriptors) == 1
+    expected = "Extension obs0:install: on_agent_assembled raised CancelledError"
+    assert any(m.startswith(expected) for m in caplog.messages)
+
+
+async def test_a_host_cancellation_during_assembly_propagates() -> None:
+    after = Recorder()
+
+    async def construct() -> None:
+        asyncio.current_task().cancel()  # the host task is being cancelled while it builds
+        emit_agent_assembled(observed(SelfCancelling(), after), _descriptor)
+
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.create_task(construct())
+    assert after.descriptors == []
 
 
 def _descriptor() -> AgentAssemblyDescriptor:

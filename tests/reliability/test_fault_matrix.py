@@ -71,15 +71,9 @@ def _app(tmp_path: Path, kind: str, mode: str) -> Any:
     return create_app(settings, options=_options())
 
 
-# Deviations from the spec found by this matrix (see the report on issue 7). Strict xfails:
-# each flips to a failure, to be removed, once the host is fixed.
-SELF_CANCEL = (
-    "spec, Cancellation: a CancelledError the contributor raised itself is contained; "
-    "here it escapes (only Exception is caught) and ends the run as interrupted/failed"
-)
-KNOWN_BUGS = {
-    ("assembly", "cancel"): SELF_CANCEL + " (extensions/assembly.py emit_agent_assembled)",
-}
+# Deviations from the spec found by this matrix, as strict xfails: each flips to a failure,
+# to be removed, once the host is fixed. None are known today.
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def _cases() -> list[Any]:

@@ -12,6 +12,7 @@ registered it is never called and no descriptor, hash or schema is ever computed
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -35,6 +36,7 @@ from deerflow_extension_api import (
 from .. import __version__
 from .diagnostics import log_extension_failure
 from .isolation import IsolatedMiddleware
+from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
 __all__ = [
@@ -85,7 +87,10 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
     for contribution in observers:
         try:
             returned = contribution.contributor.on_agent_assembled(extensions.app_store, descriptor)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            # An observer's own CancelledError is its failure; only the host's propagates.
+            if is_host_cancellation(exc):
+                raise
             log_extension_failure(
                 contribution.extension, f"on_agent_assembled raised {type(exc).__name__}: {exc}", exc=exc
             )
