@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-from scaleout_cluster import Cluster, body, checkpoint_messages, wait_done
+from scaleout_cluster import Cluster, body, checkpoint_messages, wait_done, wait_for
 
 RUNS = 50
 
@@ -34,6 +34,10 @@ def test_fifty_followups_alternating_between_two_processes_are_serialised(cluste
         run = wait_done(cluster.gateways[(i + 1) % 2], thread_id, run_ids[-1])
         assert run["status"] == "success", run
 
+    # A run's status is persisted before its on_task_stop (spec, lead-run timing steps 4 and
+    # 5), so the last run can read "success" a moment before its stop hook has written.
+    last = run_ids[-1]
+    assert wait_for(lambda: any(h["run"] == last and h["what"] == "stop" for h in cluster.hooks()), 10.0)
     hooks = cluster.hooks()
     starts = {h["run"]: h for h in hooks if h["what"] == "start"}
     stops = {h["run"]: h for h in hooks if h["what"] == "stop"}
