@@ -53,7 +53,7 @@ class InstalledExtension:
     distribution's metadata up front was a sixth of startup loading.
     """
 
-    __slots__ = ("name", "value", "entry_point", "_dist")
+    __slots__ = ("_dist", "entry_point", "name", "value")
 
     def __init__(
         self,
