@@ -96,8 +96,12 @@ def test_cancel_sent_to_the_process_that_does_not_own_the_run(cluster_of) -> Non
     run = wait_done(b, thread_id, run_id, timeout=10)
     assert (run["status"], run["outcome"]) == ("interrupted", "aborted")
     assert time.monotonic() - sent < 5, "cancel did not reach the owner promptly"
-    stops = [h for h in cluster.hooks() if h["what"] == "stop" and h["run"] == run_id]
-    assert [h["outcome"] for h in stops] == ["aborted"] and stops[0]["pid"] == a.process.pid
+    # The status is persisted just before on_task_stop runs (lead-run timing, steps 4 and 5).
+    def stops() -> list[dict[str, object]]:
+        return [h for h in cluster.hooks() if h["what"] == "stop" and h["run"] == run_id]
+
+    assert wait_for(stops, 10)
+    assert [h["outcome"] for h in stops()] == ["aborted"] and stops()[0]["pid"] == a.process.pid
 
 
 def test_followup_on_another_process_interrupts_the_running_run(cluster_of) -> None:
