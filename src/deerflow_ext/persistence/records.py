@@ -161,14 +161,6 @@ class HostStore:
             result = await session.execute(delete(ThreadRow).where(ThreadRow.id == thread_id))
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    async def set_thread_state(self, thread_id: str, *, status: str, title: str | None = None) -> None:
-        """Sync status (and the title, when the run produced one) after a run."""
-        values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
-        if title:
-            values["title"] = title
-        async with self.session_factory.begin() as session:
-            await session.execute(update(ThreadRow).where(ThreadRow.id == thread_id).values(**values))
-
     # -- runs -------------------------------------------------------------------------
     async def create_run(
         self, thread_id: str, run_id: str, run_input: dict[str, Any], *, owner: str
@@ -211,7 +203,16 @@ class HostStore:
         answer: str | None = None,
         error: str | None = None,
         tokens: RunTokens | None = None,
+        thread_id: str | None = None,
+        thread_status: str | None = None,
+        title: str | None = None,
     ) -> None:
+        """Record a run's end; with ``thread_id``, sync the thread in the same transaction.
+
+        One transaction because a client that sees the run finished must also see the
+        thread's new status and title, and a crash must not leave one updated without the
+        other.
+        """
         values: dict[str, Any] = {
             "status": status,
             "outcome": outcome,
@@ -228,6 +229,10 @@ class HostStore:
             )
         async with self.session_factory.begin() as session:
             await session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
+            if thread_id is not None and thread_status is not None:
+                await session.execute(
+                    update(ThreadRow).where(ThreadRow.id == thread_id).values(**_thread_values(thread_status, title))
+                )
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         async with self.session_factory() as session:
@@ -283,3 +288,10 @@ class HostStore:
                 .values(status=ThreadStatus.INTERRUPTED.value, updated_at=now)
             )
             return tuple(run_ids)
+
+
+def _thread_values(status: str, title: str | None) -> dict[str, Any]:
+    values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
+    if title:  # a run without a title keeps the thread's existing one
+        values["title"] = title
+    return values

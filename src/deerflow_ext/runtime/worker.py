@@ -242,9 +242,9 @@ async def _persist(
             if error is None
             else ("interrupted" if status is RunStatus.INTERRUPTED else _error_text(error)),
             tokens=_tokens(result) if result is not None else None,
-        )
-        await deps.store.set_thread_state(
-            handle.thread_id, status=_THREAD_STATUS[status].value, title=getattr(result, "title", None)
+            thread_id=handle.thread_id,
+            thread_status=_THREAD_STATUS[status].value,
+            title=getattr(result, "title", None),
         )
     except Exception:
         logger.exception("run %s: could not persist its completion", handle.run_id)
