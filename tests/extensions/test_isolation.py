@@ -611,3 +611,42 @@ async def test_keyboard_interrupt_and_system_exit_are_never_contained(
     with pytest.raises(exc):
         await isolate(Raises(), diagnostics).awrap_model_call("request", handler)
     assert len(diagnostics) == 0
+
+
+# -- fused runs (composition hands a run of wrap-only wrappers to LangChain as one layer) ----
+class WrapsModel(AgentMiddleware):
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return handler(request)
+
+
+class ToolsPropertyRaises(WrapsModel):
+    @property
+    def tools(self):  # type: ignore[no-untyped-def, override]
+        raise RuntimeError("tools broke")
+
+
+def test_fusing_builds_new_wrappers_and_asks_the_extension_nothing_again(diagnostics: DiagnosticsList) -> None:
+    from deerflow_ext.extensions.isolation import fuse_wrap_only_runs
+
+    originals = [
+        IsolatedMiddleware(WrapsModel(), extension=EXT, index=1, diagnostics=diagnostics),
+        IsolatedMiddleware(ToolsPropertyRaises(), extension="other:install", diagnostics=diagnostics),
+    ]
+    assert len(diagnostics) == 1  # the raising property, mirrored once at construction
+    classes_before = [type(mw) for mw in originals]
+
+    fused = fuse_wrap_only_runs(originals)
+
+    assert len(diagnostics) == 1  # not mirrored again
+    assert [type(mw) for mw in originals] == classes_before  # the caller's wrappers are untouched
+    head, member = fused
+    assert head.fused_group == (head, member) and member.fused_group == ()
+    assert (head.inner, member.inner) == (originals[0].inner, originals[1].inner)
+    assert (head.extension, member.extension, head.name) == (EXT, "other:install", originals[0].name)
+    assert implemented_hooks(type(head)) == {"wrap_model_call", "awrap_model_call"}
+    assert implemented_hooks(type(member)) == frozenset()  # LangChain builds no layer for it
+    assert head.wrapped_hooks == member.wrapped_hooks == {"wrap_model_call"}
+    # A single wrapper, or wrappers with node hooks, are left as they are.
+    assert fuse_wrap_only_runs(originals[:1]) == originals[:1]
+    node = IsolatedMiddleware(RaisingNodeHooks(), extension=EXT, diagnostics=diagnostics)
+    assert fuse_wrap_only_runs([node, originals[0]]) == [node, originals[0]]

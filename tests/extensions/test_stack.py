@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain.agents import create_agent
+from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from langgraph.types import Command
 
 from deerflow_ext.agents.lead import build_host_stack
 from deerflow_ext.agents.middlewares import (
@@ -32,9 +35,10 @@ from deerflow_ext.agents.model import TransientModelError
 from deerflow_ext.agents.policy import project_policy
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions import stack as stack_module
+from deerflow_ext.extensions.assembly import describe_middleware
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.isolation import IsolatedMiddleware
-from deerflow_ext.extensions.ordering import assert_ordering
+from deerflow_ext.extensions.isolation import IsolatedMiddleware, implemented_hooks
+from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.stack import compose_middleware_stack
 from deerflow_extension_api import (
@@ -515,3 +519,192 @@ def test_any_contributions_compose_into_a_stack_that_satisfies_ordering(
         assert keys == sorted(keys)
     names = [mw.name for mw in result]
     assert len(set(names)) == len(names)
+
+
+# -- fused runs of wrap-only contributions ---------------------------------------------------
+class NoteState(AgentState):  # type: ignore[type-arg]
+    notes: Annotated[list[str], operator.add]
+
+
+class Tracer(AgentMiddleware):
+    """Records entry/exit and what its handler returned, on both axes and both paths."""
+
+    def __init__(self, label: str, trace: list[str]) -> None:
+        self.label, self.trace = label, trace
+
+    def _after(self, result: Any) -> Any:
+        self.trace.append(f"{self.label}< {type(result).__name__}")
+        return result
+
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.trace.append(f"{self.label}>")
+        return self._after(handler(request))
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.trace.append(f"{self.label}>")
+        return self._after(await handler(request))
+
+    def wrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.trace.append(f"{self.label} tool>")
+        return self._after(handler(request))
+
+    async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.trace.append(f"{self.label} tool>")
+        return self._after(await handler(request))
+
+
+class Unwraps(AgentMiddleware):
+    """Returns a bare AIMessage: LangChain normalises it before the next layer out sees it."""
+
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return handler(request).result[0]
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return (await handler(request)).result[0]
+
+
+class Commands(AgentMiddleware):
+    """Returns a command with the response; commands of every layer must reach the state."""
+
+    def __init__(self, note: str) -> None:
+        self.note = note
+
+    def _extend(self, response: Any) -> Any:
+        return ExtendedModelResponse(model_response=response, command=Command(update={"notes": [self.note]}))
+
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return self._extend(handler(request))
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        return self._extend(await handler(request))
+
+
+class Breaks(AgentMiddleware):
+    """Raises before calling the handler; isolation must call the downstream exactly once."""
+
+    def wrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise RuntimeError("broken extension")
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        raise RuntimeError("broken extension")
+
+
+class AsyncToolOnly(AgentMiddleware):
+    def __init__(self, trace: list[str]) -> None:
+        self.trace = trace
+
+    async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        self.trace.append("tool-only>")
+        return await handler(request)
+
+
+@tool
+def echo(x: int) -> str:
+    """Echoes."""
+    return f"echo {x}"
+
+
+def _fusion_scenario(trace: list[str]) -> LoadedExtensions:
+    """Six extensions, each with one wrap-only STANDARD contribution: one fused run."""
+    return loaded(
+        Contributor(MiddlewarePlacement(Tracer("a", trace), Placement.STANDARD)),
+        Contributor(MiddlewarePlacement(Commands("outer"), Placement.STANDARD)),
+        Contributor(MiddlewarePlacement(Breaks(), Placement.STANDARD)),
+        Contributor(MiddlewarePlacement(Unwraps(), Placement.STANDARD)),
+        Contributor(MiddlewarePlacement(AsyncToolOnly(trace), Placement.STANDARD)),
+        Contributor(MiddlewarePlacement(Commands("inner"), Placement.STANDARD)),
+    )
+
+
+def _hooked(stack: Sequence[Any]) -> list[Any]:
+    """The contributed entries LangChain builds a layer for."""
+    return [mw for mw in stack if isinstance(mw, IsolatedMiddleware) and implemented_hooks(type(mw))]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_fused_run_behaves_exactly_as_separate_layers(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nesting, normalisation, commands, per-member isolation: fused == one layer each."""
+    outcomes = []
+    for fuse in (True, False):
+        if not fuse:
+            monkeypatch.setattr(stack_module, "fuse_wrap_only_runs", list)
+        trace: list[str] = []
+        diagnostics = DiagnosticsList()
+        stack = compose_middleware_stack(
+            host_stack(), extensions=_fusion_scenario(trace), ctx=LEAD, diagnostics=diagnostics
+        )
+        assert len(_hooked(stack)) == (1 if fuse else 6)
+        call = AIMessage("", tool_calls=[{"name": "echo", "args": {"x": 1}, "id": "c1"}])
+        model = FlakyModel(script=[call, AIMessage("answer")], attempts=[])
+        agent = create_agent(model, tools=[echo], middleware=stack, state_schema=NoteState)
+        payload = {"messages": [{"role": "user", "content": "go"}]}
+        result = agent.invoke(payload) if mode == "sync" else await agent.ainvoke(payload)
+        outcomes.append(
+            (
+                trace,
+                [(type(m).__name__, m.content) for m in result["messages"]],
+                result["notes"],
+                len(model.attempts),
+                [(d.extension, d.message) for d in diagnostics],
+            )
+        )
+    fused, separate = outcomes
+    assert fused == separate
+    trace, _, notes, attempts, diags = fused
+    # Sanity: the scenario exercised what it claims to.
+    assert trace[:2] == ["a>", "a< ModelResponse"] and ("tool-only>" in trace) == (mode == "async")
+    assert notes == ["inner", "outer", "inner", "outer"]  # inner-first, per model call
+    assert attempts == 2  # the broken member did not repeat the model call
+    hook = "wrap_model_call" if mode == "sync" else "awrap_model_call"
+    assert diags == [("ext2:install", f"Breaks.{hook} raised RuntimeError: broken extension")] * 2
+
+
+def test_a_fused_run_keeps_every_entry_in_place_for_descriptor_and_ordering() -> None:
+    trace: list[str] = []
+    stack = compose_middleware_stack(host_stack(), extensions=_fusion_scenario(trace), ctx=LEAD)
+    contributed = [mw for mw in stack if isinstance(mw, IsolatedMiddleware)]
+    (head,) = _hooked(stack)
+    assert head is contributed[0] and head.fused_group == tuple(contributed)
+    # The descriptor still lists each contribution by its own class and extension, in order.
+    described = [(d.name, d.extension) for d in map(describe_middleware, stack) if d.extension]
+    assert described == [
+        ("Tracer", "ext0:install"),
+        ("Commands", "ext1:install"),
+        ("Breaks", "ext2:install"),
+        ("Unwraps", "ext3:install"),
+        ("AsyncToolOnly", "ext4:install"),
+        ("Commands", "ext5:install"),
+    ]
+    # Each entry still reports its own hooks to the ordering checks.
+    assert [mw.wrapped_hooks for mw in contributed] == [implemented_hooks(type(mw.inner)) for mw in contributed]
+    assert_ordering(stack)
+    # A group whose members are moved away from their head is an ordering error.
+    index = stack.index(contributed[2])
+    broken = [*stack[:index], *stack[index + 1 : -1], stack[index], stack[-1]]
+    with pytest.raises(OrderingError, match="fused group"):
+        assert_ordering(broken)
+
+
+def test_only_consecutive_wrap_only_contributions_in_one_placement_are_fused() -> None:
+    trace: list[str] = []
+
+    class WithTool(Tracer):
+        tools = [echo]
+
+    ext = loaded(
+        Contributor(
+            MiddlewarePlacement(Tracer("a", trace), Placement.STANDARD),
+            MiddlewarePlacement(Tracer("b", trace), Placement.STANDARD),
+            MiddlewarePlacement(Plain("node hook"), Placement.STANDARD),  # breaks the run
+            MiddlewarePlacement(Tracer("c", trace), Placement.STANDARD),
+            MiddlewarePlacement(WithTool("tools", trace), Placement.STANDARD),  # not fusible
+            MiddlewarePlacement(Tracer("d", trace), Placement.STANDARD),
+            MiddlewarePlacement(Tracer("physical 1", trace), Placement.MODEL_PHYSICAL),  # next placement
+            MiddlewarePlacement(Tracer("physical 2", trace), Placement.MODEL_PHYSICAL),
+        )
+    )
+    stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD)
+    groups = [[m.inner.label for m in mw.fused_group] for mw in stack if isinstance(mw, IsolatedMiddleware)]
+    assert [g for g in groups if g] == [["a", "b"], ["physical 1", "physical 2"]]
+    assert [mw.inner.label for mw in _hooked(stack)] == ["a", "node hook", "c", "tools", "d", "physical 1"]
+    assert_ordering(stack)

@@ -25,6 +25,9 @@ The wrapper has three jobs:
   are not the extension's fault and propagate unchanged — the retry layer outside needs to
   see them as they are. LangGraph's control-flow exceptions (``GraphBubbleUp``: interrupts,
   parent commands) are not failures either and always propagate.
+* **Cost one LangChain layer per run of wrap-only wrappers**, not one per wrapper:
+  :func:`fuse_wrap_only_runs` (called by the composition point) lets the first wrapper of
+  such a run call every member's own isolated wrap hook; see the section at the end.
 * **Judge a CancelledError by its origin** (spec, Cancellation; see ``origin.py``). One the
   extension raised itself — an internal timeout built on cancellation — is contained like
   any other failure: otherwise it would end an otherwise healthy run as an error. A genuine
@@ -36,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 from weakref import WeakKeyDictionary
@@ -53,7 +56,14 @@ from .origin import is_host_cancellation
 if TYPE_CHECKING:
     from deerflow_extension_api import Placement
 
-__all__ = ["STATE_HOOKS", "WRAP_HOOK_PAIRS", "IsolatedMiddleware", "implemented_hooks", "node_slug"]
+__all__ = [
+    "STATE_HOOKS",
+    "WRAP_HOOK_PAIRS",
+    "IsolatedMiddleware",
+    "fuse_wrap_only_runs",
+    "implemented_hooks",
+    "node_slug",
+]
 
 #: The node hooks (``before_*`` / ``after_*``), each with its own sync and async side.
 STATE_HOOKS: tuple[str, ...] = (
@@ -142,6 +152,8 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     """
 
     _hooks: ClassVar[frozenset[str]] = frozenset()
+    _fused_group: tuple[IsolatedMiddleware, ...] = ()
+    _group_calls: Mapping[str, Callable[..., Any]]
 
     def __new__(
         cls,
@@ -201,6 +213,22 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def name(self) -> str:
         """A unique, LangGraph-valid node-name prefix: ``ext_<slug>_<ClassName>_<n>``."""
         return self._name
+
+    @property
+    def wrapped_hooks(self) -> frozenset[str]:
+        """The hooks the inner middleware implements, as ``create_agent`` would detect them.
+
+        The same whether or not this wrapper is part of a fused group (see
+        :func:`fuse_wrap_only_runs`), where its class may expose more hooks (a group head) or
+        none (a member the head runs); ordering checks read this, not the class.
+        """
+        return type(self)._hooks
+
+    @property
+    def fused_group(self) -> tuple[IsolatedMiddleware, ...]:
+        """The wrappers this one runs as one LangChain layer, itself first; empty unless it
+        heads a fused group."""
+        return self._fused_group
 
     def __repr__(self) -> str:
         return f"IsolatedMiddleware({self._inner!r}, extension={self._extension!r})"
@@ -402,3 +430,156 @@ def _async_pass_through(hook: str) -> Callable[..., Any]:
 
     pass_through.__name__ = hook
     return pass_through
+
+
+# -- fusing runs of wrap-only wrappers into one LangChain layer ------------------------------
+#
+# ``create_agent`` pays per middleware *layer*: it decorates every wrap hook with langsmith's
+# ``traceable`` (an ``inspect.signature`` per hook at build time; on the async path two
+# thread-pool hops and a task per call, even with tracing off), and each layer is one more
+# link in the composed chain. Ten no-op wrap-only contributions cost a lead run ~5 ms of
+# construction and ~0.3 ms per layer per model call. A run of consecutive wrappers in one
+# placement that only wrap (no node hooks, tools, state schema, transformers or trace policy
+# of their own) is therefore handed to LangChain as one layer: the first wrapper of the run
+# (the *head*) exposes the run's wrap hooks and calls every member's own isolated wrap hook
+# through LangChain's own composers, so nesting, result normalisation and command
+# accumulation between members are exactly what they were as separate layers; the other
+# members stay in the stack in their place (attribution, descriptor, ordering, node names)
+# but expose no hook, so LangChain builds nothing for them. Every member is still isolated
+# and attributed separately. What changes: LangSmith records one span per group, named
+# after the head, instead of one per member.
+
+_WRAP_HOOKS = frozenset(hook for pair in WRAP_HOOK_PAIRS for hook in pair)
+
+
+def _langchain_composers() -> Mapping[str, Callable[[Any], Any]] | None:
+    try:
+        from langchain.agents.factory import (
+            _chain_async_model_call_handlers,
+            _chain_async_tool_call_wrappers,
+            _chain_model_call_handlers,
+            _chain_tool_call_wrappers,
+        )
+    except ImportError:  # a LangChain without them: no fusing, every wrapper its own layer
+        return None
+    return {
+        "wrap_model_call": _chain_model_call_handlers,
+        "awrap_model_call": _chain_async_model_call_handlers,
+        "wrap_tool_call": _chain_tool_call_wrappers,
+        "awrap_tool_call": _chain_async_tool_call_wrappers,
+    }
+
+
+_COMPOSERS = _langchain_composers()
+
+
+def _fusible(mw: Any) -> bool:
+    cls = type(mw)
+    return (
+        isinstance(mw, IsolatedMiddleware)
+        and not mw._fused_group
+        and cls is _classes.get(type(mw._inner))  # a plain per-class wrapper, not a member
+        and bool(mw.wrapped_hooks)
+        and mw.wrapped_hooks <= _WRAP_HOOKS
+        and not mw.tools
+        and mw.state_schema is AgentMiddleware.state_schema  # type: ignore[misc]
+        and not mw.transformers
+        and mw.trace_policy is None
+    )
+
+
+def fuse_wrap_only_runs(stack: Sequence[Any]) -> list[Any]:
+    """``stack`` with each run of two or more consecutive fusible wrappers in one placement
+    handed to LangChain as one layer (see above). Order and membership are unchanged: the
+    result holds a wrapper for every entry of ``stack``, at the same index."""
+    if _COMPOSERS is None:
+        return list(stack)
+    result: list[Any] = []
+    run: list[IsolatedMiddleware] = []
+
+    def flush() -> None:
+        result.extend(_fused(run) if len(run) > 1 else run)
+        run.clear()
+
+    for mw in stack:
+        if not _fusible(mw):
+            flush()
+            result.append(mw)
+            continue
+        if run and mw.placement is not run[0].placement:
+            flush()
+        run.append(mw)
+    flush()
+    return result
+
+
+def _fused(run: Sequence[IsolatedMiddleware]) -> list[IsolatedMiddleware]:
+    assert _COMPOSERS is not None
+    head_inner = type(run[0]._inner)
+    hooks = frozenset().union(*(mw.wrapped_hooks for mw in run))
+    axes = tuple(pair for pair in WRAP_HOOK_PAIRS if hooks & set(pair))
+    head = _clone(run[0], _group_head_class(head_inner, axes))
+    members = [head, *(_clone(mw, _group_member_class(type(mw._inner))) for mw in run[1:])]
+    calls: dict[str, Callable[..., Any]] = {}
+    for pair in axes:
+        on_axis = [(mw, _classes[type(mw._inner)]) for mw in members if mw.wrapped_hooks & set(pair)]
+        for hook in pair:
+            # Each member's own isolated hook (its per-class wrapper's), bound to it.
+            calls[hook] = _COMPOSERS[hook]([getattr(cls, hook).__get__(mw) for mw, cls in on_axis])
+    head._group_calls = calls
+    head._fused_group = tuple(members)
+    return members
+
+
+def _clone(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
+    # A new wrapper of ``cls`` over the same state: nothing is mirrored from the extension
+    # again (a raising property would be reported twice), and the caller's objects are left
+    # as they were.
+    clone = object.__new__(cls)
+    clone.__dict__.update(mw.__dict__)
+    return clone
+
+
+_heads: WeakKeyDictionary[type, dict[tuple[tuple[str, str], ...], type[IsolatedMiddleware]]] = WeakKeyDictionary()
+_members: WeakKeyDictionary[type, type[IsolatedMiddleware]] = WeakKeyDictionary()
+
+
+def _group_head_class(inner_cls: type, axes: tuple[tuple[str, str], ...]) -> type[IsolatedMiddleware]:
+    with _classes_lock:
+        by_axes = _heads.setdefault(inner_cls, {})
+        cls = by_axes.get(axes)
+        if cls is None:
+            namespace: dict[str, Any] = {"_hooks": implemented_hooks(inner_cls), "__module__": __name__}
+            for pair in axes:
+                namespace[pair[0]] = _group_method(pair[0])
+                namespace[pair[1]] = _agroup_method(pair[1])
+            name = f"Isolated{inner_cls.__name__}Group"
+            namespace["__qualname__"] = name
+            cls = by_axes[axes] = type(name, (IsolatedMiddleware,), namespace)
+        return cls
+
+
+def _group_member_class(inner_cls: type) -> type[IsolatedMiddleware]:
+    with _classes_lock:
+        cls = _members.get(inner_cls)
+        if cls is None:
+            name = f"Isolated{inner_cls.__name__}InGroup"
+            namespace = {"_hooks": implemented_hooks(inner_cls), "__module__": __name__, "__qualname__": name}
+            cls = _members[inner_cls] = type(name, (IsolatedMiddleware,), namespace)
+        return cls
+
+
+def _group_method(hook: str) -> Callable[..., Any]:
+    def wrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._group_calls[hook](request, handler)
+
+    wrap.__name__ = hook
+    return wrap
+
+
+def _agroup_method(hook: str) -> Callable[..., Any]:
+    async def awrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await self._group_calls[hook](request, handler)
+
+    awrap.__name__ = hook
+    return awrap

@@ -96,7 +96,8 @@ def _label(mw: Any) -> str:
 
 
 def _hooks(mw: Any) -> frozenset[str]:
-    return implemented_hooks(type(mw))
+    # A contribution's own hooks, wherever a fused group put them (isolation.py).
+    return mw.wrapped_hooks if isinstance(mw, IsolatedMiddleware) else implemented_hooks(type(mw))
 
 
 def _placement(mw: Any) -> Placement | None:
@@ -131,6 +132,18 @@ def assert_ordering(stack: Sequence[Any]) -> None:
     for index, mw in enumerate(stack):
         if isinstance(mw, IsolatedMiddleware):
             _check_placement(stack, index, mw, host_positions, retry, last)
+            _check_fused_group(stack, index, mw)
+
+
+def _check_fused_group(stack: Sequence[Any], index: int, mw: IsolatedMiddleware) -> None:
+    # A group head runs its members' wrap hooks where it stands, so they must follow it,
+    # consecutively and in order: otherwise the nesting LangChain sees is not the list's.
+    group = mw.fused_group
+    if group and tuple(stack[index : index + len(group)]) != group:
+        raise OrderingError(
+            f"{_label(mw)} at position {index} runs a fused group of {len(group)} whose members "
+            "do not follow it in order"
+        )
 
 
 def _check_placement(

@@ -37,7 +37,7 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
 
 from .diagnostics import DiagnosticsList, get_diagnostics
-from .isolation import IsolatedMiddleware, node_slug
+from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
 from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
@@ -99,7 +99,9 @@ def compose_middleware_stack(
     returns something other than a sequence of ``MiddlewarePlacement`` is recorded as a
     diagnostic and contributes nothing; a cancellation of the host task propagates. The
     result is validated with :func:`assert_ordering`; a contribution whose placement promise
-    cannot hold is dropped with a diagnostic, while a broken *host* order raises.
+    cannot hold is dropped with a diagnostic, while a broken *host* order raises. Consecutive
+    wrap-only contributions in one placement run as one LangChain layer
+    (:func:`~.isolation.fuse_wrap_only_runs`); the list still holds each of them, in order.
     """
     if not extensions.middlewares:
         return list(host)
@@ -107,7 +109,9 @@ def compose_middleware_stack(
     placed = _collect(extensions, ctx, diagnostics)
     dropped: set[str] = set()
     while True:
-        stack = _assemble(host, [p for p in placed if p.extension not in dropped])
+        # Runs of wrap-only contributions become one LangChain layer each (isolation.py):
+        # same entries, same order, every one still isolated and attributed on its own.
+        stack = fuse_wrap_only_runs(_assemble(host, [p for p in placed if p.extension not in dropped]))
         try:
             assert_ordering(stack)
         except OrderingError as exc:
