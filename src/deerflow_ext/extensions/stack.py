@@ -196,9 +196,15 @@ def _validated(result: Any) -> list[MiddlewarePlacement]:
 
 def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:  # type: ignore[type-arg]
     anchors, rank = _anchors(), _host_rank()
+    # Each host middleware's documented rank, once per assembly (not once per contribution).
+    host_ranks = [next((r for cls, r in rank.items() if isinstance(mw, cls)), None) for mw in host]
+    index_of: dict[type, int] = {}
     slots: dict[int, list[_Placed]] = {}
     for item in placed:
-        slots.setdefault(_insertion_index(host, anchors[item.placement].before, rank), []).append(item)
+        anchor = anchors[item.placement].before
+        if anchor not in index_of:
+            index_of[anchor] = _insertion_index(host_ranks, rank[anchor])
+        slots.setdefault(index_of[anchor], []).append(item)
     stack: list[AgentMiddleware] = []  # type: ignore[type-arg]
     for index in range(len(host) + 1):
         group = sorted(slots.get(index, ()), key=lambda p: (anchors[p.placement].rank, p.order, p.sequence))
@@ -208,11 +214,9 @@ def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> lis
     return stack
 
 
-def _insertion_index(host: Sequence[Any], anchor: type, rank: Mapping[type, int]) -> int:
-    """Index of the first host middleware at or after ``anchor`` in documented order."""
-    wanted = rank[anchor]
-    for index, mw in enumerate(host):
-        mw_rank = next((r for cls, r in rank.items() if isinstance(mw, cls)), None)
+def _insertion_index(host_ranks: Sequence[int | None], wanted: int) -> int:
+    """Index of the first host middleware at or after rank ``wanted`` in documented order."""
+    for index, mw_rank in enumerate(host_ranks):
         if mw_rank is not None and mw_rank >= wanted:
             return index
-    return len(host)
+    return len(host_ranks)
