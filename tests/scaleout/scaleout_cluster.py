@@ -10,14 +10,12 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -37,29 +35,6 @@ def _pg_reason() -> str | None:
 
 
 PG_UNREACHABLE = _pg_reason()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if Path(str(item.fspath)).parent == HERE:
-            item.add_marker(pytest.mark.postgres)
-            if PG_UNREACHABLE:
-                item.add_marker(pytest.mark.skip(reason=PG_UNREACHABLE))
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh PostgreSQL database, dropped afterwards (sessions of killed processes included)."""
-    import psycopg
-
-    name = f"dfx_scale_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def free_port() -> int:
@@ -156,21 +131,6 @@ def spawn_gateways(
                 raise RuntimeError(f"{gateway.name} did not answer /health:\n{gateway.log()}")
             time.sleep(0.1)
     return Cluster(gateways, hook_log, database_url)
-
-
-@pytest.fixture
-def cluster_of(tmp_path: Path, pg_url: str) -> Iterator[Callable[[int], Cluster]]:
-    started: list[Cluster] = []
-
-    def make(count: int) -> Cluster:
-        cluster = spawn_gateways(tmp_path, pg_url, count)
-        started.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in started:
-        for gateway in cluster.gateways:
-            gateway.stop()
 
 
 def body(text: str) -> dict[str, Any]:
