@@ -206,6 +206,16 @@ def _plain(node: Any, path: Path) -> Any:
     return _Plain(path).convert(node)
 
 
+def _locate(
+    target: Path, root: Any, name: str, entry_points: EntryPointIndex | None
+) -> tuple[CommentedSeq, int]:
+    """The ``plugins:`` sequence and the index of the entry ``name`` designates."""
+    seq = _plugins_seq(root)
+    if seq is None:
+        raise PluginNotFoundError(f"no plugins entry matches {name!r} ({target} configures no plugins)")
+    return seq, find_plugin(list(seq), name, entry_points)
+
+
 def _plugins_seq(root: Any) -> CommentedSeq | None:
     plugins = root.get("plugins") if isinstance(root, CommentedMap) else None
     return plugins if isinstance(plugins, CommentedSeq) else None
@@ -241,10 +251,7 @@ def set_plugin_enabled(
     target = _target(path)
     with config_lock(target):
         text, root = _load(target)
-        seq = _plugins_seq(root)
-        if seq is None:
-            raise PluginNotFoundError(f"no plugins entry matches {name!r} ({target} configures no plugins)")
-        index = find_plugin(list(seq), name, entry_points)
+        seq, index = _locate(target, root, name, entry_points)
         entry = seq[index]
         if entry.get("enabled", True) is enabled:
             return False
@@ -331,10 +338,7 @@ def remove_plugin(path: str | Path, name: str, *, entry_points: EntryPointIndex 
     target = _target(path)
     with config_lock(target):
         text, root = _load(target)
-        seq = _plugins_seq(root)
-        if seq is None:
-            raise PluginNotFoundError(f"no plugins entry matches {name!r} ({target} configures no plugins)")
-        index = find_plugin(list(seq), name, entry_points)
+        seq, index = _locate(target, root, name, entry_points)
         expected = _plain(root, target)
         removed = PluginEntry.model_validate(expected["plugins"].pop(index))
         candidate = _cut(text, root, seq, index)
