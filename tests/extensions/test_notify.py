@@ -379,3 +379,131 @@ async def test_concurrent_notifications_on_one_loop_keep_their_own_deadlines() -
     short_budget = notify_task_start(lifecycle(Sleeps("short", 0.15)), ExtensionData("t"), INFO, budget=0.05)
     await asyncio.gather(long_budget, short_budget)
     assert calls == ["long"]
+
+
+# --------------------------------------------------------------------------------------
+# The fast path: a notification none of whose contributors can suspend
+# --------------------------------------------------------------------------------------
+async def _no_await(*args: Any) -> None:
+    return None
+
+
+async def _awaits(*args: Any) -> None:
+    await asyncio.sleep(0)
+
+
+async def _async_with(*args: Any) -> None:
+    async with asyncio.Lock():
+        pass
+
+
+async def _async_for(*args: Any) -> None:
+    async for _ in _agen():
+        pass
+
+
+async def _agen() -> Any:
+    yield 1
+
+
+def _returns_a_coroutine(*args: Any) -> Any:
+    return _no_await()
+
+
+class _Methods:
+    async def on_task_start(self, *args: Any) -> None:
+        return None
+
+    async def on_task_stop(self, *args: Any) -> None:
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize(
+    ("fn", "cannot_suspend"),
+    [
+        (_no_await, True),
+        (_Methods().on_task_start, True),
+        (_awaits, False),
+        (_async_with, False),
+        (_async_for, False),
+        (_Methods().on_task_stop, False),
+        (_agen, False),  # an async generator function, not a coroutine function
+        (_returns_a_coroutine, False),  # sync: what it returns is unknown
+        (lambda *args: _no_await(), False),
+        (__import__("functools").partial(_no_await, 1), False),
+        (print, False),
+    ],
+)
+def test_only_coroutine_functions_without_a_suspension_point_are_classified_as_unable_to_suspend(
+    fn: Any, cannot_suspend: bool
+) -> None:
+    assert notify._cannot_suspend(fn) is cannot_suspend
+
+
+def test_one_contributor_that_may_suspend_puts_the_whole_notification_on_the_full_path() -> None:
+    calls: list[str] = []
+    immediate = contributions(_Methods(), _Methods())
+    mixed = contributions(_Methods(), Recorder(calls, "b"))
+    assert notify._build_plan(immediate, "on_task_start").may_suspend is False
+    assert notify._build_plan(mixed, "on_task_start").may_suspend is True
+
+
+class _ImmediateStop:
+    def __init__(self, calls: list[str], name: str, behaviour: str = "return") -> None:
+        self.calls, self.name, self.behaviour = calls, name, behaviour
+
+    async def on_task_stop(self, *args: Any) -> None:
+        self.calls.append(self.name)
+        if self.behaviour == "self_cancel":
+            raise asyncio.CancelledError()
+        if self.behaviour == "raise":
+            raise ValueError(f"broken {self.name}")
+
+
+async def test_fast_path_stop_hooks_in_a_cancelled_runs_cleanup_contain_their_own_cancelled_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+    ext = lifecycle(
+        _ImmediateStop(calls, "a", "self_cancel"), _ImmediateStop(calls, "b", "raise"), _ImmediateStop(calls, "c")
+    )
+    assert not notify._build_plan(ext.task_lifecycle, "on_task_stop").may_suspend
+
+    async def run() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await notify_task_stop(ext, ExtensionData("t"), INFO, TaskOutcome.ABORTED)
+            raise
+
+    task = asyncio.create_task(run())
+    await asyncio.sleep(0.01)
+    with caplog.at_level(logging.ERROR, LOGGER):
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert calls == ["a", "b", "c"]
+    assert messages(caplog, logging.ERROR) == [
+        "Extension acme_audit:install: on_task_stop raised CancelledError",
+        "Extension acme_costs:install: on_task_stop raised ValueError: broken b",
+    ]
+
+
+async def test_fast_path_delivers_a_pending_host_cancellation_at_the_callers_next_await() -> None:
+    calls: list[str] = []
+    ext = lifecycle(_ImmediateStop(calls, "a"), _ImmediateStop(calls, "b"))
+    reached_next_await = False
+
+    async def run() -> None:
+        nonlocal reached_next_await
+        current = asyncio.current_task()
+        assert current is not None
+        current.cancel()  # requested while the task runs: delivered at its next suspension
+        await notify_task_stop(ext, ExtensionData("t"), INFO, TaskOutcome.COMPLETED)
+        reached_next_await = True
+        await asyncio.sleep(0)
+
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.create_task(run())
+    assert calls == ["a", "b"]
+    assert reached_next_await

@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deerflow_ext.extensions import notify
 from deerflow_ext.extensions.notify import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution
 
@@ -36,6 +37,23 @@ class Contributor:
             await asyncio.sleep(0)
             raise asyncio.CancelledError()
         elif self.behaviour == "keyboard_interrupt":
+            raise KeyboardInterrupt()
+
+
+class Immediate(Contributor):
+    """The same behaviours, but compiled without a suspension point (no ``sleeps``).
+
+    A notification whose contributors are all like this takes ``_notify_each``'s fast path,
+    which must be indistinguishable from the full one.
+    """
+
+    async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
+        self.calls.append(self.index)
+        if self.behaviour == "raises":
+            raise RuntimeError(f"boom {self.index}")
+        if self.behaviour == "self_cancels":
+            raise asyncio.CancelledError()
+        if self.behaviour == "keyboard_interrupt":
             raise KeyboardInterrupt()
 
 
@@ -71,14 +89,37 @@ def expected(behaviours: list[str]) -> tuple[list[int], list[tuple[int, str]], s
     return calls, lines, None
 
 
+IMMEDIATE = st.sampled_from([b for b in BEHAVIOURS if b != "sleeps"])
+
+
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from(BEHAVIOURS), max_size=6))
-def test_any_mix_of_contributors_follows_the_spec(behaviours: list[str]) -> None:
+@given(st.lists(st.tuples(st.sampled_from(BEHAVIOURS), st.booleans()), max_size=6))
+def test_any_mix_of_contributors_follows_the_spec(drawn: list[tuple[str, bool]]) -> None:
     calls: list[int] = []
-    contributions = tuple(
-        Contribution(f"ext{i}:install", f"ext{i}", i, f"{i}:ext{i}:install#1", Contributor(i, b, calls))
-        for i, b in enumerate(behaviours)
+    contributors = [
+        (Immediate if immediate and behaviour != "sleeps" else Contributor)(i, behaviour, calls)
+        for i, (behaviour, immediate) in enumerate(drawn)
+    ]
+    check_against_the_model(contributors, calls)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(IMMEDIATE, max_size=6))
+def test_contributors_that_cannot_suspend_follow_the_spec_on_the_fast_path(behaviours: list[str]) -> None:
+    calls: list[int] = []
+    contributors = [Immediate(i, behaviour, calls) for i, behaviour in enumerate(behaviours)]
+    assert not notify._build_plan(as_contributions(contributors), "on_task_start").may_suspend
+    check_against_the_model(contributors, calls)
+
+
+def as_contributions(contributors: list[Contributor]) -> tuple[Contribution[Any], ...]:
+    return tuple(
+        Contribution(f"ext{i}:install", f"ext{i}", i, f"{i}:ext{i}:install#1", c) for i, c in enumerate(contributors)
     )
+
+
+def check_against_the_model(contributors: list[Contributor], calls: list[int]) -> None:
+    contributions = as_contributions(contributors)
     handler = Lines()
     logger = logging.getLogger("deerflow_ext.extensions")
     logger.addHandler(handler)
@@ -104,7 +145,7 @@ def test_any_mix_of_contributors_follows_the_spec(behaviours: list[str]) -> None
         logger.removeHandler(handler)
         logger.setLevel(previous_level)
 
-    want_calls, want_lines, want_propagated = expected(behaviours)
+    want_calls, want_lines, want_propagated = expected([c.behaviour for c in contributors])
     assert calls == want_calls
     assert [line for line in handler.lines if line[0] >= logging.WARNING] == want_lines
     assert propagated == want_propagated

@@ -18,6 +18,14 @@ and wrapping each in a Task would cost more than the hook. The budget is enforce
 timer per event loop (:class:`_Watchdog`) that every running notification shares, so a
 notification whose contributors never suspend arms no timer at all.
 
+Both the budget and the origin test act only where a contributor *suspends*: asyncio can
+cancel a coroutine only at an ``await`` that yields to the loop, and a cancellation of the host
+task can only be delivered there. A hook compiled without any suspension point (the common
+"write a few keys into the task store" hook) can therefore never be interrupted, nor receive
+the host's cancellation; whatever it raises is its own. When every contributor of a
+notification is such a hook, :func:`_notify_each` skips that machinery (see
+:func:`_cannot_suspend`), and it behaves exactly as the full path would.
+
 The notification *loop* is the Gateway's serving loop. Extensions open clients and pools on
 it, so a subagent running on its own loop in a worker thread dispatches its hooks there
 instead of touching those resources from a foreign loop (:class:`NotificationLoop`).
@@ -26,11 +34,14 @@ instead of touching those resources from a foreign loop (:class:`NotificationLoo
 from __future__ import annotations
 
 import asyncio
+import dis
+import inspect
 import logging
 import math
 import os
 import threading
 import time
+import types
 import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
@@ -169,6 +180,26 @@ class _Plan(NamedTuple):
     source: Sequence[Contribution[Any]]
     contributions: tuple[Contribution[Any], ...]  # those implementing the method, in order
     calls: tuple[Callable[..., Awaitable[object]], ...]  # their bound methods, same order
+    may_suspend: bool  # False when no call can suspend: see _cannot_suspend
+
+
+_YIELD_VALUE = dis.opmap["YIELD_VALUE"]
+
+
+def _cannot_suspend(fn: object) -> bool:
+    """Whether awaiting ``fn(...)`` provably completes without yielding to the event loop.
+
+    A coroutine suspends only at a ``YIELD_VALUE`` in its own frame: every ``await``,
+    ``async for`` and ``async with`` compiles to one, and the functions it calls cannot
+    suspend it. So a plain ``async def`` (or a method of one) whose bytecode holds no
+    ``YIELD_VALUE`` runs to completion in the step that starts it. Anything else — a sync
+    callable returning an awaitable, a decorator's wrapper object, a builtin — is assumed to
+    suspend, which is always safe: it only means the full machinery runs.
+    """
+    func = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(func, types.FunctionType) or not func.__code__.co_flags & inspect.CO_COROUTINE:
+        return False
+    return all(instruction.opcode != _YIELD_VALUE for instruction in dis.get_instructions(func.__code__))
 
 
 # ``method -> id(contributions) -> plan``: two lookups with keys whose hashes are cached
@@ -188,7 +219,9 @@ def _build_plan(contributions: Sequence[Contribution[Any]], method: str) -> _Pla
     cached. A contributor lacking the method is left out: every hook is optional.
     """
     pairs = [(c, fn) for c in contributions if (fn := getattr(c.contributor, method, None)) is not None]
-    plan = _Plan(contributions, tuple(c for c, _ in pairs), tuple(fn for _, fn in pairs))
+    calls = tuple(fn for _, fn in pairs)
+    may_suspend = not all(_cannot_suspend(fn) for fn in calls)
+    plan = _Plan(contributions, tuple(c for c, _ in pairs), calls, may_suspend)
     by_source = _plans.setdefault(method, {})
     if len(by_source) >= _PLANS_LIMIT:
         by_source.clear()
@@ -257,6 +290,25 @@ async def _notify_each(
         return
     if budget is None:
         budget = DEFAULT_NOTIFY_BUDGET
+    trace = TRACE_EXTENSIONS
+    if not plan[3] and budget > 0:  # no call can suspend (plan.may_suspend)
+        # Each call completes in the step that starts it: nothing can cancel it, no deadline
+        # can pass while the loop is ours, and a cancellation of the host task requested
+        # meanwhile is delivered at the caller's next ``await``. So every exception here,
+        # a CancelledError included, is the contributor's own, except the two that always
+        # propagate. Like a contributor that blocks the loop on the full path, one that runs
+        # long here spends the budget without being interrupted.
+        for call in calls:
+            if trace:
+                _trace(plan, calls, call, method, task_id)
+            try:
+                await call(*args)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                extension = plan[1][_index_of(calls, call)].extension  # plan.contributions
+                log_extension_failure(extension, f"{method} raised {_describe(exc)}", exc=exc)
+        return
     loop = _get_running_loop()  # RuntimeError outside a loop
     task = _current_task(loop)
     if task is None:
@@ -276,7 +328,6 @@ async def _notify_each(
         watchdog.active[remaining] = state
         if deadline < watchdog.when:
             watchdog.arm(deadline)
-    trace = TRACE_EXTENSIONS
     fn: Callable[..., Awaitable[object]] | None = None
     try:
         for fn in remaining:
