@@ -63,8 +63,25 @@ class MiddlewareDescriptor:
     extension: str | None = None
 
 
+#: Speed: a fingerprint renders every descriptor of every construction (a lead agent with
+#: ten contributions: ~240 values). The exact JSON scalar types are their own rendering, and
+#: the two descriptor classes' field names are fixed, so neither needs the generic
+#: ``dataclasses.is_dataclass`` / ``fields()`` probe. Exact types only: a subclass takes the
+#: generic path, so the rendering is the same value either way. A ``dict`` of scalars is
+#: handed to the serialiser as it is: the payload is only ever serialised, never mutated.
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: object) -> object:
     """Render descriptors and mappings as the plain JSON shapes they are hashed as."""
+    cls = type(value)
+    if cls in _SCALARS:
+        return value
+    names = _DESCRIPTOR_FIELDS.get(cls)
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
+    if type(value) is dict and all(type(item) in _SCALARS for item in value.values()):
+        return value  # already plain (most policy maps): a copy would serialise identically
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
@@ -74,10 +91,31 @@ def _plain(value: object) -> object:
     return value
 
 
+_DESCRIPTOR_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in (ToolDescriptor, MiddlewareDescriptor)
+}
+
+
 def _tool_key(tool: ToolDescriptor) -> tuple[str, str]:
     # The name orders tools; the full rendering only breaks ties between duplicates,
     # so any permutation of the same tools sorts identically.
     return (tool.name, canonical_json(_plain(tool)))
+
+
+def _sorted_tools(tools: tuple[ToolDescriptor, ...]) -> list[ToolDescriptor]:
+    """``tools`` in :func:`_tool_key` order.
+
+    When the names are distinct strings the name alone decides that order, so the full
+    renderings (a JSON serialisation per tool) are only computed to break real ties.
+    """
+    names = [tool.name for tool in tools]
+    if all(type(name) is str for name in names) and len(set(names)) == len(names):
+        return sorted(tools, key=_tool_name)
+    return sorted(tools, key=_tool_key)
+
+
+def _tool_name(tool: ToolDescriptor) -> str:
+    return tool.name
 
 
 @dataclass(frozen=True)
@@ -129,7 +167,7 @@ class AgentAssemblyDescriptor:
         }
         # Assembly order of tools and skills is incidental; middleware order decides
         # what wraps what, so it stays in stack order.
-        payload["tools"] = [_plain(tool) for tool in sorted(self.tools, key=_tool_key)]
+        payload["tools"] = [_plain(tool) for tool in _sorted_tools(self.tools)]
         payload["deferred_tool_names"] = sorted(self.deferred_tool_names)
         payload["enabled_skills"] = sorted(self.enabled_skills)
         return payload

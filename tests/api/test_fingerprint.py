@@ -11,6 +11,7 @@ from deerflow_extension_api import (
     MiddlewareDescriptor,
     ToolDescriptor,
     canonical_hash,
+    canonical_json,
 )
 
 TOOLS = (
@@ -181,3 +182,21 @@ def test_duplicate_tools_permutation_invariant(tools: list[ToolDescriptor], rnd:
     shuffled = list(tools)
     rnd.shuffle(shuffled)
     assert make(tools=tuple(tools)).fingerprint == make(tools=tuple(shuffled)).fingerprint
+
+
+SAME_NAME = (
+    ToolDescriptor("search", "d1", "s2", "builtin"),
+    ToolDescriptor("search", "d1", "s1", "mcp", mcp_server="web"),
+    ToolDescriptor("search", "d0", "s9", "extension"),
+)
+
+
+@given(st.permutations((*SAME_NAME, *TOOLS)))
+def test_tools_sharing_a_name_are_ordered_by_their_full_rendering(tools: list[ToolDescriptor]) -> None:
+    # Distinct names sort by name alone; a tie is broken by the whole descriptor, so any
+    # permutation still renders identically, and exactly as the documented key orders it.
+    ordered = sorted((*SAME_NAME, *TOOLS), key=lambda t: (t.name, canonical_json(dataclasses.asdict(t))))
+    expected = make(tools=tuple(ordered)).fingerprint
+    assert make(tools=tuple(tools)).fingerprint == expected
+    payload = make(tools=tuple(tools))._fingerprint_payload()
+    assert payload["tools"] == [dataclasses.asdict(t) for t in ordered]
