@@ -203,6 +203,41 @@ def test_undeclared_policy_is_probed_from_a_fixed_attribute_set() -> None:
     assert describe_middleware(Probed()).policy_parameters == {"enabled": True, "max_retries": 4}
 
 
+class _Raising(AgentMiddleware):  # type: ignore[type-arg]
+    @property
+    def limit(self) -> int:
+        raise RuntimeError("broken property")
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        (None, True),
+        ("text", True),
+        (False, True),
+        (7, True),
+        (-(10**17), True),
+        (10**30, True),  # beyond the fast path: asked of canonical_json, still JSON
+        (2.5, True),
+        (float("nan"), False),
+        (float("inf"), False),
+        ([1, "a", None], True),
+        ({"k": (1, 2)}, True),
+        ({1, 2}, False),
+        ([object()], False),
+    ],
+)
+def test_a_probed_value_is_kept_exactly_when_canonical_json_accepts_it(value: Any, kept: bool) -> None:
+    mw = Probed()
+    mw.timeout = value  # type: ignore[attr-defined]
+    expected = {"enabled": True, "max_retries": 4, **({"timeout": value} if kept else {})}
+    assert describe_middleware(mw).policy_parameters == expected
+
+
+def test_a_probed_property_that_raises_is_skipped() -> None:
+    assert describe_middleware(_Raising()).policy_parameters == {}
+
+
 @pytest.mark.parametrize(
     ("declared", "expected"),
     [

@@ -16,6 +16,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -67,6 +68,7 @@ PROBED_ATTRIBUTES: tuple[str, ...] = (
 )
 
 _UNKNOWN = "unknown"
+_ABSENT: Any = object()
 
 
 def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], AgentAssemblyDescriptor]) -> None:
@@ -137,17 +139,40 @@ def _policy_parameters(target: Any) -> dict[str, Any]:
     probed: dict[str, Any] = {}
     for attr in PROBED_ATTRIBUTES:
         try:
-            value = getattr(target, attr)
-        except Exception:  # absent, or a property that raises
+            # The default spares raising and catching an AttributeError for each of the
+            # twelve names a middleware does not have (most of them, for most middlewares).
+            value = getattr(target, attr, _ABSENT)
+        except Exception:  # a property that raises
             continue
-        if callable(value):
-            continue
-        try:
-            canonical_json(value)
-        except TypeError:
+        if value is _ABSENT or callable(value) or not _json_ready(value):
             continue
         probed[attr] = value
     return probed
+
+
+#: Ints this small print as JSON under any ``sys.set_int_max_str_digits`` limit.
+_INT_BOUND = 10**18
+
+
+def _json_ready(value: Any) -> bool:
+    """Whether ``canonical_json(value)`` succeeds, without serialising the common scalars.
+
+    Speed: every probed value of every host middleware is checked on every construction,
+    and ``json.dumps`` costs microseconds per call. For the exact scalar types the answer is
+    known; anything else (containers, subclasses, huge ints) is asked of ``canonical_json``.
+    """
+    cls = type(value)
+    if value is None or cls is str or cls is bool:
+        return True
+    if cls is int and -_INT_BOUND < value < _INT_BOUND:
+        return True
+    if cls is float:
+        return math.isfinite(value)
+    try:
+        canonical_json(value)
+    except TypeError:
+        return False
+    return True
 
 
 def describe_tool(
