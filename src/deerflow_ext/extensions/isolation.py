@@ -37,6 +37,7 @@ The wrapper has three jobs:
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -99,8 +100,13 @@ def implemented_hooks(cls: type) -> frozenset[str]:
     return frozenset(name for name in names if getattr(cls, name, None) is not getattr(AgentMiddleware, name))
 
 
+@functools.lru_cache(maxsize=1024)
 def node_slug(text: str) -> str:
-    """A graph-node-safe fragment: LangGraph reserves ``|`` and ``:`` in node names."""
+    """A graph-node-safe fragment: LangGraph reserves ``|`` and ``:`` in node names.
+
+    Memoised: the same extension and class names are slugged for every contribution of
+    every construction, four times each.
+    """
     return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"
 
 
@@ -153,7 +159,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     _hooks: ClassVar[frozenset[str]] = frozenset()
     _fused_group: tuple[IsolatedMiddleware, ...] = ()
-    _group_calls: Mapping[str, Callable[..., Any]]
+    _group_calls: _GroupChains
 
     def __new__(
         cls,
@@ -520,15 +526,39 @@ def _fused(run: Sequence[IsolatedMiddleware]) -> list[IsolatedMiddleware]:
     axes = tuple(pair for pair in WRAP_HOOK_PAIRS if hooks & set(pair))
     head = _clone(run[0], _group_head_class(head_inner, axes))
     members = [head, *(_clone(mw, _group_member_class(type(mw._inner))) for mw in run[1:])]
-    calls: dict[str, Callable[..., Any]] = {}
-    for pair in axes:
-        on_axis = [(mw, _classes[type(mw._inner)]) for mw in members if mw.wrapped_hooks & set(pair)]
-        for hook in pair:
-            # Each member's own isolated hook (its per-class wrapper's), bound to it.
-            calls[hook] = _COMPOSERS[hook]([getattr(cls, hook).__get__(mw) for mw, cls in on_axis])
-    head._group_calls = calls
+    head._group_calls = _GroupChains(
+        {pair: [mw for mw in members if mw.wrapped_hooks & set(pair)] for pair in axes}
+    )
     head._fused_group = tuple(members)
     return members
+
+
+class _GroupChains:
+    """A fused group's composed chain for each wrap hook, composed when that hook first runs.
+
+    Speed: composing a chain through LangChain's composer costs tens of microseconds per
+    hook per construction, and most chains never run: the async path never calls the sync
+    pair, and a run that calls no tool never calls the tool pair. The chain is the same
+    whenever it is composed (the members are fixed when the group is); two threads racing
+    on a first call would each compose an equal chain, and either may be kept.
+    """
+
+    __slots__ = ("_chains", "_members")
+
+    def __init__(self, members: Mapping[tuple[str, str], Sequence[IsolatedMiddleware]]) -> None:
+        self._members = {hook: on_axis for pair, on_axis in members.items() for hook in pair}
+        self._chains: dict[str, Callable[..., Any]] = {}
+
+    def __getitem__(self, hook: str) -> Callable[..., Any]:
+        chain = self._chains.get(hook)
+        if chain is None:
+            assert _COMPOSERS is not None
+            # Each member's own isolated hook (its per-class wrapper's), bound to it.
+            chain = _COMPOSERS[hook](
+                [getattr(_classes[type(mw._inner)], hook).__get__(mw) for mw in self._members[hook]]
+            )
+            self._chains[hook] = chain
+        return chain
 
 
 def _clone(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
