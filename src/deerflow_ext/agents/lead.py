@@ -94,7 +94,7 @@ def build_host_stack(
 def effective_policies(config: AppConfig, policy: HostPolicySnapshot, scope: AgentScope) -> dict[str, Any]:
     """The limits that shape this agent's behaviour, as plain JSON for the descriptor."""
     policies: dict[str, Any] = {
-        "host_policy": dataclasses.asdict(policy),
+        "host_policy": _policy_values(policy),
         "summarization": config.summarization.model_dump(),
         "subagent_timeout_seconds": config.subagents.timeout_seconds,
     }
@@ -103,6 +103,20 @@ def effective_policies(config: AppConfig, policy: HostPolicySnapshot, scope: Age
         policies["memory"] = config.memory.model_dump()
         policies["goal"] = config.goal.model_dump()
     return policies
+
+
+_POLICY_FIELDS = tuple(field.name for field in dataclasses.fields(HostPolicySnapshot))
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _policy_values(policy: HostPolicySnapshot) -> dict[str, Any]:
+    """``dataclasses.asdict(policy)``, without its recursive deep copy when there is nothing
+    to copy: the snapshot's fields are scalars. Speed: asdict was half the cost of
+    ``effective_policies``, which runs on every observed construction."""
+    values = {name: getattr(policy, name) for name in _POLICY_FIELDS}
+    if type(policy) is HostPolicySnapshot and all(type(value) in _SCALARS for value in values.values()):
+        return values
+    return dataclasses.asdict(policy)
 
 
 def build_agent(
