@@ -129,9 +129,9 @@ def _policy_parameters(target: Any) -> dict[str, Any]:
     declared = collect_release_policies([target])
     if declared:
         (parameters,) = declared.values()
-        try:
-            canonical_json(parameters)
-        except TypeError:
+        # Keys are strings (collect_release_policies makes them so), so canonical_json
+        # accepts the mapping exactly when it accepts every value.
+        if not all(_json_ready(value) for value in parameters.values()):
             # Same rule as a declaration that raises: recorded, not dropped, so the broken
             # declaration shows in the fingerprint instead of hiding a policy change.
             return {"error": TypeError.__name__}
