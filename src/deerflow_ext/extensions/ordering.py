@@ -23,7 +23,6 @@ time a stack is checked — inside agent construction, when the middleware layer
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +31,7 @@ from deerflow_extension_api import Placement
 
 from .isolation import IsolatedMiddleware, implemented_hooks
 
-__all__ = ["OrderingConstraint", "OrderingError", "assert_ordering", "core_ordering_constraints", "host_classes"]
+__all__ = ["OrderingConstraint", "OrderingError", "assert_ordering", "core_ordering_constraints"]
 
 _MODEL_HOOKS = frozenset({"wrap_model_call", "awrap_model_call"})
 _TOOL_HOOKS = frozenset({"wrap_tool_call", "awrap_tool_call"})
@@ -89,21 +88,6 @@ def core_ordering_constraints() -> tuple[OrderingConstraint, ...]:
     )
 
 
-def host_classes(mw: Any) -> tuple[type, ...]:
-    """The documented host classes ``mw`` is an instance of, in documented order."""
-    cls = type(mw)
-    if mw.__class__ is not cls:  # an object reporting another class: let isinstance decide
-        return tuple(host for host in _host_roles().order if isinstance(mw, host))
-    return _host_classes_of(cls)
-
-
-@functools.lru_cache(maxsize=256)
-def _host_classes_of(cls: type) -> tuple[type, ...]:
-    # Speed: a stack's host entries are the same dozen classes on every construction;
-    # matching each against every documented class was most of the check.
-    return tuple(host for host in _host_roles().order if issubclass(cls, host))
-
-
 def _label(mw: Any) -> str:
     if isinstance(mw, IsolatedMiddleware):
         placement = mw.placement.name if mw.placement is not None else "unplaced"
@@ -130,19 +114,15 @@ def assert_ordering(stack: Sequence[Any]) -> None:
     host_index: dict[type, int] = {}
     for index, mw in enumerate(stack):
         if not isinstance(mw, IsolatedMiddleware):
-            for cls in host_classes(mw):
-                host_index.setdefault(cls, index)
-    # Every documented pair in order <=> the present classes' indices, read in documented
-    # order, never decrease. Checking that is linear; the pairs are walked only to name the
-    # first broken one.
-    present = [host_index[cls] for cls in roles.order if cls in host_index]
-    if any(earlier > later for earlier, later in itertools.pairwise(present)):
-        for constraint in core_ordering_constraints():
-            before, after = host_index.get(constraint.before), host_index.get(constraint.after)
-            if before is not None and after is not None and before > after:
-                raise OrderingError(
-                    f"{constraint.after.__name__} precedes {constraint.before.__name__} ({constraint.reason})"
-                )
+            for cls in roles.order:
+                if isinstance(mw, cls):
+                    host_index.setdefault(cls, index)
+    for constraint in core_ordering_constraints():
+        before, after = host_index.get(constraint.before), host_index.get(constraint.after)
+        if before is not None and after is not None and before > after:
+            raise OrderingError(
+                f"{constraint.after.__name__} precedes {constraint.before.__name__} ({constraint.reason})"
+            )
     last = host_index.get(roles.last)
     if last is not None and last != len(stack) - 1:
         raise OrderingError(f"{roles.last.__name__} must be last, found {_label(stack[-1])} after it")

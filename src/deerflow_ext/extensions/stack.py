@@ -38,7 +38,7 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
-from .ordering import OrderingError, assert_ordering, host_classes
+from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
@@ -196,9 +196,8 @@ def _validated(result: Any) -> list[MiddlewarePlacement]:
 
 def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:  # type: ignore[type-arg]
     anchors, rank = _anchors(), _host_rank()
-    # Each host middleware's documented rank, once per assembly (not once per contribution):
-    # the rank of the first documented class it is an instance of.
-    host_ranks = [next((rank[cls] for cls in host_classes(mw)), None) for mw in host]
+    # Each host middleware's documented rank, once per assembly (not once per contribution).
+    host_ranks = [next((r for cls, r in rank.items() if isinstance(mw, cls)), None) for mw in host]
     index_of: dict[type, int] = {}
     slots: dict[int, list[_Placed]] = {}
     for item in placed:
