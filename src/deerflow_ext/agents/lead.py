@@ -47,6 +47,7 @@ from .models import create_chat_model, effective_model_name, public_model_parame
 from .policy import project_policy
 from .prompts import LEAD_SYSTEM_PROMPT, SUBAGENT_SYSTEM_PROMPT
 from .tools import builtin_tools
+from .tracing import install_inline_untraced_bookkeeping
 
 __all__ = [
     "ASSEMBLY_NAMESPACE",
@@ -142,6 +143,7 @@ def build_agent(
     )
     from deerflow_ext.extensions.stack import compose_middleware_stack
 
+    install_inline_untraced_bookkeeping()
     ext = extensions if extensions is not None else build_extensions()
     factory = model_factory or (lambda name: create_chat_model(config, name))
     with bound_extensions(ext):
