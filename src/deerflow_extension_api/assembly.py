@@ -9,12 +9,13 @@ anything about how this agent behaves change?
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._normalize import as_tuple
-from .release import canonical_hash, canonical_json
+from .release import _dumps
 
 if TYPE_CHECKING:
     from .data import ExtensionData
@@ -63,32 +64,21 @@ class MiddlewareDescriptor:
     extension: str | None = None
 
 
-#: Speed: a fingerprint renders every descriptor of every construction (a lead agent with
-#: ten contributions: ~240 values). The exact JSON scalar types are their own rendering, and
-#: the two descriptor classes' field names are fixed, so neither needs the generic
-#: ``dataclasses.is_dataclass`` / ``fields()`` probe. Exact types only: a subclass takes the
-#: generic path, so the rendering is the same value either way. A ``dict`` of scalars is
-#: handed to the serialiser as it is: the payload is only ever serialised, never mutated.
-_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
-
-
 def _plain(value: object) -> object:
-    """Render descriptors and mappings as the plain JSON shapes they are hashed as."""
-    cls = type(value)
-    if cls in _SCALARS:
-        return value
-    names = _DESCRIPTOR_FIELDS.get(cls)
+    """Render descriptors and mappings as the plain JSON shapes they are hashed as.
+
+    Called by ``json`` (its ``default`` hook) only for what it cannot encode itself, so the
+    fingerprint's ~240 values are walked once, by the C encoder. Lists, tuples, dicts and
+    scalars never reach here; anything this does not render raises ``TypeError``.
+    """
+    names = _DESCRIPTOR_FIELDS.get(type(value))
     if names is not None:
-        return {name: _plain(getattr(value, name)) for name in names}
-    if type(value) is dict and all(type(item) in _SCALARS for item in value.values()):
-        return value  # already plain (most policy maps): a copy would serialise identically
+        return {name: getattr(value, name) for name in names}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 _DESCRIPTOR_FIELDS: dict[type, tuple[str, ...]] = {
@@ -99,7 +89,7 @@ _DESCRIPTOR_FIELDS: dict[type, tuple[str, ...]] = {
 def _tool_key(tool: ToolDescriptor) -> tuple[str, str]:
     # The name orders tools; the full rendering only breaks ties between duplicates,
     # so any permutation of the same tools sorts identically.
-    return (tool.name, canonical_json(_plain(tool)))
+    return (tool.name, _dumps(tool, _plain))
 
 
 def _sorted_tools(tools: tuple[ToolDescriptor, ...]) -> list[ToolDescriptor]:
@@ -157,17 +147,17 @@ class AgentAssemblyDescriptor:
     def __post_init__(self) -> None:
         for name in ("tools", "middlewares", "deferred_tool_names", "enabled_skills"):
             object.__setattr__(self, name, as_tuple(getattr(self, name)))
-        object.__setattr__(self, "_fingerprint", canonical_hash(self._fingerprint_payload()))
+        payload = _dumps(self._fingerprint_payload(), _plain)
+        object.__setattr__(self, "_fingerprint", hashlib.sha256(payload.encode("utf-8")).hexdigest())
 
     def _fingerprint_payload(self) -> dict[str, object]:
+        """The hashed fields, still holding descriptors (``_plain`` renders them)."""
         payload: dict[str, object] = {
-            f.name: _plain(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if f.name not in _NOT_FINGERPRINTED
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _NOT_FINGERPRINTED
         }
         # Assembly order of tools and skills is incidental; middleware order decides
         # what wraps what, so it stays in stack order.
-        payload["tools"] = [_plain(tool) for tool in _sorted_tools(self.tools)]
+        payload["tools"] = _sorted_tools(self.tools)
         payload["deferred_tool_names"] = sorted(self.deferred_tool_names)
         payload["enabled_skills"] = sorted(self.enabled_skills)
         return payload

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 __all__ = ["canonical_hash", "canonical_json", "collect_release_policies"]
 
@@ -32,6 +33,21 @@ def canonical_json(value: object) -> str:
     itself reports as ``ValueError``): one exception type to catch for "not
     canonicalisable".
     """
+    return _dumps(value, None)
+
+
+def canonical_hash(value: object) -> str:
+    """Return the SHA-256 hex digest of the UTF-8 encoding of :func:`canonical_json`."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def _dumps(value: object, default: Callable[[Any], object] | None) -> str:
+    """:func:`canonical_json`, with ``json``'s ``default`` hook for callers in this package.
+
+    ``default`` renders objects ``json`` does not know as plain JSON shapes *inside* the one
+    C-encoder pass, instead of a Python pre-pass over the whole value; it must raise
+    ``TypeError`` for anything it does not render, as ``json`` does.
+    """
     try:
         return json.dumps(
             value,
@@ -39,14 +55,10 @@ def canonical_json(value: object) -> str:
             separators=(",", ":"),
             ensure_ascii=False,
             allow_nan=False,
+            default=default,
         )
     except ValueError as exc:
         raise TypeError(f"value is not canonically serialisable: {exc}") from exc
-
-
-def canonical_hash(value: object) -> str:
-    """Return the SHA-256 hex digest of the UTF-8 encoding of :func:`canonical_json`."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def collect_release_policies(middlewares: Iterable[object]) -> dict[str, dict[str, object]]:

@@ -199,4 +199,23 @@ def test_tools_sharing_a_name_are_ordered_by_their_full_rendering(tools: list[To
     expected = make(tools=tuple(ordered)).fingerprint
     assert make(tools=tuple(tools)).fingerprint == expected
     payload = make(tools=tuple(tools))._fingerprint_payload()
-    assert payload["tools"] == [dataclasses.asdict(t) for t in ordered]
+    assert list(payload["tools"]) == ordered  # type: ignore[call-overload]
+
+
+def test_any_mapping_renders_as_the_dict_it_holds_and_anything_else_is_a_type_error() -> None:
+    from types import MappingProxyType
+
+    import pytest
+
+    nested = {"limits": {"tokens": 10}, "names": ("a", "b")}
+    assert make(effective_policies=MappingProxyType(nested)).fingerprint == make(effective_policies=nested).fingerprint
+    proxied = MiddlewareDescriptor("Budget", "acme.mw", MappingProxyType({"cap": MappingProxyType({"usd": 5})}))
+    plain = MiddlewareDescriptor("Budget", "acme.mw", {"cap": {"usd": 5}})
+    assert make(middlewares=(proxied,)).fingerprint == make(middlewares=(plain,)).fingerprint
+    for bad in ({"when": object()}, {"tags": {"a", "b"}}, {"ratio": float("nan")}):
+        with pytest.raises(TypeError):
+            make(effective_policies=bad)
+    circular: dict[str, Any] = {}
+    circular["self"] = circular
+    with pytest.raises(TypeError):
+        make(effective_policies=circular)
