@@ -110,7 +110,7 @@ def node_slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"
 
 
-@dataclass
+@dataclass(slots=True)
 class _HandlerCalls:
     """What the tracked handler saw, so a failure can be resolved without a second call."""
 
@@ -309,6 +309,8 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             if is_host_cancellation(exc):
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
+        if failure is None and isinstance(result, _VALID_RESULTS[hook]):
+            return result  # the common case, without the settling below
         settled = self._settle(hook, calls, result, failure)
         return handler(request) if settled is _MISSING else settled
 
@@ -325,6 +327,8 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             if is_host_cancellation(exc):
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
+        if failure is None and isinstance(result, _VALID_RESULTS[hook]):
+            return result  # the common case, without the settling below
         settled = self._settle(hook, calls, result, failure)
         return await handler(request) if settled is _MISSING else settled
 
@@ -336,7 +340,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         already happened, or ``_MISSING`` when it did not (the caller then makes it, once).
         """
         if failure is None:
-            if isinstance(result, _valid_results(hook)):
+            if isinstance(result, _VALID_RESULTS[hook]):
                 return result
             self._bad_result(hook, result)
         else:
@@ -350,8 +354,12 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         return calls.result
 
 
-def _valid_results(hook: str) -> tuple[type, ...]:
-    return _MODEL_RESULTS if "model" in hook else _TOOL_RESULTS
+_VALID_RESULTS: dict[str, tuple[type, ...]] = {
+    "wrap_model_call": _MODEL_RESULTS,
+    "awrap_model_call": _MODEL_RESULTS,
+    "wrap_tool_call": _TOOL_RESULTS,
+    "awrap_tool_call": _TOOL_RESULTS,
+}
 
 
 # -- per-class generation --------------------------------------------------------------------
