@@ -37,7 +37,7 @@ from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions import stack as stack_module
 from deerflow_ext.extensions.assembly import describe_middleware
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.isolation import IsolatedMiddleware, implemented_hooks
+from deerflow_ext.extensions.isolation import WRAP_HOOK_PAIRS, IsolatedMiddleware, implemented_hooks
 from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.stack import compose_middleware_stack
@@ -478,6 +478,17 @@ class NodeHook(AgentMiddleware):
         return None
 
 
+WRAP_HOOKS = frozenset(hook for pair in WRAP_HOOK_PAIRS for hook in pair)
+
+
+def _is_or_carries(mw: Any, original: Any) -> bool:
+    if mw is original:
+        return True
+    added = set(vars(mw)) - set(vars(original))
+    same = all(vars(mw)[key] is value for key, value in vars(original).items())
+    return type(mw) is type(original) and bool(added) and added <= WRAP_HOOKS and same
+
+
 placement_st = st.builds(
     lambda cls, placement, scope, order: MiddlewarePlacement(cls(), placement, scope, order),
     st.sampled_from([ModelHook, ToolHook, BothHooks, NodeHook]),
@@ -504,8 +515,11 @@ def test_any_contributions_compose_into_a_stack_that_satisfies_ordering(
 
     assert_ordering(result)
     assert len(diagnostics) == 0
-    # The host stack is intact, in its own order.
-    assert [mw for mw in result if not isinstance(mw, IsolatedMiddleware)] == host
+    # The host stack is intact, in its own order: the caller's objects, untouched, or copies
+    # of them that carry a fused group (carry.py) and differ only by those hooks.
+    hosts = [mw for mw in result if not isinstance(mw, IsolatedMiddleware)]
+    assert len(hosts) == len(host) and all(map(_is_or_carries, hosts, host))
+    assert not any(set(vars(mw)) & WRAP_HOOKS for mw in host)
     # Every in-scope contribution is there exactly once; nothing else is.
     expected = [p.middleware for items in contributions for p in items if scope in p.scope]
     got = [mw.inner for mw in result if isinstance(mw, IsolatedMiddleware)]
@@ -625,15 +639,19 @@ def _hooked(stack: Sequence[Any]) -> list[Any]:
 async def test_a_fused_run_behaves_exactly_as_separate_layers(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nesting, normalisation, commands, per-member isolation: fused == one layer each."""
     outcomes = []
-    for fuse in (True, False):
-        if not fuse:
+    # Carried into the host layers before it (the default), fused into one layer of its own,
+    # and one layer per contribution: LangChain builds 0, 1 and 6 contributed layers.
+    for arrangement, layers in (("carried", 0), ("fused", 1), ("separate", 6)):
+        if arrangement == "fused":
+            monkeypatch.setattr(stack_module, "carry_fused_groups", list)
+        if arrangement == "separate":
             monkeypatch.setattr(stack_module, "fuse_wrap_only_runs", list)
         trace: list[str] = []
         diagnostics = DiagnosticsList()
         stack = compose_middleware_stack(
             host_stack(), extensions=_fusion_scenario(trace), ctx=LEAD, diagnostics=diagnostics
         )
-        assert len(_hooked(stack)) == (1 if fuse else 6)
+        assert len(_hooked(stack)) == layers
         call = AIMessage("", tool_calls=[{"name": "echo", "args": {"x": 1}, "id": "c1"}])
         model = FlakyModel(script=[call, AIMessage("answer")], attempts=[])
         agent = create_agent(model, tools=[echo], middleware=stack, state_schema=NoteState)
@@ -648,9 +666,9 @@ async def test_a_fused_run_behaves_exactly_as_separate_layers(mode: str, monkeyp
                 [(d.extension, d.message) for d in diagnostics],
             )
         )
-    fused, separate = outcomes
-    assert fused == separate
-    trace, _, notes, attempts, diags = fused
+    carried, fused, separate = outcomes
+    assert carried == fused == separate
+    trace, _, notes, attempts, diags = carried
     # Sanity: the scenario exercised what it claims to.
     assert trace[:2] == ["a>", "a< ModelResponse"] and ("tool-only>" in trace) == (mode == "async")
     assert notes == ["inner", "outer", "inner", "outer"]  # inner-first, per model call
@@ -663,7 +681,7 @@ def test_a_fused_run_keeps_every_entry_in_place_for_descriptor_and_ordering() ->
     trace: list[str] = []
     stack = compose_middleware_stack(host_stack(), extensions=_fusion_scenario(trace), ctx=LEAD)
     contributed = [mw for mw in stack if isinstance(mw, IsolatedMiddleware)]
-    (head,) = _hooked(stack)
+    (head,) = [mw for mw in contributed if mw.fused_group]
     assert head is contributed[0] and head.fused_group == tuple(contributed)
     # The descriptor still lists each contribution by its own class and extension, in order.
     described = [(d.name, d.extension) for d in map(describe_middleware, stack) if d.extension]
@@ -706,5 +724,47 @@ def test_only_consecutive_wrap_only_contributions_in_one_placement_are_fused() -
     stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD)
     groups = [[m.inner.label for m in mw.fused_group] for mw in stack if isinstance(mw, IsolatedMiddleware)]
     assert [g for g in groups if g] == [["a", "b"], ["physical 1", "physical 2"]]
-    assert [mw.inner.label for mw in _hooked(stack)] == ["a", "node hook", "c", "tools", "d", "physical 1"]
+    # The [a, b] group runs inside the host layers before the slot (carry.py); the MODEL_PHYSICAL
+    # group's nearest model layer is a contribution ("d"), so it keeps a layer of its own.
+    assert [mw.inner.label for mw in _hooked(stack)] == ["node hook", "c", "tools", "d", "physical 1"]
     assert_ordering(stack)
+
+
+class SpanName(AgentMiddleware):
+    """Records the name of the LangSmith run it executes in."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        from langsmith.run_helpers import get_current_run_tree
+
+        run = get_current_run_tree()
+        self.seen.append(run.name if run is not None else "untraced")
+        return await handler(request)
+
+
+async def test_a_carried_group_still_records_its_own_langsmith_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Carried or a layer of its own, the group's span has the name create_agent gives it."""
+    from unittest.mock import MagicMock
+
+    import langsmith
+
+    names = []
+    for carry in (True, False):
+        if not carry:
+            monkeypatch.setattr(stack_module, "carry_fused_groups", list)
+        seen: list[str] = []
+        ext = loaded(
+            Contributor(MiddlewarePlacement(SpanName(seen), Placement.STANDARD)),
+            Contributor(MiddlewarePlacement(SpanName(seen), Placement.STANDARD)),
+        )
+        stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD)
+        (head,) = [mw for mw in stack if isinstance(mw, IsolatedMiddleware) and mw.fused_group]
+        assert len(_hooked(stack)) == (0 if carry else 1)
+        agent = create_agent(FlakyModel(script=[AIMessage("ok")], attempts=[]), middleware=stack)
+        with langsmith.tracing_context(enabled=True, client=MagicMock(spec=langsmith.Client)):
+            await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]})
+        assert seen == [f"{head.name}.awrap_model_call"] * 2
+        names.append(seen[0])
+    assert names[0] == names[1]

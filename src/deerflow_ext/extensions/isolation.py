@@ -160,6 +160,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     _hooks: ClassVar[frozenset[str]] = frozenset()
     _fused_group: tuple[IsolatedMiddleware, ...] = ()
     _group_calls: _GroupChains
+    _group_axes: tuple[tuple[str, str], ...] = ()
 
     def __new__(
         cls,
@@ -538,6 +539,7 @@ def _fused(run: Sequence[IsolatedMiddleware]) -> list[IsolatedMiddleware]:
         {pair: [mw for mw in members if mw.wrapped_hooks & set(pair)] for pair in axes}
     )
     head._fused_group = tuple(members)
+    head._group_axes = axes
     return members
 
 

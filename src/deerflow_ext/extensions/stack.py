@@ -36,6 +36,7 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
 
+from .carry import carry_fused_groups
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
 from .ordering import OrderingError, assert_ordering
@@ -120,7 +121,9 @@ def compose_middleware_stack(
             diagnostics.record(exc.extension, _PHASE, f"middleware dropped from this agent: {exc}", exc=exc)
             dropped.add(exc.extension)
             continue
-        return stack
+        # Each group then runs inside the host wrap layer just before it, where there is one
+        # (carry.py): the same nesting, one LangChain layer fewer per construction.
+        return carry_fused_groups(stack)
 
 
 def _collect(

@@ -1,0 +1,140 @@
+"""Run a fused group inside the host wrap layer just before it, instead of as a layer of its own.
+
+Fusing (:func:`~.isolation.fuse_wrap_only_runs`) makes a run of wrap-only contributions one
+LangChain layer. Even so, ``create_agent`` pays for that layer at every construction: it
+decorates each of the layer's four wrap hooks with langsmith's ``traceable`` (two
+``inspect.signature`` calls and several ``functools.wraps`` each, ~30 µs), and it normalises
+the layer's result on every call. That was the largest per-construction cost ten no-op
+extensions still added to a lead run.
+
+LangChain nests the layers of one axis (model calls, tool calls) in stack order, counting
+only the middlewares that wrap that axis. So when the nearest layer before a group on an axis
+is a *host* middleware, nothing else wraps that axis between the two, and the host layer's
+hook composed with the group's chain, by LangChain's own composer, is exactly the nesting the
+two layers had, retries and command accumulation included. That is what this module builds:
+the host middleware is copied (the caller's object is left as it was), its two hooks of the
+axis become the composition, and the group head stops exposing that axis, so LangChain builds
+nothing for it. An axis whose nearest layer is another contribution keeps the group's own
+layer.
+
+Tracing is kept: the group still records a LangSmith span named exactly as ``create_agent``
+would have named it (``<head name>.<hook>``), with the same input scrubbing and call-time
+trace policy, through a ``traceable`` made once per hook for the process instead of per
+construction. The span nests under the host layer's span, as the separate layer's did.
+
+Everything here uses LangChain's private composers and trace helpers; without them nothing
+is carried and every group stays a layer.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+
+from .isolation import _COMPOSERS, WRAP_HOOK_PAIRS, IsolatedMiddleware, _group_head_class, _group_member_class
+
+__all__ = ["carry_fused_groups"]
+
+
+def carry_fused_groups(stack: Sequence[Any]) -> list[Any]:
+    """``stack`` with each fused group carried by the host layer before it, axis by axis.
+
+    Called once on the validated, final stack. Membership and order are unchanged; a carrier
+    is replaced by a copy of itself, the group head (created by this composition) by itself
+    with fewer hooks.
+    """
+    traced = _traced_group_hooks()
+    result = list(stack)
+    if _COMPOSERS is None or traced is None:
+        return result
+    for index, head in enumerate(result):
+        if not isinstance(head, IsolatedMiddleware) or not head.fused_group:
+            continue
+        kept: list[tuple[str, str]] = []
+        for pair in head._group_axes:
+            at = _nearest_layer(result, index, pair)
+            if at is None or isinstance(result[at], IsolatedMiddleware):
+                kept.append(pair)
+                continue
+            carrier = copy.copy(result[at])
+            for hook in pair:
+                carried = _carried(traced[hook], head, hook)
+                setattr(carrier, hook, _COMPOSERS[hook]([getattr(carrier, hook), carried]))
+            result[at] = carrier
+        if len(kept) < len(head._group_axes):
+            inner_cls = type(head.inner)
+            head.__class__ = _group_head_class(inner_cls, tuple(kept)) if kept else _group_member_class(inner_cls)
+            head._group_axes = tuple(kept)
+    return result
+
+
+def _nearest_layer(stack: Sequence[Any], index: int, pair: tuple[str, str]) -> int | None:
+    """Index of the nearest middleware before ``index`` that LangChain nests on ``pair``'s axis.
+
+    LangChain's own test: the class overrides either hook of the pair.
+    """
+    for at in range(index - 1, -1, -1):
+        cls = type(stack[at])
+        if any(getattr(cls, hook, None) is not getattr(AgentMiddleware, hook) for hook in pair):
+            return at
+    return None
+
+
+def _carried(traced: Callable[..., Any], head: IsolatedMiddleware, hook: str) -> Callable[..., Any]:
+    """The group's chain for ``hook`` as a ``(request, handler)`` callable, traced per call."""
+    extra = {"name": f"{head.name}.{hook}"}
+    if hook.startswith("a"):
+
+        async def acarried(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+            return await traced(head, request, handler, langsmith_extra=extra)
+
+        return acarried
+
+    def carried(request: Any, handler: Callable[[Any], Any]) -> Any:
+        return traced(head, request, handler, langsmith_extra=extra)
+
+    return carried
+
+
+@functools.cache
+def _traced_group_hooks() -> Mapping[str, Callable[..., Any]] | None:
+    """Each wrap hook of a group head, decorated with ``traceable`` once for the process.
+
+    The decoration ``create_agent`` applies per layer and construction: its input scrubbing
+    (no ``handler``, no ``runtime``) and the trace policy resolved at call time. Fusible
+    members declare no trace policy of their own, so the process-wide one applies, as it did.
+    Two threads racing on the first call would each build an equal table; either is kept.
+    """
+    try:
+        from langchain.agents.factory import _wrap_trace_kwargs
+        from langsmith import traceable
+    except ImportError:
+        return None
+    kwargs = _wrap_trace_kwargs(AgentMiddleware())
+    scrub = kwargs["process_inputs"]
+
+    def process_inputs(inputs: dict[str, Any]) -> Any:
+        return scrub({key: value for key, value in inputs.items() if key != "self"})
+
+    decorate = traceable(process_inputs=process_inputs, process_outputs=kwargs["process_outputs"])
+    return {hook: decorate(_group_hook(hook)) for pair in WRAP_HOOK_PAIRS for hook in pair}
+
+
+def _group_hook(hook: str) -> Callable[..., Any]:
+    if hook.startswith("a"):
+
+        async def arun(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+            return await self._group_calls[hook](request, handler)
+
+        arun.__name__ = hook
+        return arun
+
+    def run(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._group_calls[hook](request, handler)
+
+    run.__name__ = hook
+    return run
