@@ -60,6 +60,23 @@ class Recorder:
         self.calls.append(f"stop:{self.name}:{outcome.value}")
 
 
+async def stop_in_the_cleanup_of_a_cancelled_run(ext: LoadedExtensions) -> None:
+    """A run cancelled while it waits notifies ``on_task_stop`` in its cleanup, then re-raises."""
+
+    async def run() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await notify_task_stop(ext, ExtensionData("t"), INFO, TaskOutcome.ABORTED)
+            raise
+
+    task = asyncio.create_task(run())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 def messages(caplog: pytest.LogCaptureFixture, level: int | None = None) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER and (level is None or r.levelno == level)]
 
@@ -297,19 +314,7 @@ async def test_stop_hooks_run_in_a_cleanup_path_after_the_run_was_cancelled() ->
             raise asyncio.CancelledError()
 
     ext = lifecycle(SelfCancelStop(), Recorder(calls, "b"))
-
-    async def run() -> None:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            await notify_task_stop(ext, ExtensionData("t"), INFO, TaskOutcome.ABORTED)
-            raise
-
-    task = asyncio.create_task(run())
-    await asyncio.sleep(0.01)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await stop_in_the_cleanup_of_a_cancelled_run(ext)
     assert calls == ["self-cancel stop", "stop:b:aborted"]
 
 
@@ -468,20 +473,8 @@ async def test_fast_path_stop_hooks_in_a_cancelled_runs_cleanup_contain_their_ow
         _ImmediateStop(calls, "a", "self_cancel"), _ImmediateStop(calls, "b", "raise"), _ImmediateStop(calls, "c")
     )
     assert not notify._build_plan(ext.task_lifecycle, "on_task_stop").may_suspend
-
-    async def run() -> None:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            await notify_task_stop(ext, ExtensionData("t"), INFO, TaskOutcome.ABORTED)
-            raise
-
-    task = asyncio.create_task(run())
-    await asyncio.sleep(0.01)
     with caplog.at_level(logging.ERROR, LOGGER):
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await stop_in_the_cleanup_of_a_cancelled_run(ext)
     assert calls == ["a", "b", "c"]
     assert messages(caplog, logging.ERROR) == [
         "Extension acme_audit:install: on_task_stop raised CancelledError",
