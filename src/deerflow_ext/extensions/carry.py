@@ -35,7 +35,15 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from .isolation import _COMPOSERS, WRAP_HOOK_PAIRS, IsolatedMiddleware, _group_head_class, _group_member_class
+from .isolation import (
+    _COMPOSERS,
+    WRAP_HOOK_PAIRS,
+    IsolatedMiddleware,
+    _agroup_method,
+    _group_head_class,
+    _group_member_class,
+    _group_method,
+)
 
 __all__ = ["carry_fused_groups"]
 
@@ -121,20 +129,7 @@ def _traced_group_hooks() -> Mapping[str, Callable[..., Any]] | None:
         return scrub({key: value for key, value in inputs.items() if key != "self"})
 
     decorate = traceable(process_inputs=process_inputs, process_outputs=kwargs["process_outputs"])
-    return {hook: decorate(_group_hook(hook)) for pair in WRAP_HOOK_PAIRS for hook in pair}
-
-
-def _group_hook(hook: str) -> Callable[..., Any]:
-    if hook.startswith("a"):
-
-        async def arun(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-            return await self._group_calls[hook](request, handler)
-
-        arun.__name__ = hook
-        return arun
-
-    def run(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return self._group_calls[hook](request, handler)
-
-    run.__name__ = hook
-    return run
+    # The head's own group methods (isolation.py), now called with the head passed in.
+    return {sync: decorate(_group_method(sync)) for sync, _ in WRAP_HOOK_PAIRS} | {
+        asynchronous: decorate(_agroup_method(asynchronous)) for _, asynchronous in WRAP_HOOK_PAIRS
+    }

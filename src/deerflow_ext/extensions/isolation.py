@@ -310,8 +310,6 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             if is_host_cancellation(exc):
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
-        if failure is None and isinstance(result, _VALID_RESULTS[hook]):
-            return result  # the common case, without the settling below
         settled = self._settle(hook, calls, result, failure)
         return handler(request) if settled is _MISSING else settled
 
@@ -328,8 +326,6 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             if is_host_cancellation(exc):
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
-        if failure is None and isinstance(result, _VALID_RESULTS[hook]):
-            return result  # the common case, without the settling below
         settled = self._settle(hook, calls, result, failure)
         return await handler(request) if settled is _MISSING else settled
 
