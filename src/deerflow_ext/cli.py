@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from deerflow_ext.authoring import add_authoring_commands
 from deerflow_ext.config.editing import ConfigEditError, PluginNotFoundError, add_plugin, set_plugin_enabled
 from deerflow_ext.config.loading import ConfigError, load_app_config
 from deerflow_ext.config.settings import Settings
@@ -342,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_yes(remove)
     _add_config(remove)
     remove.set_defaults(handler=_cmd_remove)
+
+    add_authoring_commands(ext_commands, _add_config, _config_path)
     return parser
 
 

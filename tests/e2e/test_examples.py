@@ -12,8 +12,6 @@ installed package, which is what an extension author does with the author kit.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
-import importlib.util
 import json
 import os
 import re
@@ -32,61 +30,11 @@ import httpx
 import pytest
 
 from deerflow_ext.testing import SseEvent, parse_sse
+from e2e.example_packages import EXAMPLES, PACKAGES
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "plugins_examples"
-PACKAGES = {
-    "observers": ("deerflow-observers", "deerflow_observers:install"),
-    "audit": ("deerflow-audit", "deerflow_audit:install"),
-    "costs": ("deerflow-costs", "deerflow_costs:install"),
-    "otel": ("deerflow-otel", "deerflow_otel:install"),
-}
 STARTUP_TIMEOUT = 90.0
-
-
-def _pip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def _installed(distribution: str) -> bool:
-    try:
-        importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-@pytest.fixture(scope="session")
-def installed_examples() -> Iterator[dict[str, str]]:
-    """pip-install every example package into this environment, once per session.
-
-    ``--no-deps --no-build-isolation`` keeps it offline when the build backend is already
-    here (the packages' only dependency, deerflow-ext, is the environment itself).
-    Packages this session installed are uninstalled at the end; ones that were already
-    present are reinstalled from the working tree and left in place.
-    """
-    offline = importlib.util.find_spec("hatchling") is not None
-    flags = ["--no-deps", "--no-build-isolation"] if offline else ["--no-deps"]
-    fresh: list[str] = []
-    for name, (distribution, _) in PACKAGES.items():
-        if not _installed(distribution):
-            fresh.append(distribution)
-        done = _pip("install", "--quiet", *flags, str(EXAMPLES / name))
-        assert done.returncode == 0, f"pip install {name} failed:\n{done.stdout}\n{done.stderr}"
-    importlib.invalidate_caches()
-    groups = importlib.metadata.entry_points(group="deerflow.extensions")
-    found = {ep.name: ep.value for ep in groups if ep.name in PACKAGES}
-    assert found == {name: use for name, (_, use) in PACKAGES.items()}
-    yield found
-    if fresh:
-        _pip("uninstall", "--yes", "--quiet", *fresh)
 
 
 def _free_port() -> int:

@@ -125,3 +125,18 @@ def test_distribution_metadata_is_read_on_first_access_only() -> None:
     info = index.get("acme")
     assert info is not None and (info.distribution, info.version) == ("acme-dist", "1.2.3")
     assert dist.reads == 1
+
+
+def test_a_module_path_finds_its_distribution_on_first_access_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    walks: list[str] = []
+
+    def packages_distributions() -> dict[str, list[str]]:
+        walks.append("walk")
+        return {"pluggy": ["pluggy"]}
+
+    monkeypatch.setattr(importlib_metadata, "packages_distributions", packages_distributions)
+    index = EntryPointIndex()
+    resolved = index.resolve("pluggy:PluginManager")  # the load path: no walk of installed files
+    assert walks == []
+    assert resolved.distribution == "pluggy" and resolved.version
+    assert walks == ["walk"]

@@ -50,5 +50,5 @@ def test_parse_sse_decodes_json_and_keeps_order() -> None:
 def test_wait_for_returns_the_first_truthy_value_and_fails_on_timeout() -> None:
     calls = iter([0, None, "done"])
     assert wait_for(lambda: next(calls), timeout=1.0, interval=0.0) == "done"
-    with pytest.raises(pytest.fail.Exception, match="not met"):
+    with pytest.raises(AssertionError, match="not met"):
         wait_for(lambda: False, timeout=0.05)

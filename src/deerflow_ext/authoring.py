@@ -1,0 +1,82 @@
+"""``extensions check`` and ``extensions new``: the commands that test and start extensions.
+
+Kept apart from ``cli.py`` so the operator's configuration commands and these two grow
+independently. Both import their machinery on use: ``check`` needs the author kit's test
+dependencies (pytest, hypothesis), which an operator's Gateway environment may not have,
+and neither should slow down ``deerflow-ext --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["add_authoring_commands"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _cmd_check(args: argparse.Namespace, config_path: Callable[[argparse.Namespace], Path]) -> int:
+    try:
+        from deerflow_ext.testing.check import run_check
+    except ImportError as exc:
+        print(
+            f"error: extensions check needs the author kit's test dependencies ({exc.name} is missing): "
+            "python3 -m pip install 'deerflow-ext[test]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return run_check(config_path(args), examples=args.examples, seed=args.seed, verbose=args.verbose)
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    from deerflow_ext.scaffold import Scaffold, ScaffoldError, create_package
+
+    try:
+        target = create_package(args.name, Path(args.directory))
+    except ScaffoldError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    scaffold = Scaffold.named(args.name)
+    print(f"created {target} (entry point {scaffold.entry_point} = {scaffold.module}:install)")
+    print(f"next: cd {target} && python3 -m pip install nox && python3 -m nox")
+    return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_authoring_commands(
+    commands: argparse._SubParsersAction,  # type: ignore[type-arg]
+    add_config: Callable[[argparse.ArgumentParser], None],
+    config_path: Callable[[argparse.Namespace], Path],
+) -> None:
+    """Add ``check`` and ``new`` to the ``extensions`` sub-commands."""
+    from deerflow_ext.testing.check import DEFAULT_EXAMPLES
+
+    check = commands.add_parser(
+        "check",
+        help="property-check the enabled plugins: any order, failing neighbours, install rollback, budget",
+    )
+    add_config(check)
+    check.add_argument(
+        "--examples",
+        metavar="N",
+        type=_positive,
+        default=DEFAULT_EXAMPLES,
+        help=f"examples per property (default {DEFAULT_EXAMPLES})",
+    )
+    check.add_argument("--seed", metavar="S", type=int, default=None, help="replay a run: the seed it printed")
+    check.add_argument("--verbose", action="store_true", help="let the Gateways' own output through")
+    check.set_defaults(handler=lambda args: _cmd_check(args, config_path))
+
+    new = commands.add_parser("new", help="scaffold an extension package whose nox passes as generated")
+    new.add_argument("name", metavar="NAME", help="the entry-point and import name, e.g. acme_audit")
+    new.add_argument("--directory", metavar="DIR", default=".", help="where to create it (default: here)")
+    new.set_defaults(handler=_cmd_new)

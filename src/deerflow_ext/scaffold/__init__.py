@@ -1,0 +1,103 @@
+"""``deerflow-ext extensions new NAME``: a new extension package that passes ``nox`` as generated.
+
+The package is what ``plugins_examples/`` shows, minimal: a ``pyproject.toml`` declaring the
+entry point and pinning the contract (which ships inside ``deerflow-ext``) to this host's
+minor version, an ``install()`` with a lifecycle contributor and a router, ``tests/`` with
+one ordinary test (the ``deerflow_host`` fixture) and one property test
+(``check_same_result``), and the ``noxfile.py`` every example shares. Files are rendered from
+``template/`` with :class:`string.Template` (``${module}``, ``${entry_point}``, ...); a path
+part ``__module__`` becomes the import name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from string import Template
+
+from deerflow_ext import __version__
+from deerflow_extension_api import API_VERSION
+
+__all__ = ["NOXFILE", "Scaffold", "ScaffoldError", "create_package"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9]*(?:[_-][a-z0-9]+)*$")
+_TEMPLATE_SUFFIX = ".tmpl"
+
+
+class ScaffoldError(ValueError):
+    """The package cannot be generated; the message is the one line the CLI prints."""
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """The names one generated package uses, all derived from the ``NAME`` given."""
+
+    entry_point: str
+    module: str
+    distribution: str
+
+    @classmethod
+    def named(cls, name: str) -> Scaffold:
+        if not _NAME.match(name):
+            raise ScaffoldError(
+                f"{name!r} is not a usable extension name: lowercase letters and digits, "
+                "words joined by '_' or '-', starting with a letter (e.g. acme_audit)"
+            )
+        module = name.replace("-", "_")
+        return cls(entry_point=module, module=module, distribution=module.replace("_", "-"))
+
+    def values(self) -> dict[str, str]:
+        major, minor, *_ = __version__.split(".")
+        return {
+            "entry_point": self.entry_point,
+            "module": self.module,
+            "distribution": self.distribution,
+            "api": API_VERSION,
+            "host_version": __version__,
+            "next_minor": f"{major}.{int(minor) + 1}",
+        }
+
+
+def _template() -> Traversable:
+    return resources.files(__name__).joinpath("template")
+
+
+NOXFILE = "noxfile.py"
+"""The one file rendered verbatim, identical in every generated package and every example."""
+
+
+def _files(root: Traversable, at: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Traversable]]:
+    found: list[tuple[tuple[str, ...], Traversable]] = []
+    for item in sorted(root.iterdir(), key=lambda t: t.name):
+        if item.name == "__pycache__":
+            continue
+        if item.is_dir():
+            found += _files(item, (*at, item.name))
+        else:
+            found.append(((*at, item.name), item))
+    return found
+
+
+def create_package(name: str, directory: Path) -> Path:
+    """Write the package for *name* into ``directory / <distribution>`` and return that path.
+
+    Refuses a target that exists and is not empty: scaffolding never overwrites work.
+    """
+    scaffold = Scaffold.named(name)
+    target = directory / scaffold.distribution
+    if target.exists() and any(target.iterdir()):
+        raise ScaffoldError(f"{target} already exists and is not empty; choose another NAME or --directory")
+    values = scaffold.values()
+    for parts, source in _files(_template()):
+        relative = Path(*(part.replace("__module__", scaffold.module) for part in parts))
+        text = source.read_text(encoding="utf-8")
+        if relative.name.endswith(_TEMPLATE_SUFFIX):
+            relative = relative.with_name(relative.name[: -len(_TEMPLATE_SUFFIX)])
+            text = Template(text).substitute(values)
+        path = target / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return target

@@ -1,0 +1,369 @@
+"""A real Gateway (or only the host's loader) on a ``plugins:`` list, outside any test framework.
+
+The pytest fixtures (``plugin.py``), the property checks (``properties.py``) and the
+operator's ``extensions check`` all start hosts through :func:`start_host`, so each of them
+runs the same thing an operator's deployment runs: ``create_app`` on a real
+``config.yaml``, a temporary SQLite database and the embedded, offline model, driven over
+its HTTP API. A host changes process-wide state while it runs (the published extension
+snapshot and diagnostics list, the ``DEERFLOW_*`` variables, the working directory, and the
+notification budget when one is given); :meth:`HostHarness.close` puts every piece back, so
+hosts can be started one after another in one process, as a property check does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .entries import Plugin, PluginLike, plugin_records
+
+__all__ = [
+    "HostHarness",
+    "LoadResult",
+    "RunOutcome",
+    "SseEvent",
+    "load_plugins",
+    "notification_budget",
+    "parse_sse",
+    "start_host",
+    "wait_for",
+]
+
+
+# ---------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One server-sent event: its ``event:`` name and its ``data:`` (JSON-decoded when it is JSON)."""
+
+    event: str
+    data: Any
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one streamed lead run produced.
+
+    ``run`` is the Gateway's own record of it (``GET /api/threads/{thread_id}/runs/{run_id}``),
+    so status, outcome and token usage are what the host persisted, not what the kit saw.
+    """
+
+    thread_id: str
+    run_id: str
+    events: tuple[SseEvent, ...]
+    run: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str | None:
+        return self.run.get("status")
+
+    @property
+    def outcome(self) -> str | None:
+        return self.run.get("outcome")
+
+    @property
+    def event_names(self) -> tuple[str, ...]:
+        return tuple(e.event for e in self.events)
+
+    @property
+    def answer(self) -> str | None:
+        """The last assistant message's text found in the stream, or the run record's ``answer``."""
+        if isinstance(self.run.get("answer"), str):
+            return self.run["answer"]
+        for event in reversed(self.events):
+            text = _last_ai_text(event.data)
+            if text is not None:
+                return text
+        return None
+
+
+def _last_ai_text(data: Any) -> str | None:
+    messages: Any = None
+    if isinstance(data, Mapping):
+        messages = data.get("messages")
+    elif isinstance(data, list):
+        messages = data
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("type", message.get("role")) in ("ai", "assistant"):
+            content = message.get("content")
+            if isinstance(content, str) and content:
+                return content
+    return None
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What the host's loader made of a ``plugins:`` list (no Gateway involved)."""
+
+    extensions: Any
+    diagnostics: Any
+    plugins: tuple[Plugin, ...] = ()
+
+    @property
+    def loaded(self) -> tuple[str, ...]:
+        return tuple(self.extensions.loaded)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def parse_sse(text: str) -> tuple[SseEvent, ...]:
+    """Split an SSE body into events; ``data:`` lines are joined and JSON-decoded when possible."""
+    events: list[SseEvent] = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        name = "message"
+        data_lines: list[str] = []
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            key, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if key == "event":
+                name = value
+            elif key == "data":
+                data_lines.append(value)
+        if not data_lines and name == "message":
+            continue
+        raw = "\n".join(data_lines)
+        try:
+            data: Any = json.loads(raw) if raw else None
+        except ValueError:
+            data = raw
+        events.append(SseEvent(name, data))
+    return tuple(events)
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 5.0, interval: float = 0.02) -> Any:
+    """Poll *predicate* until it returns something truthy and return it; ``AssertionError`` on timeout.
+
+    For effects a service produces in the background (a writer flushing its buffer):
+    a fixed sleep is either flaky or slow. An ``AssertionError`` fails a pytest test and is
+    a counterexample to a property check alike.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {getattr(predicate, '__name__', predicate)!r}")
+        time.sleep(interval)
+
+
+@contextmanager
+def notification_budget(seconds: float | None) -> Iterator[None]:
+    """Lower (or raise) the lifecycle notification budget of every host in this process.
+
+    The Gateway's lead runs take it from ``GatewayOptions.notify_budget`` and subagents from
+    ``deerflow_ext.extensions.notify.DEFAULT_NOTIFY_BUDGET``, which the host reads at call
+    time for exactly this purpose; both are set, and restored on exit. ``None`` changes nothing.
+    """
+    if seconds is None:
+        yield
+        return
+    from deerflow_ext.extensions import notify
+
+    previous = notify.DEFAULT_NOTIFY_BUDGET
+    notify.DEFAULT_NOTIFY_BUDGET = seconds
+    try:
+        yield
+    finally:
+        notify.DEFAULT_NOTIFY_BUDGET = previous
+
+
+@contextmanager
+def _process_state(config_path: Path, database_url: str, directory: Path) -> Iterator[None]:
+    """The environment a Gateway process would have, restored on exit with the published state."""
+    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
+    from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
+
+    previous = get_loaded_extensions(), get_diagnostics()
+    saved = {key: os.environ.get(key) for key in ("DEERFLOW_CONFIG", "DEERFLOW_DATABASE_URL")}
+    cwd = Path.cwd()
+    os.environ["DEERFLOW_CONFIG"] = str(config_path)
+    os.environ["DEERFLOW_DATABASE_URL"] = database_url
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        set_loaded_extensions(previous[0])
+        set_diagnostics(previous[1])
+
+
+def _write_config(directory: Path, plugins: Iterable[Plugin], app_config: Mapping[str, Any] | None) -> Path:
+    # JSON is YAML: the file reads exactly like an operator's config.yaml to the host's loader.
+    document = {**dict(app_config or {}), "plugins": [p.record() for p in plugins]}
+    path = directory / "config.yaml"
+    path.write_text(json.dumps(document, indent=2), encoding="utf-8")
+    return path
+
+
+def load_plugins(plugins: Iterable[PluginLike], *, app_config: Mapping[str, Any] | None = None) -> LoadResult:
+    """Run the host's loader on *plugins*, in order, exactly as ``config.yaml`` would; no Gateway.
+
+    Required entries that fail raise ``ExtensionLoadError`` here as they stop a Gateway.
+    """
+    from deerflow_ext.config.schema import AppConfig
+    from deerflow_ext.extensions.diagnostics import DiagnosticsList
+    from deerflow_ext.extensions.loader import load_extensions
+
+    entries = tuple(plugin_records(plugins))
+    document = {**dict(app_config or {}), "plugins": [p.record() for p in entries]}
+    diagnostics = DiagnosticsList()
+    extensions = load_extensions(AppConfig.model_validate(document), diagnostics=diagnostics)
+    return LoadResult(extensions=extensions, diagnostics=diagnostics, plugins=entries)
+
+
+# ---------------------------------------------------------------------------- the host
+
+
+class HostHarness:
+    """A started Gateway (lifespan entered) on a ``plugins:`` list; see :func:`start_host`.
+
+    ``extensions``, ``diagnostics``, ``app_store``, ``database_url`` and :meth:`table_rows`
+    stay readable after :meth:`close`, so what services flushed at shutdown can be checked.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        client: Any,
+        config_path: Path,
+        database_url: str,
+        plugins: tuple[Plugin, ...],
+        cleanup: ExitStack,
+    ) -> None:
+        self.app = app
+        self.client = client
+        self.config_path = config_path
+        self.database_url = database_url
+        self.plugins = plugins
+        self.runs: list[RunOutcome] = []
+        self._cleanup = cleanup
+        self._closed = False
+
+    # What the host recorded -------------------------------------------------
+    @property
+    def extensions(self) -> Any:
+        return self.app.state.extensions
+
+    @property
+    def diagnostics(self) -> Any:
+        return self.app.state.extension_diagnostics
+
+    @property
+    def app_store(self) -> Any:
+        return self.extensions.app_store
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def table_rows(self, table: str) -> list[tuple[Any, ...]]:
+        """Every row of *table* in the host's SQLite database (after :meth:`close` too)."""
+        path = self.database_url.split(":///", 1)[1]
+        with sqlite3.connect(path) as db:
+            return [tuple(row) for row in db.execute(f'SELECT * FROM "{table}"')]
+
+    def table_names(self, prefix: str = "") -> list[str]:
+        path = self.database_url.split(":///", 1)[1]
+        with sqlite3.connect(path) as db:
+            names = [str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return sorted(n for n in names if n.startswith(prefix))
+
+    # Driving it -------------------------------------------------------------
+    def new_thread(self) -> str:
+        response = self.client.post("/api/threads", json={})
+        response.raise_for_status()
+        return str(response.json()["thread_id"])
+
+    def run(self, prompt: str, *, thread_id: str | None = None, goal: str | None = None) -> RunOutcome:
+        """Stream one lead run to its ``end`` event and fetch the persisted run record."""
+        thread = thread_id or self.new_thread()
+        body = {"input": {"messages": [{"role": "user", "content": prompt}]}, "goal": goal}
+        with self.client.stream("POST", f"/api/threads/{thread}/runs/stream", json=body) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise AssertionError(f"run stream refused: {response.status_code} {response.text}")
+            text = "".join(response.iter_text())
+        events = parse_sse(text)
+        run_id = next(
+            (str(e.data["run_id"]) for e in events if isinstance(e.data, Mapping) and "run_id" in e.data),
+            None,
+        )
+        if run_id is None:
+            raise AssertionError(f"the stream carried no run_id; events: {[e.event for e in events]}")
+        record = self.client.get(f"/api/threads/{thread}/runs/{run_id}")
+        run = record.json() if record.status_code == 200 else {}
+        outcome = RunOutcome(thread_id=thread, run_id=run_id, events=events, run=run)
+        self.runs.append(outcome)
+        return outcome
+
+    def close(self) -> None:
+        """Shut the Gateway down (drain runs, stop services, dispose the engine), then restore
+        the process state the host changed."""
+        if not self._closed:
+            self._closed = True
+            self._cleanup.close()
+
+    def __enter__(self) -> HostHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_host(
+    plugins: Iterable[PluginLike],
+    directory: Path,
+    *,
+    app_config: Mapping[str, Any] | None = None,
+    notify_budget: float | None = None,
+) -> HostHarness:
+    """Start a Gateway on *plugins* (in order) in *directory*, which holds its config and database.
+
+    ``app_config`` adds other ``config.yaml`` sections (``{"summarization": {...}}``);
+    ``notify_budget`` replaces the 3-second lifecycle budget for this host's runs and
+    subagents (see :func:`notification_budget`). Raises what ``create_app`` raises when the
+    Gateway would not start (``ExtensionLoadError`` for a failing required entry), with the
+    process state already restored.
+    """
+    from fastapi.testclient import TestClient
+
+    from deerflow_ext.config.loading import load_app_config
+    from deerflow_ext.config.settings import Settings
+    from deerflow_ext.gateway import create_app
+    from deerflow_ext.gateway.app import GatewayOptions
+
+    directory.mkdir(parents=True, exist_ok=True)
+    entries = tuple(plugin_records(plugins))
+    config_path = _write_config(directory, entries, app_config)
+    database_url = f"sqlite+aiosqlite:///{(directory / 'deerflow.db').as_posix()}"
+    with ExitStack() as cleanup:
+        cleanup.enter_context(_process_state(config_path, database_url, directory))
+        cleanup.enter_context(notification_budget(notify_budget))
+        app = create_app(
+            Settings(config=config_path, database_url=database_url),
+            config=load_app_config(config_path),
+            options=GatewayOptions(notify_budget=notify_budget),
+        )
+        client = TestClient(app, raise_server_exceptions=True)
+        client.__enter__()
+        cleanup.push(lambda *exc: client.__exit__(None, None, None))
+        return HostHarness(app, client, config_path, database_url, entries, cleanup.pop_all())
