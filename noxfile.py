@@ -1,18 +1,24 @@
-"""Project sessions: ``nox`` runs the tests, the architecture contracts, types and lint.
+"""Project sessions: ``nox`` runs the tests, the architecture contracts, types, lint and the
+author's workflow end to end (``scaffold``).
 
 Each session builds its own virtualenv from ``pyproject.toml`` so a clean clone needs
-nothing but ``nox`` itself; ``bench`` is opt-in because it measures, it does not check.
+nothing but ``nox`` itself; ``bench`` is opt-in because it measures, it does not check, and
+``extensions`` is the operator's session of docs/TESTING.md, run here on the examples.
 """
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import nox
 
-nox.options.sessions = ["tests", "arch", "types", "lint"]
+nox.options.sessions = ["tests", "arch", "types", "lint", "scaffold"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
+ROOT = Path(__file__).resolve().parent
 
 
 @nox.session(python=PYTHON)
@@ -40,6 +46,34 @@ def types(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "src", "tests", "benchmarks", "plugins_examples", "noxfile.py")
+
+
+@nox.session(python=PYTHON)
+def scaffold(session: nox.Session) -> None:
+    """`deerflow-ext extensions new`: the generated package is built, installed and its own nox passes.
+
+    Offline but for the package index: the generated noxfile installs deerflow-ext from this
+    checkout (DEERFLOW_EXT_SOURCE), never from PyPI.
+    """
+    session.install("-e", ".", "nox")
+    work = Path(session.create_tmp()) / "scaffold"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    session.run("deerflow-ext", "extensions", "new", "acme_counts", "--directory", str(work))
+    with session.chdir(work / "acme-counts"):
+        session.run("python", "-m", "nox", env={"DEERFLOW_EXT_SOURCE": str(ROOT)})
+
+
+@nox.session(python=PYTHON)
+def extensions(session: nox.Session) -> None:
+    """The operator's property check (docs/TESTING.md), on config.example.yaml with every example enabled."""
+    examples = sorted(str(p) for p in (ROOT / "plugins_examples").iterdir() if p.is_dir())
+    session.install("-e", ".[test]", *examples)
+    config = Path(session.create_tmp()) / "config.yaml"
+    shutil.copyfile(ROOT / "config.example.yaml", config)
+    for name in ("observers", "audit", "costs", "otel"):
+        session.run("deerflow-ext", "extensions", "enable", name, "--config", str(config))
+    session.run("deerflow-ext", "extensions", "check", "--config", str(config), *session.posargs)
 
 
 @nox.session(python=PYTHON)

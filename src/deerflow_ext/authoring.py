@@ -9,6 +9,7 @@ and neither should slow down ``deerflow-ext --help``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def _cmd_check(args: argparse.Namespace, config_path: Callable[[argparse.Namespace], Path]) -> int:
     try:
+        # properties imports hypothesis and the kit pytest: both come with deerflow-ext[test].
+        importlib.import_module("deerflow_ext.testing.properties")
         from deerflow_ext.testing.check import run_check
     except ImportError as exc:
         print(

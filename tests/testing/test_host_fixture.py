@@ -109,3 +109,49 @@ def test_an_entry_point_name_loads_like_an_operators_config(
     assert host.client.get("/api/ext/kit/hello").json()["greeting"] == "by name"
     assert host.run("hello").outcome == "completed"
     assert not host.diagnostics.snapshot()
+
+
+def test_a_whole_plugins_list_loads_in_order_as_config_yaml_would(deerflow_host: Any) -> None:
+    from deerflow_ext.testing import Plugin
+    from testing import order_extensions
+
+    host = deerflow_host(
+        [
+            Plugin(kit_extension.install, {"greeting": "first"}),
+            {"name": "echo", "use": order_extensions.echo},  # a record whose use is the function itself
+            order_extensions.tally,
+            "testing.order_extensions:tally",  # a second instance of the same use
+        ]
+    )
+    assert [p.name for p in host.plugins] == ["kit", "echo", "tally", "order_extensions"]
+    assert host.extensions.loaded == (
+        "testing.kit_extension:install",
+        "testing.order_extensions:echo",
+        "testing.order_extensions:tally",
+        "testing.order_extensions:tally",
+    )
+    assert [c.label for c in host.extensions.task_lifecycle] == ["kit", "echo", "tally", "order_extensions"]
+    host.run("hello")
+    # echo runs before both tallies, so it saw none of this run's stops
+    assert host.app_store.get(order_extensions.Seen) == order_extensions.Seen(0)
+    assert host.app_store.get(order_extensions.Stops).count == 2
+    assert host.client.get("/api/ext/kit/hello").json()["greeting"] == "first"
+
+
+def test_extension_loader_takes_a_list_and_rolls_back_only_the_failing_entry(extension_loader: Any) -> None:
+    from testing import order_extensions
+
+    def broken(registry: Any, config: Mapping[str, Any]) -> None:
+        registry.task_lifecycle(kit_extension.Recorder())
+        raise ValueError("half installed")
+
+    result = extension_loader([order_extensions.tally, broken, order_extensions.echo])
+    assert [c.label for c in result.extensions.task_lifecycle] == ["tally", "echo"]
+    assert [p.name for p in result.plugins] == ["tally", "test_host_fixture", "echo"]
+    (diagnostic,) = result.diagnostics.snapshot()
+    assert "half installed" in diagnostic.message
+
+
+def test_a_list_takes_its_options_per_entry(deerflow_host: Any) -> None:
+    with pytest.raises(TypeError, match="per entry"):
+        deerflow_host([kit_extension.install], {"greeting": "hi"})

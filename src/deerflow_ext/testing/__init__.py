@@ -100,6 +100,7 @@ from .harness import (
 )
 
 __all__ = [
+    "CONTAINED_BEHAVIOURS",
     "HostHarness",
     "LoadResult",
     "Plugin",
@@ -127,6 +128,7 @@ __all__ = [
 
 # Names that need hypothesis, and the module that defines each: imported on first access.
 _LAZY = {
+    "CONTAINED_BEHAVIOURS": "strategies",
     "PropertyFailed": "properties",
     "check_install_rollback": "properties",
     "check_notification_budget": "properties",
