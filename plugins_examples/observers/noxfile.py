@@ -1,27 +1,17 @@
-"""``nox`` runs this extension's tests, ordinary and property-based, in a fresh virtualenv.
-
-The tests use the author kit that ships with ``deerflow-ext[test]`` (the ``deerflow_host``
-fixture and ``deerflow_ext.testing``'s property checks). ``DEERFLOW_EXT_SOURCE`` names the
-host to test against instead of the one the package depends on — a checkout, a wheel or a
-requirement — e.g. ``DEERFLOW_EXT_SOURCE=../deerflow-ext nox``.
-"""
-
+# `nox` runs this extension's tests, ordinary and property-based, in a fresh virtualenv where
+# the package is built and installed with its "test" extra (deerflow-ext[test]: the author kit).
+# DEERFLOW_EXT_SOURCE names the host to test against instead of the released deerflow-ext:
+# a checkout or a wheel (DEERFLOW_EXT_SOURCE=../deerflow-ext nox), or a requirement.
+# The same file serves every extension package: generated ones and plugins_examples/*.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import nox
-
-nox.options.sessions = ["tests"]
-nox.options.reuse_existing_virtualenvs = True
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The package built and installed (not editable), then its tests."""
-    source = os.environ.get("DEERFLOW_EXT_SOURCE")
-    if source:
-        session.install(f"{Path(source).resolve()}[test]" if Path(source).is_dir() else source)
-    session.install(".[test]")
+    host = os.environ.get("DEERFLOW_EXT_SOURCE", "deerflow-ext")
+    session.install(os.path.abspath(host) if os.path.exists(host) else host, ".[test]")
     session.run("pytest", *session.posargs)

@@ -46,37 +46,28 @@ class Seen:
     count: int
 
 
-class _Tally:
+class _OnStop:
+    """A lifecycle contributor that only acts when a task stops."""
+
     async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         return None
 
+
+class _Tally(_OnStop):
     async def on_task_stop(
         self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo, outcome: TaskOutcome
     ) -> None:
         app_store.get_or_init(Stops, Stops).add()
 
 
-class _Echo:
+class _Echo(_OnStop):
     """Reads another extension's value in its own hook: right only if it runs after ``tally``."""
-
-    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
-        return None
 
     async def on_task_stop(
         self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo, outcome: TaskOutcome
     ) -> None:
         stops = app_store.get(Stops)
         app_store.set(Seen(stops.count if stops is not None else 0))
-
-
-@extension(api="0.2.0", name="tally")
-def tally(registry: ExtensionRegistry, config: Mapping[str, Any]) -> None:
-    registry.task_lifecycle(_Tally())
-
-
-@extension(api="0.2.0", name="echo")
-def echo(registry: ExtensionRegistry, config: Mapping[str, Any]) -> None:
-    registry.task_lifecycle(_Echo())
 
 
 @dataclass
@@ -118,14 +109,21 @@ class _Sturdy(_Fragile):
         app_store.get_or_init(Timed, Timed).add()  # a missing clock only means an unknown duration
 
 
-@extension(api="0.2.0", name="fragile")
-def fragile(registry: ExtensionRegistry, config: Mapping[str, Any]) -> None:
-    registry.task_lifecycle(_Fragile())
+def _lifecycle(name: str, contributor: type[Any]) -> Any:
+    """An install registering one *contributor*, importable as ``testing.order_extensions:<name>``."""
+
+    @extension(api="0.2.0", name=name)
+    def install(registry: ExtensionRegistry, config: Mapping[str, Any]) -> None:
+        registry.task_lifecycle(contributor())
+
+    install.__qualname__ = install.__name__ = name
+    return install
 
 
-@extension(api="0.2.0", name="sturdy")
-def sturdy(registry: ExtensionRegistry, config: Mapping[str, Any]) -> None:
-    registry.task_lifecycle(_Sturdy())
+tally = _lifecycle("tally", _Tally)
+echo = _lifecycle("echo", _Echo)
+fragile = _lifecycle("fragile", _Fragile)
+sturdy = _lifecycle("sturdy", _Sturdy)
 
 
 @dataclass

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from deerflow_ext.testing import HostHarness, Plugin, load_plugins
 from deerflow_ext.testing.neighbours import BEHAVIOURS, NEIGHBOUR_USE
@@ -44,9 +43,8 @@ def test_a_failing_install_is_one_attributed_load_failure_and_leaves_nothing(nei
     loaded = load_plugins([order_extensions.tally, neighbour.resolved("neighbour-1")])
     (diagnostic,) = loaded.diagnostics.snapshot()
     assert diagnostic.extension == NEIGHBOUR_USE and diagnostic.phase == "load"
-    assert diagnostic.message == (
-        f"install() failed: RuntimeError: neighbour install fails after {neighbour.config['fails_after']} registration(s)"
-    )
+    step = neighbour.config["fails_after"]
+    assert diagnostic.message == f"install() failed: RuntimeError: neighbour install fails after {step} registration(s)"
     assert [c.label for c in loaded.extensions.task_lifecycle] == ["tally"]
 
 

@@ -52,18 +52,15 @@ def deerflow_host(tmp_path: Path) -> Iterator[Callable[..., HostHarness]]:
     counter = itertools.count(1)
 
     def start(
-        install_or_plugins: PluginLike | Sequence[PluginLike],
-        config: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        required: bool = False,
-        table_prefix: str | None = None,
+        *entry: Any,
         app_config: Mapping[str, Any] | None = None,
         notify_budget: float | None = None,
+        **options: Any,
     ) -> HostHarness:
-        entries = entries_of(install_or_plugins, config, name=name, required=required, table_prefix=table_prefix)
         directory = tmp_path / f"deerflow-host-{next(counter)}"
-        harness = start_host(entries, directory, app_config=app_config, notify_budget=notify_budget)
+        harness = start_host(
+            entries_of(*entry, **options), directory, app_config=app_config, notify_budget=notify_budget
+        )
         harnesses.append(harness)
         return harness
 
@@ -77,15 +74,7 @@ def extension_loader() -> Callable[..., LoadResult]:
     """Factory: ``extension_loader(install_or_name_or_plugins, config=None, *, name=None,
     required=False, table_prefix=None) -> LoadResult`` — the host's loader only, no Gateway."""
 
-    def load(
-        install_or_plugins: PluginLike | Sequence[PluginLike],
-        config: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        required: bool = False,
-        table_prefix: str | None = None,
-    ) -> LoadResult:
-        entries = entries_of(install_or_plugins, config, name=name, required=required, table_prefix=table_prefix)
-        return load_plugins(entries)
+    def load(*entry: Any, **options: Any) -> LoadResult:
+        return load_plugins(entries_of(*entry, **options))
 
     return load
