@@ -52,8 +52,8 @@ class InstalledExtension:
     ``extensions list``/describe and versioning advice do), and parsing every installed
     distribution's metadata up front was a sixth of startup loading. The same holds for a
     ``module:attr`` use, whose owning distribution is found by walking every installed
-    distribution's file list (``locate``): that walk cost 0.4 s per startup with such an
-    entry, which the author kit, starting a Gateway per example, paid every time.
+    distribution's file list (``locate``): that walk was nearly all of loading such an entry
+    (benchmarks/RESULTS.md, "module:attr"), and the author kit starts a Gateway per example.
     """
 
     __slots__ = ("_dist", "_locate", "entry_point", "name", "value")
