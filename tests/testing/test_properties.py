@@ -122,3 +122,15 @@ def test_a_contributor_slower_than_the_budget_is_reported_with_the_list_that_sho
     assert failed.value.reason.startswith("on_task_stop of task ")
     assert failed.value.reason.endswith(" was cut, but only on_task_start hangs")
     assert [p.name for p in failed.value.plugins] == ["neighbour-1", "slow"]
+
+
+def test_check_plugins_runs_every_property_and_reports_each() -> None:
+    from deerflow_ext.testing import check_plugins
+    from deerflow_ext.testing.properties import PROPERTIES
+
+    reported: list[tuple[str, object]] = []
+    failures = check_plugins(
+        [ox.tally, ox.sturdy], examples=2, seed=SEED, report=lambda p, f: reported.append((p.title, f))
+    )
+    assert failures == []
+    assert reported == [(p.title, None) for p in PROPERTIES]

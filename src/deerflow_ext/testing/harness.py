@@ -17,7 +17,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,15 +277,17 @@ class HostHarness:
 
     def table_rows(self, table: str) -> list[tuple[Any, ...]]:
         """Every row of *table* in the host's SQLite database (after :meth:`close` too)."""
-        path = self.database_url.split(":///", 1)[1]
-        with sqlite3.connect(path) as db:
-            return [tuple(row) for row in db.execute(f'SELECT * FROM "{table}"')]
+        quoted = table.replace('"', '""')
+        return self._query(f'SELECT * FROM "{quoted}"')
 
     def table_names(self, prefix: str = "") -> list[str]:
-        path = self.database_url.split(":///", 1)[1]
-        with sqlite3.connect(path) as db:
-            names = [str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        """The tables of the host's SQLite database whose names start with *prefix*."""
+        names = [str(row[0]) for row in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")]
         return sorted(n for n in names if n.startswith(prefix))
+
+    def _query(self, sql: str) -> list[tuple[Any, ...]]:
+        with closing(sqlite3.connect(self.database_url.split(":///", 1)[1])) as db:
+            return [tuple(row) for row in db.execute(sql)]
 
     # Driving it -------------------------------------------------------------
     def new_thread(self) -> str:

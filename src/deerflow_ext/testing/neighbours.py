@@ -195,8 +195,12 @@ class _SystemObserver:
         self.spec = spec
 
     async def on_system_model_call(
-        self, app_store: ExtensionData, task_store: ExtensionData, kind: SystemOperationKind,
-        request: SystemModelRequest, result: SystemModelResult,
+        self,
+        app_store: ExtensionData,
+        task_store: ExtensionData,
+        kind: SystemOperationKind,
+        request: SystemModelRequest,
+        result: SystemModelResult,
     ) -> None:
         await _misbehave(self.spec, "on_system_model_call")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .harness import HostHarness
@@ -33,7 +33,6 @@ __all__ = [
     "operator_view",
     "routes_of",
     "settled",
-    "subjects",
 ]
 
 Path = tuple[str | int, ...]
@@ -199,8 +198,3 @@ def operator_view(host: HostHarness, routes: Any) -> dict[str, Any]:
         },
         directory,
     )
-
-
-def subjects(entries: Sequence[Any]) -> list[Any]:
-    """The entries under test: everything but generated neighbours."""
-    return [e for e in entries if getattr(e, "use", None) != NEIGHBOUR_USE]
