@@ -143,7 +143,7 @@ def settled(
     read: Callable[[], Any],
     matches: Callable[[Any], bool] | None = None,
     *,
-    timeout: float = 0.5,
+    timeout: float = 1.0,
     interval: float = 0.05,
 ) -> Any:
     """What ``read()`` returns once it stops changing, or as soon as it ``matches``.
