@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from deerflow_ext.persistence import create_engine, is_sqlite
-from deerflow_ext.runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunStream
+from deerflow_ext.runtime import LocalThreadCoordinator, MemoryStreamBridge, PostgresThreadCoordinator
+from deerflow_ext.runtime.stream import follow
 
 
 async def _exclusive(coordinators, thread_id: str = "t") -> list[str]:
@@ -72,24 +73,21 @@ async def test_postgres_holds_exclude_each_other_across_engines(database_url: st
             await engine.dispose()
 
 
+async def _events(bridge: MemoryStreamBridge, run_id: str, after: str | None = None) -> list[str]:
+    return [item.event async for item in follow(bridge, run_id, after, heartbeat=5) if item is not None]
+
+
 async def test_stream_replays_history_and_ends() -> None:
-    stream = RunStream("r")
-    stream.publish("metadata", {"run_id": "r"})
-    seen: list[str] = []
-
-    async def consume() -> None:
-        async for item in stream.subscribe():
-            seen.append(item.event)
-
-    consumer = asyncio.create_task(consume())
+    bridge = MemoryStreamBridge()
+    stream = bridge.writer("r")
+    await stream.publish("metadata", {"run_id": "r"})
+    consumer = asyncio.create_task(_events(bridge, "r"))
     await asyncio.sleep(0)
-    stream.publish("values", {})
-    stream.close({"status": "success"})
-    stream.publish("late", {})
-    await asyncio.wait_for(consumer, 1)
-    assert seen == ["metadata", "values", "end"]
-    late = [item.event async for item in stream.subscribe()]
-    assert late == ["metadata", "values", "end"]
+    await stream.publish("values", {})
+    await stream.close({"status": "success"})
+    await stream.publish("late", {})
+    assert await asyncio.wait_for(consumer, 1) == ["metadata", "values", "end"]
+    assert await _events(bridge, "r") == ["metadata", "values", "end"]
 
 
 async def test_failed_admission_persists_an_error_and_ends_the_stream(tmp_path) -> None:
@@ -119,7 +117,7 @@ async def test_failed_admission_persists_an_error_and_ends_the_stream(tmp_path) 
             store=store, agent_host=FakeAgentHost(), coordinator=BrokenCoordinator(), extensions=lambda: ext
         )
         handle = await runs.start(thread.id, messages=[{"role": "user", "content": "hi"}])
-        events = [item.event async for item in handle.stream.subscribe()]
+        events = await _events(runs.streams, handle.run_id)
         assert events == ["metadata", "error", "end"]
         run = await store.get_run(thread.id, handle.run_id)
         assert (run.status, run.outcome) == ("error", "failed") and "database went away" in run.error

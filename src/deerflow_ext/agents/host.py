@@ -17,28 +17,54 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.types import Checkpointer
 
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import ExtensionData
 
 from .context import build_run_context
 from .goal import continuation_message, evaluate_goal
 from .lead import ModelFactory, make_lead_agent
 from .models import create_chat_model
+from .thread_state import ThreadStates
 
-__all__ = ["AgentHost", "Emit", "LeadRunRequest", "LeadRunResult", "TokenUsage", "final_answer"]
+__all__ = [
+    "DEFAULT_GRAPH_STREAM_MODES",
+    "AgentHost",
+    "Emit",
+    "LeadRunRequest",
+    "LeadRunResult",
+    "TokenUsage",
+    "final_answer",
+]
 
 Emit = Callable[[str, Any], Awaitable[None] | None]
 
-_STREAM_MODES = ["updates", "messages", "values"]
+DEFAULT_GRAPH_STREAM_MODES = ("messages", "updates", "values")
+DEFAULT_RECURSION_LIMIT = 200
 
 
 @dataclass(frozen=True)
 class LeadRunRequest:
+    """One lead run as the host executes it.
+
+    ``stream_modes`` are LangGraph stream modes (``values`` is always streamed: the result
+    is read from it); with ``subgraphs`` an event from a subgraph reaches ``emit`` as
+    ``"<mode>|<namespace>"``. ``checkpoint_id`` forks the thread from that checkpoint (the
+    first graph pass only; goal continuations follow the fork). ``metadata`` is written to
+    the run's checkpoints (run id, assistant, the client's run metadata).
+    """
+
     thread_id: str
     run_id: str
     messages: tuple[dict[str, Any], ...]
     goal: str | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
+    stream_modes: tuple[str, ...] = DEFAULT_GRAPH_STREAM_MODES
+    subgraphs: bool = False
+    checkpoint_id: str | None = None
+    recursion_limit: int = DEFAULT_RECURSION_LIMIT
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    durability: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +124,17 @@ class AgentHost:
             memory = MemoryManager(config.memory, self.model_factory(model_name))
         self.memory = memory
         self._cached_task_tool: Any | None = None
+        self._thread_states: ThreadStates | None = None
+
+    @property
+    def thread_states(self) -> ThreadStates:
+        """Thread state and history through a lead graph built once, under the process's
+        extensions, on first use (see ``thread_state``)."""
+        if self._thread_states is None:
+            self._thread_states = ThreadStates(
+                lambda: self.make_lead_agent(extensions=get_loaded_extensions()), self.checkpointer
+            )
+        return self._thread_states
 
     def make_lead_agent(self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None) -> Any:
         """Build the lead graph (sync) under ``extensions``.
@@ -151,9 +188,20 @@ class AgentHost:
             task_store=task_store,
             extensions=extensions,
         )
-        run_config = {"configurable": {"thread_id": request.thread_id}, "recursion_limit": 200}
+        run_config: dict[str, Any] = {
+            "configurable": {"thread_id": request.thread_id},
+            "recursion_limit": request.recursion_limit,
+            "metadata": dict(request.metadata),
+            "tags": list(request.tags),
+        }
+        first_config = run_config
+        if request.checkpoint_id:
+            first_config = {
+                **run_config,
+                "configurable": {**run_config["configurable"], "checkpoint_id": request.checkpoint_id},
+            }
         inputs: dict[str, Any] = {"messages": list(request.messages)}
-        values = await self._stream(graph, inputs, run_config, context, emit)
+        values = await self._stream(graph, inputs, first_config, context, emit, request)
 
         goal_met: bool | None = None
         continuations = 0
@@ -180,7 +228,7 @@ class AgentHost:
                     inputs = {**values, "messages": [*values.get("messages", []), follow_up]}
                 else:
                     inputs = {"messages": [follow_up]}
-                values = await self._stream(graph, inputs, run_config, context, emit)
+                values = await self._stream(graph, inputs, run_config, context, emit, request)
 
         return LeadRunResult(
             answer=final_answer(values.get("messages", [])),
@@ -197,13 +245,23 @@ class AgentHost:
         run_config: dict[str, Any],
         context: dict[str, Any],
         emit: Emit | None,
+        request: LeadRunRequest,
     ) -> dict[str, Any]:
+        modes = list(dict.fromkeys([*request.stream_modes, "values"]))
+        options: dict[str, Any] = {"context": context, "stream_mode": modes, "subgraphs": request.subgraphs}
+        if request.durability is not None:
+            options["durability"] = request.durability
         values: dict[str, Any] = {}
-        async for mode, chunk in graph.astream(inputs, run_config, context=context, stream_mode=_STREAM_MODES):
-            if mode == "values":
+        async for item in graph.astream(inputs, run_config, **options):
+            namespace: tuple[str, ...] = ()
+            if request.subgraphs:
+                namespace, mode, chunk = item
+            else:
+                mode, chunk = item
+            if mode == "values" and not namespace:
                 values = chunk
             if emit is not None:
-                pending = emit(mode, chunk)
+                pending = emit("|".join((mode, *namespace)), chunk)
                 if inspect.isawaitable(pending):
                     await pending
         return values

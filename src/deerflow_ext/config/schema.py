@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 __all__ = [
     "AppConfig",
+    "GatewayConfig",
     "GoalConfig",
     "MemoryConfig",
     "ModelEntry",
@@ -100,6 +101,12 @@ class GoalConfig(_Strict):
     max_continuations: int = Field(default=3, ge=0)
 
 
+class GatewayConfig(_Strict):
+    """HTTP settings that belong with the deployment's config (``DEERFLOW_*`` variables win)."""
+
+    cors_origins: list[str] | None = None
+
+
 class AppConfig(_Strict):
     """The whole file. Every section is optional: an empty file is a working Gateway."""
 
@@ -111,6 +118,7 @@ class AppConfig(_Strict):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     goal: GoalConfig = Field(default_factory=GoalConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     @field_validator("plugins", "models")
     @classmethod

@@ -100,6 +100,19 @@ class Settings(BaseSettings):
     #: bound, one hanging request (an extension route that never returns) keeps the Gateway
     #: from ever stopping; the ordered shutdown (drain runs, stop services) runs after it.
     graceful_shutdown_seconds: float = Field(default=30.0, ge=0)
+    #: Browser origins allowed to call the API (comma-separated; ``*`` for any, ``loopback``
+    #: for localhost on any port). Unset: ``gateway.cors_origins`` in config.yaml, else loopback.
+    cors_origins: str | None = None
+    #: Redis for run streams shared by every Gateway process (``redis://127.0.0.1:6379/0``).
+    #: Unset: streams live in the memory of the process running the run.
+    redis_url: str | None = None
+    #: Prefix of every Redis key the Gateway writes (several deployments can share a Redis).
+    redis_prefix: str = "deerflow:"
+    #: Events kept per run for replay (``Last-Event-ID``), and how long after its end.
+    stream_retain_events: int = Field(default=10_000, ge=1)
+    stream_retain_seconds: float = Field(default=600.0, gt=0)
+    #: Seconds of silence after which an SSE response sends a ``: heartbeat`` comment.
+    sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
 
     @field_validator("log_level")
     @classmethod

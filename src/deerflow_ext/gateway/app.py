@@ -14,6 +14,7 @@ shutdown: close fire-and-forget intake -> memory flush -> drain runs (their on_t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -47,9 +48,13 @@ from ..persistence import (
 )
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.signals import PostgresRunSignals
+from ..runtime.stream import MemoryStreamBridge, StreamBridge
+from ..runtime.worker import RunCompletion
+from .cors import cors_origins, install_cors
 from .errors import install_error_handlers
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
+from .routes.health import package_version
 from .state import GatewayRuntime
 
 if TYPE_CHECKING:
@@ -77,6 +82,10 @@ class GatewayOptions:
     service_stop_timeout: float = DEFAULT_SERVICE_STOP_TIMEOUT
     coordinator: ThreadCoordinator | None = None
     lease_seconds: float | None = None
+    # None: $DEERFLOW_SSE_HEARTBEAT_SECONDS (15 s).
+    sse_heartbeat: float | None = None
+    # None: the bridge the settings name (Redis with DEERFLOW_REDIS_URL, else in memory).
+    streams: StreamBridge | None = None
 
 
 def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
@@ -139,13 +148,15 @@ def create_app(
 
         config = load_app_config(settings.config)
     opts = options or GatewayOptions()
+    if opts.sse_heartbeat is None:
+        opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)
     diagnostics = DiagnosticsList()
     set_diagnostics(diagnostics)
     if extensions is None:
         extensions = load_gateway_extensions(config, diagnostics)
     set_loaded_extensions(extensions)
 
-    app = FastAPI(title="deerflow-ext Gateway", lifespan=_lifespan)
+    app = FastAPI(title="deerflow-ext Gateway", version=package_version("deerflow-ext"), lifespan=_lifespan)
     app.state.settings = settings
     app.state.config = config
     app.state.extensions = extensions
@@ -158,7 +169,28 @@ def create_app(
     for router in HOST_ROUTERS:
         app.include_router(router)
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
+    install_cors(app, cors_origins(settings.cors_origins, config.gateway.cors_origins))  # outermost: last
     return app
+
+
+def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBridge:
+    if opts.streams is not None:
+        return opts.streams
+    return MemoryStreamBridge(
+        retain_events=settings.stream_retain_events, retain_seconds=settings.stream_retain_seconds
+    )
+
+
+def _rollback_hook(agent_host: Any) -> Any:
+    """Undo an interrupted run's state changes when it was interrupted with rollback."""
+
+    async def rollback(completion: RunCompletion) -> None:
+        states = getattr(agent_host, "thread_states", None)
+        if completion.rollback and completion.status == "interrupted" and states is not None:
+            if await states.restore_before_run(completion.thread_id, completion.run_id):
+                logger.info("run %s rolled back on thread %s", completion.run_id, completion.thread_id)
+
+    return rollback
 
 
 @asynccontextmanager
@@ -187,7 +219,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     coordinator=coordinator,
                     extensions=lambda: extensions,
                     notify_budget=opts.notify_budget,
+                    completion_hooks=(_rollback_hook(agent_host),),
                     signals=signals,
+                    streams=_stream_bridge(settings, opts),
                 )
                 if signals is not None:
                     await signals.start(runs)

@@ -1,74 +1,277 @@
-"""Request and response bodies of the host routes (DESIGN.md section 7).
+"""Request and response bodies of the LangGraph Platform API the Gateway serves.
 
-Request models forbid unknown keys: a misspelt ``gaol`` would otherwise run without the goal
-the client meant to set, and the client would never learn why.
+Shapes follow what ``langgraph_sdk`` and ``@langchain/langgraph-sdk`` send and parse.
+Request models forbid keys neither LangGraph nor the Gateway knows: a misspelt ``gaol``
+would otherwise run without the goal the client meant to set, and the client would never
+learn why. Every run option LangGraph defines *is* accepted; the ones the Gateway has no
+equivalent for are ignored, and say so in their description (``/docs``):
+
+* ``webhook``, ``feedback_keys``, ``langsmith_tracer``, ``on_completion`` (stateless runs
+  only), ``checkpoint_during``, ``strict_resume``, ``stream_resumable`` (every run's stream
+  is resumable), ``interrupt_before`` / ``interrupt_after`` (the lead agent never pauses);
+* stream modes ``events``, ``tools`` and ``lifecycle`` (no events: see ``stream_modes``).
+
+Messages come in LangGraph's shapes: ``type`` (human, ai, system, tool) or ``role`` (user,
+assistant, system, tool), an optional ``id``, content as a string or a list of content
+blocks; other message keys (``name``, ``tool_call_id``, ``additional_kwargs``...) pass
+through to LangChain.
+
+Responses carry LangGraph's fields plus the Gateway's own: a run's ``outcome``, ``answer``,
+``error`` and ``token_usage``, a thread's ``title``.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..persistence.records import RunRecord, ThreadRecord
+from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
 
 __all__ = [
+    "ASSISTANT_ID",
+    "GRAPH_ID",
+    "CheckpointRef",
+    "HistoryQuery",
     "MessageIn",
+    "RunConfig",
     "RunCreate",
     "RunInput",
     "RunOut",
+    "StateUpdate",
+    "ThreadCount",
     "ThreadCreate",
-    "ThreadCreated",
     "ThreadOut",
+    "ThreadPatch",
+    "ThreadSearch",
     "TokenUsageOut",
+    "selected",
 ]
+
+ASSISTANT_ID = "lead_agent"
+GRAPH_ID = "lead_agent"
+
+_IGNORED = "Accepted for compatibility with LangGraph Platform and ignored: "
 
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MessageIn(_Request):
-    role: Literal["user", "human", "assistant", "ai", "system"]
-    content: str | list[dict[str, Any]]
+_ROLES = {"user": "human", "human": "human", "assistant": "ai", "ai": "ai", "system": "system", "tool": "tool"}
+
+
+class MessageIn(BaseModel):
+    """One input message; keys beyond these reach LangChain unchanged."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["human", "ai", "system", "tool"] | None = None
+    role: Literal["user", "human", "assistant", "ai", "system", "tool"] | None = None
+    content: str | list[dict[str, Any] | str]
+    id: str | None = None
+
+    @model_validator(mode="after")
+    def _kind_given(self) -> MessageIn:
+        if self.type is None and self.role is None:
+            raise ValueError("a message needs a 'type' (human, ai, system, tool) or a 'role' (user, assistant, ...)")
+        if self.kind == "tool" and not (self.model_extra or {}).get("tool_call_id"):
+            raise ValueError("a tool message needs 'tool_call_id'")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return self.type or _ROLES[self.role or "user"]
+
+    def for_graph(self) -> dict[str, Any]:
+        """The dict LangChain's message coercion expects (``type`` set, no ``None`` id)."""
+        message = self.model_dump(exclude_none=True)
+        message.pop("role", None)
+        message["type"] = self.kind
+        return message
 
 
 class RunInput(_Request):
     messages: list[MessageIn] = Field(min_length=1)
 
 
+class RunConfig(BaseModel):
+    """LangGraph's run ``config``: ``recursion_limit`` and ``tags`` apply; keys of
+    ``configurable`` reach the run's context (host keys excepted); other keys are ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    tags: list[str] = Field(default_factory=list)
+    recursion_limit: int | None = Field(default=None, ge=1)
+    configurable: dict[str, Any] = Field(default_factory=dict)
+
+
+class CheckpointRef(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    thread_id: str | None = None
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+    checkpoint_map: dict[str, Any] | None = None
+
+
 class RunCreate(_Request):
+    """A run: ``input`` is required (the lead agent never pauses, so there is nothing to
+    resume with a ``command``)."""
+
     input: RunInput
-    goal: str | None = None
-    context: dict[str, Any] = Field(default_factory=dict)
+    goal: str | None = Field(default=None, description="A goal the run keeps working towards (DeerFlow).")
+    context: dict[str, Any] = Field(default_factory=dict, description="The run's runtime context.")
+    assistant_id: str | None = Field(default=None, description=f"'{ASSISTANT_ID}' (the default when omitted).")
+    config: RunConfig | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Stored with the run and its checkpoints.")
+    stream_mode: ApiStreamMode | list[ApiStreamMode] | None = Field(
+        default=None,
+        description=(
+            "Event kinds to stream. Omitted: values, updates and messages-tuple. "
+            "events, tools and lifecycle produce no events."
+        ),
+    )
+    stream_subgraphs: bool = False
+    stream_resumable: bool | None = Field(default=None, description=_IGNORED + "every run's stream is resumable.")
+    on_disconnect: Literal["cancel", "continue"] = Field(
+        default="continue", description="What a dropped stream does to the run (stream routes)."
+    )
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = Field(
+        default="interrupt",
+        description="What this run does to runs already on the thread; DeerFlow's default is interrupt.",
+    )
+    if_not_exists: Literal["create", "reject"] = Field(
+        default="reject", description="create: start the thread when it does not exist."
+    )
+    after_seconds: float | None = Field(default=None, ge=0, description="Stay pending this long before starting.")
+    checkpoint: CheckpointRef | None = Field(default=None, description="Fork the thread from this checkpoint.")
+    checkpoint_id: str | None = Field(default=None, description="Fork the thread from this checkpoint.")
+    durability: Literal["sync", "async", "exit"] | None = None
+    command: dict[str, Any] | None = Field(default=None, description=_IGNORED + "the lead agent never pauses.")
+    interrupt_before: Literal["*"] | list[str] | None = Field(default=None, description=_IGNORED + "never pauses.")
+    interrupt_after: Literal["*"] | list[str] | None = Field(default=None, description=_IGNORED + "never pauses.")
+    webhook: str | None = Field(default=None, description=_IGNORED + "no webhook is called.")
+    feedback_keys: list[str] | None = Field(default=None, description=_IGNORED + "no LangSmith feedback.")
+    langsmith_tracer: dict[str, Any] | None = Field(default=None, description=_IGNORED + "use LangSmith's settings.")
+    on_completion: Literal["delete", "keep"] | None = Field(default=None, description=_IGNORED + "threads stay.")
+    checkpoint_during: bool | None = Field(default=None, description=_IGNORED + "use durability.")
+    strict_resume: bool | None = Field(default=None, description=_IGNORED + "nothing to resume.")
+
+    @property
+    def stream_modes(self) -> tuple[str, ...]:
+        if self.stream_mode is None:
+            return DEFAULT_STREAM_MODES
+        modes = [self.stream_mode] if isinstance(self.stream_mode, str) else self.stream_mode
+        return tuple(dict.fromkeys(modes))
+
+    @property
+    def fork_checkpoint_id(self) -> str | None:
+        if self.checkpoint is not None and self.checkpoint.checkpoint_id:
+            return self.checkpoint.checkpoint_id
+        return self.checkpoint_id
 
 
 class ThreadCreate(_Request):
+    thread_id: str | None = Field(default=None, min_length=1, max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    graph_id: str | None = None
+    supersteps: list[dict[str, Any]] | None = None
+    ttl: Any = Field(default=None, description=_IGNORED + "threads are kept until deleted.")
+
+    @field_validator("supersteps")
+    @classmethod
+    def _no_supersteps(cls, value: list[dict[str, Any]] | None) -> None:
+        if value:
+            raise ValueError("creating a thread from supersteps is not supported; create it, then run it")
+        return None
 
 
-class ThreadCreated(BaseModel):
-    thread_id: str
+class ThreadPatch(_Request):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    ttl: Any = Field(default=None, description=_IGNORED + "threads are kept until deleted.")
+
+
+_ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+_ThreadSortBy = Literal["thread_id", "status", "created_at", "updated_at", "state_updated_at"]
+
+
+class ThreadCount(_Request):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    values: dict[str, Any] | None = None
+    status: _ThreadStatus | None = None
+
+    @field_validator("values")
+    @classmethod
+    def _no_values_filter(cls, value: dict[str, Any] | None) -> None:
+        if value:
+            raise ValueError("filtering threads by state values is not supported; filter by metadata or status")
+        return None
+
+
+class ThreadSearch(ThreadCount):
+    ids: list[str] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    sort_by: _ThreadSortBy = "updated_at"
+    sort_order: Literal["asc", "desc"] = "desc"
+    select: list[str] | None = None
+    extract: dict[str, str] | None = Field(default=None, description=_IGNORED + "no extraction.")
+
+
+class StateUpdate(_Request):
+    values: dict[str, Any] | list[dict[str, Any]] | None = None
+    as_node: str | None = None
+    checkpoint: CheckpointRef | None = None
+    checkpoint_id: str | None = None
+
+
+class HistoryQuery(_Request):
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: str | CheckpointRef | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: CheckpointRef | None = None
+    select: list[str] | None = None
+
+    @property
+    def before_id(self) -> str | None:
+        return self.before if isinstance(self.before, str) or self.before is None else self.before.checkpoint_id
+
+
+# ---------------------------------------------------------------------------- responses
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands timestamps back without their zone; every stored time is UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+Timestamp = Annotated[datetime, AfterValidator(_utc)]
 
 
 class ThreadOut(BaseModel):
     thread_id: str
-    title: str | None
-    status: str
-    created_at: datetime
-    updated_at: datetime
+    created_at: Timestamp
+    updated_at: Timestamp
     metadata: dict[str, Any]
+    status: str
+    values: dict[str, Any] | None = None
+    interrupts: dict[str, list[Any]] = Field(default_factory=dict)
+    title: str | None = Field(default=None, description="The title the Gateway generated (DeerFlow).")
 
     @classmethod
-    def of(cls, record: ThreadRecord) -> ThreadOut:
+    def of(cls, record: ThreadRecord, values: dict[str, Any] | None = None) -> ThreadOut:
         return cls(
             thread_id=record.id,
-            title=record.title,
-            status=record.status,
             created_at=record.created_at,
             updated_at=record.updated_at,
             metadata=record.metadata,
+            status=record.status,
+            values=values,
+            title=record.title,
         )
 
 
@@ -78,27 +281,42 @@ class TokenUsageOut(BaseModel):
     total_tokens: int
 
 
+_REQUEST_ONLY = ("assistant_id", "metadata", "multitask_strategy")
+
+
 class RunOut(BaseModel):
     run_id: str
     thread_id: str
+    assistant_id: str
+    created_at: Timestamp
+    updated_at: Timestamp
     status: str
-    outcome: str | None
-    input: dict[str, Any]
+    metadata: dict[str, Any]
+    multitask_strategy: str
+    kwargs: dict[str, Any] = Field(description="The run's request (input, config, stream_mode, ...).")
+    outcome: str | None = Field(description="completed, aborted or failed (the extension contract's TaskOutcome).")
+    input: dict[str, Any] = Field(description="The request as stored (DeerFlow).")
     answer: str | None
     error: str | None
     token_usage: TokenUsageOut
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
 
     @classmethod
     def of(cls, record: RunRecord) -> RunOut:
+        stored = record.input
         return cls(
             run_id=record.id,
             thread_id=record.thread_id,
+            assistant_id=str(stored.get("assistant_id") or ASSISTANT_ID),
+            created_at=record.created_at,
+            updated_at=record.finished_at or record.started_at or record.created_at,
             status=record.status,
+            metadata=dict(stored.get("metadata") or {}),
+            multitask_strategy=str(stored.get("multitask_strategy") or "interrupt"),
+            kwargs={k: v for k, v in stored.items() if k not in _REQUEST_ONLY},
             outcome=record.outcome,
-            input=record.input,
+            input=stored,
             answer=record.answer,
             error=record.error,
             token_usage=TokenUsageOut(
@@ -106,7 +324,12 @@ class RunOut(BaseModel):
                 output_tokens=record.tokens.output_tokens,
                 total_tokens=record.tokens.total_tokens,
             ),
-            created_at=record.created_at,
             started_at=record.started_at,
             finished_at=record.finished_at,
         )
+
+
+def selected(document: dict[str, Any], select: list[str] | None) -> dict[str, Any]:
+    """LangGraph's ``select``: only the named fields (all when None)."""
+    return document if not select else {k: v for k, v in document.items() if k in select}
+

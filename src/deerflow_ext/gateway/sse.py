@@ -1,52 +1,141 @@
-"""Server-sent events framing for a run's stream."""
+"""Server-sent events for run streams: framing, resume, keep-alive, and the end of a stream.
+
+Every event goes out as ``event:``, ``data:`` (one line of JSON) and ``id:``; a client
+that reconnects with ``Last-Event-ID`` gets exactly the events after that id (see
+``runtime.stream``). Where the bridge no longer keeps what the client asked for, the client
+gets an explicit ``not_retained`` event first — its id is the point the stream resumes
+from — and never a silent gap. A comment line (``: heartbeat``) goes out after
+``heartbeat`` seconds of silence, so proxies keep the connection and clients can tell a
+quiet run from a dead socket.
+
+A stream normally ends with the run's own ``end`` event. If that never comes — the process
+running it died, or the stream's retention ran out — the run's persisted status decides:
+once it is final (on two consecutive heartbeats, so a run still finalizing is not cut
+short) the response ends with an ``end`` event of its own.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from ..runtime.stream import RunStream
+from ..persistence.models import RunStatus
+from ..runtime.stream import END_EVENT, IDLE, Missed, StreamEvent, follow
+from ..runtime.stream_modes import mode_of_event
+from .state import GatewayRuntime
 
-__all__ = ["encode_event", "jsonable", "sse_response"]
+__all__ = [
+    "HEARTBEAT",
+    "NOT_RETAINED_EVENT",
+    "SSE_HEADERS",
+    "frame",
+    "run_events",
+    "sse_response",
+]
 
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON data from stream chunks: LangChain messages are pydantic models and
-    ``messages`` chunks are ``(message, metadata)`` tuples; anything else unknown is a string."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return jsonable(dump())
-        except Exception:
-            return str(value)
-    return str(value)
+NOT_RETAINED_EVENT = "not_retained"
+HEARTBEAT = b": heartbeat\n\n"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 
 
-def encode_event(event: str, data: Any) -> bytes:
-    """``event: <name>\\ndata: <json>\\n\\n`` (JSON never contains a raw newline)."""
-    payload = json.dumps(jsonable(data), default=str, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event}\ndata: {payload}\n\n".encode()
+def frame(event: str, data: str, event_id: str) -> bytes:
+    """One SSE event; ``data`` is JSON text (it never contains a raw newline)."""
+    return f"event: {event}\ndata: {data}\nid: {event_id}\n\n".encode()
 
 
-async def _frames(stream: RunStream) -> AsyncIterator[bytes]:
-    async for item in stream.subscribe():
-        yield encode_event(item.event, item.data)
+def _frame_of(item: StreamEvent) -> bytes:
+    return frame(item.event, item.data, item.id)
 
 
-def sse_response(stream: RunStream, headers: dict[str, str] | None = None) -> StreamingResponse:
-    # A client that disconnects stops reading; the run goes on and is persisted, because the
-    # run belongs to the thread, not to one HTTP connection.
-    return StreamingResponse(
-        _frames(stream),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})},
-    )
+def _not_retained(run_id: str, after: str | None, resume_after: str, message: str) -> bytes:
+    data = {"run_id": run_id, "last_event_id": after, "resume_after": resume_after, "message": message}
+    return frame(NOT_RETAINED_EVENT, json.dumps(data), resume_after)
+
+
+async def _final(runtime: GatewayRuntime, thread_id: str, run_id: str) -> dict[str, Any] | None:
+    record = await runtime.store.get_run(thread_id, run_id)
+    if record is None or record.status in _LIVE:
+        return None
+    return {"run_id": run_id, "status": record.status, "outcome": record.outcome}
+
+
+async def run_events(
+    runtime: GatewayRuntime,
+    thread_id: str,
+    run_id: str,
+    *,
+    after: str | None = None,
+    modes: Collection[str] | None = None,
+    heartbeat: float,
+    on_disconnect: Callable[[], None] | None = None,
+) -> AsyncIterator[bytes]:
+    """The SSE body of one run's stream from cursor ``after``; ``modes`` filters events by
+    API stream mode (None: everything the run streams). ``on_disconnect`` is called when
+    the client goes away before the end (it must not await: the request is being torn down).
+    """
+    bridge = runtime.runs.streams
+    cursor = after
+    finished_on_idle = 0
+    sent_end = False
+    try:
+        while not sent_end:
+            gone = True
+            async for item in follow(bridge, run_id, cursor, heartbeat=heartbeat):
+                gone = False
+                if item is IDLE:
+                    final = await _final(runtime, thread_id, run_id)
+                    finished_on_idle = finished_on_idle + 1 if final else 0
+                    if finished_on_idle >= 2:  # final in the database, and no end is coming
+                        yield frame(END_EVENT, json.dumps(final), cursor or "0")
+                        sent_end = True
+                        return
+                    yield HEARTBEAT
+                    continue
+                finished_on_idle = 0
+                if isinstance(item, Missed):
+                    cursor = item.resume_after
+                    yield _not_retained(
+                        run_id,
+                        item.after,
+                        item.resume_after,
+                        f"events after id {item.after} are no longer retained; "
+                        f"the stream continues after id {item.resume_after}",
+                    )
+                    continue
+                cursor = item.id
+                if modes is None or (mode := mode_of_event(item.event)) is None or mode in modes:
+                    yield _frame_of(item)
+                sent_end = item.event == END_EVENT
+            if sent_end:
+                return
+            # The bridge keeps nothing (more) for this run.
+            final = await _final(runtime, thread_id, run_id)
+            if final is not None:
+                resume = cursor or "0"
+                yield _not_retained(
+                    run_id,
+                    after,
+                    resume,
+                    f"the stream of run {run_id} is no longer retained; read the thread's state for its result",
+                )
+                yield frame(END_EVENT, json.dumps(final), resume)
+                sent_end = True
+                return
+            if not gone:
+                continue
+            # Live but not (yet) in the bridge: another process's run on a shared bridge
+            # that has not published, or one whose stream was lost. Wait and look again.
+            yield HEARTBEAT
+            await asyncio.sleep(heartbeat)
+    finally:
+        if not sent_end and on_disconnect is not None:
+            on_disconnect()
+
+
+def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> StreamingResponse:
+    return StreamingResponse(body, media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})})

@@ -6,6 +6,7 @@ the session is closed and nothing downstream can mutate ORM state by accident.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import uuid
@@ -24,6 +25,7 @@ __all__ = [
     "HostStore",
     "RunRecord",
     "RunTokens",
+    "ThreadQuery",
     "ThreadRecord",
     "owner_is_dead",
 ]
@@ -145,14 +147,39 @@ class HostStore:
             return ThreadRecord.of(row) if row is not None else None
 
     async def list_threads(self, *, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
+        return await self.search_threads(ThreadQuery(limit=limit, offset=offset))
+
+    async def search_threads(self, query: ThreadQuery) -> list[ThreadRecord]:
+        """Threads matching ``query``, in its order, ``offset``/``limit`` applied after filtering.
+
+        Status and ids filter in SQL; the metadata filter (every key equal, as LangGraph's
+        thread search does) is applied here, over the rows in order, because the JSON column
+        is queried differently by SQLite and PostgreSQL: the scan stops once the page is full.
+        """
+        matched: list[ThreadRecord] = []
+        wanted = query.offset + query.limit
+        scanned = 0
         async with self.session_factory() as session:
-            rows = await session.scalars(
-                select(ThreadRow)
-                .order_by(ThreadRow.updated_at.desc(), ThreadRow.id)
-                .limit(limit)
-                .offset(offset)
-            )
-            return [ThreadRecord.of(r) for r in rows]
+            while len(matched) < wanted:
+                rows = list(await session.scalars(_thread_select(query).limit(_SCAN_BATCH).offset(scanned)))
+                scanned += len(rows)
+                matched.extend(ThreadRecord.of(r) for r in rows if _metadata_matches(r.meta, query.metadata))
+                if len(rows) < _SCAN_BATCH:
+                    break
+        return matched[query.offset : wanted]
+
+    async def count_threads(self, query: ThreadQuery) -> int:
+        return len(await self.search_threads(dataclasses.replace(query, offset=0, limit=2**62)))
+
+    async def update_thread_metadata(self, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
+        """Merge ``patch`` into the thread's metadata (keys it names are replaced)."""
+        async with self.session_factory.begin() as session:
+            row = await session.get(ThreadRow, thread_id, with_for_update=True)
+            if row is None:
+                return None
+            row.meta = {**(row.meta or {}), **patch}
+            row.updated_at = utcnow()
+        return ThreadRecord.of(row)
 
     async def delete_thread(self, thread_id: str) -> bool:
         async with self.session_factory.begin() as session:
@@ -239,16 +266,36 @@ class HostStore:
             row = await session.get(RunRow, run_id)
             return RunRecord.of(row) if row is not None and row.thread_id == thread_id else None
 
-    async def list_runs(self, thread_id: str, *, limit: int = 100, offset: int = 0) -> list[RunRecord]:
+    async def list_runs(
+        self,
+        thread_id: str,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        status: str | None = None,
+        newest_first: bool = False,
+    ) -> list[RunRecord]:
+        order = (RunRow.created_at.desc(), RunRow.id.desc()) if newest_first else (RunRow.created_at, RunRow.id)
+        statement = select(RunRow).where(RunRow.thread_id == thread_id)
+        if status is not None:
+            statement = statement.where(RunRow.status == status)
         async with self.session_factory() as session:
-            rows = await session.scalars(
-                select(RunRow)
-                .where(RunRow.thread_id == thread_id)
-                .order_by(RunRow.created_at, RunRow.id)
-                .limit(limit)
-                .offset(offset)
-            )
+            rows = await session.scalars(statement.order_by(*order).limit(limit).offset(offset))
             return [RunRecord.of(r) for r in rows]
+
+    async def delete_run(self, thread_id: str, run_id: str) -> bool:
+        async with self.session_factory.begin() as session:
+            result = await session.execute(delete(RunRow).where(RunRow.id == run_id, RunRow.thread_id == thread_id))
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def has_live_run(self, thread_id: str) -> bool:
+        """Whether any process has a run of the thread pending or running."""
+        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+        async with self.session_factory() as session:
+            found = await session.scalar(
+                select(RunRow.id).where(RunRow.thread_id == thread_id, RunRow.status.in_(live)).limit(1)
+            )
+            return found is not None
 
     async def interrupt_orphaned_runs(
         self, *, is_dead: Callable[[str | None], bool] = owner_is_dead
@@ -288,6 +335,44 @@ class HostStore:
                 .values(status=ThreadStatus.INTERRUPTED.value, updated_at=now)
             )
             return tuple(run_ids)
+
+
+_SCAN_BATCH = 500
+_THREAD_SORT = {
+    "thread_id": ThreadRow.id,
+    "status": ThreadRow.status,
+    "created_at": ThreadRow.created_at,
+    "updated_at": ThreadRow.updated_at,
+}
+
+
+@dataclass(frozen=True)
+class ThreadQuery:
+    """A thread search: LangGraph's filters and order (``sort_by`` is a ``threads`` column)."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None
+    ids: tuple[str, ...] | None = None
+    sort_by: str = "updated_at"
+    descending: bool = True
+    limit: int = 100
+    offset: int = 0
+
+
+def _thread_select(query: ThreadQuery) -> Any:
+    statement = select(ThreadRow)
+    if query.status is not None:
+        statement = statement.where(ThreadRow.status == query.status)
+    if query.ids is not None:
+        statement = statement.where(ThreadRow.id.in_(query.ids))
+    column = _THREAD_SORT[query.sort_by]
+    key = column.desc() if query.descending else column.asc()
+    return statement.order_by(key, ThreadRow.id)
+
+
+def _metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
+    have = metadata or {}
+    return all(key in have and have[key] == value for key, value in wanted.items())
 
 
 def _thread_values(status: str, title: str | None) -> dict[str, Any]:

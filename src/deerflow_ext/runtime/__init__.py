@@ -2,9 +2,9 @@
 
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator, advisory_key
 from .handle import RunHandle, RunPhase
-from .manager import RunManager, RunsClosedError
+from .manager import MultitaskStrategy, RunManager, RunsClosedError, ThreadBusyError
 from .pg_coordinator import PostgresThreadCoordinator
-from .stream import END_EVENT, RunStream, StreamEvent
+from .stream import END_EVENT, MemoryStreamBridge, RunStreamWriter, StreamBridge, StreamEvent
 from .worker import CompletionHook, LeadRunner, LeadRunSpec, RunCompletion, RunWorkerDeps, execute_lead_run
 
 __all__ = [
@@ -13,15 +13,19 @@ __all__ = [
     "LeadRunSpec",
     "LeadRunner",
     "LocalThreadCoordinator",
+    "MemoryStreamBridge",
+    "MultitaskStrategy",
     "PostgresThreadCoordinator",
     "RunCompletion",
     "RunHandle",
     "RunManager",
     "RunPhase",
-    "RunStream",
+    "RunStreamWriter",
     "RunWorkerDeps",
     "RunsClosedError",
+    "StreamBridge",
     "StreamEvent",
+    "ThreadBusyError",
     "ThreadCoordinator",
     "advisory_key",
     "execute_lead_run",

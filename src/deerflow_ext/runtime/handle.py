@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .stream import RunStream
+from .stream import RunStreamWriter
 
 __all__ = ["RunHandle", "RunPhase"]
 
@@ -31,16 +31,19 @@ class RunHandle:
     run_id: str
     thread_id: str
     extensions: Any
-    stream: RunStream
+    stream: RunStreamWriter
     phase: RunPhase = RunPhase.QUEUED
     interrupted: bool = False
+    # Set with an interrupt whose state must be undone (multitask "rollback", cancel
+    # action "rollback"): the thread's checkpoints go back to before this run.
+    rollback: bool = False
     # The persisted creation time: other processes compare it to decide which run a
     # follow-up interrupts (see ``signals``).
     created_at: datetime | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
-    def interrupt(self) -> bool:
+    def interrupt(self, *, rollback: bool = False) -> bool:
         """Cancel the run unless it is already finalizing; True when a cancel was sent.
 
         A finalizing run is left alone on purpose: its ``on_task_stop`` is running under the
@@ -49,7 +52,10 @@ class RunHandle:
         with scale-out the same stop can arrive twice (locally and as a signal from another
         process), and a second ``Task.cancel()`` would cut finalization short.
         """
-        if self.interrupted or self.phase in (RunPhase.FINALIZING, RunPhase.DONE) or self.task is None:
+        if self.phase in (RunPhase.FINALIZING, RunPhase.DONE) or self.task is None:
+            return False
+        self.rollback = self.rollback or rollback
+        if self.interrupted:
             return False
         self.interrupted = True
         self.task.cancel()

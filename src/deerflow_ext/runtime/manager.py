@@ -5,6 +5,14 @@ for the thread): the newest request is what the user wants answered. The interru
 still finalizes — persistence, ``on_task_stop`` — before the follow-up's lifecycle starts,
 because the follow-up waits for the thread hold (see ``coordinator``).
 
+That is the ``interrupt`` multitask strategy, the default. LangGraph Platform's other
+strategies map onto the same per-thread rules (:class:`MultitaskStrategy`): ``reject``
+refuses a run while the thread has one pending or running (:class:`ThreadBusyError`);
+``rollback`` interrupts like ``interrupt`` and then restores the thread's state to before
+the interrupted run (its record stays, ``interrupted``: the extensions saw it run);
+``enqueue`` interrupts nothing — the run waits for the thread hold, behind the runs already
+there.
+
 With several Gateway processes (PostgreSQL), ``signals`` carries the same two requests to
 the other processes: a follow-up tells every process to interrupt its older runs on the
 thread, and a cancel for a run this process does not know is published for its owner.
@@ -14,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -26,16 +35,29 @@ from ..persistence.records import PROCESS_OWNER, HostStore
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator
 from .handle import RunHandle, RunPhase
 from .signals import RunSignals
-from .stream import RunStream
+from .stream import MemoryStreamBridge, StreamBridge
 from .worker import CompletionHook, LeadRunner, LeadRunSpec, RunWorkerDeps, execute_lead_run
 
-__all__ = ["RunManager", "RunsClosedError"]
+__all__ = ["MultitaskStrategy", "RunManager", "RunsClosedError", "ThreadBusyError"]
 
 logger = logging.getLogger("deerflow_ext.runtime")
 
 
 class RunsClosedError(RuntimeError):
     """The Gateway is shutting down and admits no new runs."""
+
+
+class ThreadBusyError(RuntimeError):
+    """A ``reject`` run was refused: the thread has a run pending or running."""
+
+
+class MultitaskStrategy(enum.StrEnum):
+    """What a new run does to the runs already on its thread (see the module docstring)."""
+
+    REJECT = "reject"
+    INTERRUPT = "interrupt"
+    ROLLBACK = "rollback"
+    ENQUEUE = "enqueue"
 
 
 class RunManager:
@@ -52,6 +74,7 @@ class RunManager:
         notify_budget: float | None = None,
         completion_hooks: Sequence[CompletionHook] = (),
         signals: RunSignals | None = None,
+        streams: StreamBridge | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -66,6 +89,8 @@ class RunManager:
         self._runs: dict[str, RunHandle] = {}
         self._closed = False
         self._signals = signals
+        self.streams: StreamBridge = streams if streams is not None else MemoryStreamBridge()
+        self._background: set[asyncio.Task[Any]] = set()
 
     @property
     def coordinator(self) -> ThreadCoordinator:
@@ -85,31 +110,52 @@ class RunManager:
         self,
         thread_id: str,
         *,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, Any]] = (),
         goal: str | None = None,
         context: Mapping[str, Any] | None = None,
         run_input: Mapping[str, Any] | None = None,
+        spec: LeadRunSpec | None = None,
+        multitask_strategy: MultitaskStrategy = MultitaskStrategy.INTERRUPT,
     ) -> RunHandle:
-        """Persist a pending run, interrupt the thread's current run, start the worker."""
+        """Persist a pending run, apply the multitask strategy, start the worker.
+
+        ``spec`` carries every run option; without it one is made from ``messages``,
+        ``goal`` and ``context``.
+        """
         if self._closed:
             raise RunsClosedError("the Gateway is shutting down; no new runs are accepted")
+        if spec is None:
+            spec = LeadRunSpec(tuple(dict(m) for m in messages), goal, dict(context or {}))
+        strategy = MultitaskStrategy(multitask_strategy)
+        if strategy is MultitaskStrategy.REJECT and (
+            self.active_on(thread_id) or await self.store.has_live_run(thread_id)
+        ):
+            raise ThreadBusyError(
+                f"thread {thread_id} already has a run pending or running (multitask_strategy is reject)"
+            )
         run_id = str(uuid.uuid4())
-        spec = LeadRunSpec(tuple(dict(m) for m in messages), goal, dict(context or {}))
-        stored_input = dict(run_input) if run_input is not None else {"messages": list(spec.messages), "goal": goal}
+        stored_input = dict(run_input) if run_input is not None else {"messages": [*spec.messages], "goal": spec.goal}
         record = await self.store.create_run(thread_id, run_id, stored_input, owner=self.owner)
         # Resolved once: the same snapshot serves the task store, both hooks and the agent.
-        handle = RunHandle(run_id, thread_id, self._extensions(), RunStream(run_id), created_at=record.created_at)
-        handle.stream.publish("metadata", {"run_id": run_id, "thread_id": thread_id})
-        for previous in self.active_on(thread_id):
-            if previous.interrupt():
-                logger.info("run %s interrupted by follow-up run %s on thread %s", previous.run_id, run_id, thread_id)
+        handle = RunHandle(
+            run_id, thread_id, self._extensions(), self.streams.writer(run_id), created_at=record.created_at
+        )
+        await handle.stream.publish("metadata", {"run_id": run_id, "thread_id": thread_id})
+        interrupting = strategy in (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
+        rollback = strategy is MultitaskStrategy.ROLLBACK
+        if interrupting:
+            for previous in self.active_on(thread_id):
+                if previous.interrupt(rollback=rollback):
+                    logger.info(
+                        "run %s interrupted by follow-up run %s on thread %s", previous.run_id, run_id, thread_id
+                    )
         self._runs[run_id] = handle
         handle.task = asyncio.create_task(self._execute(handle, spec), name=f"deerflow-run-{run_id}")
-        if self._signals is not None:
+        if self._signals is not None and interrupting:
             # After the task exists: our own run is excluded by id, and an older run in
             # another process stops so that ours can get the thread.
             try:
-                await self._signals.publish_interrupt(thread_id, run_id, record.created_at)
+                await self._signals.publish_interrupt(thread_id, run_id, record.created_at, rollback=rollback)
             except Exception:
                 logger.exception("run %s: could not signal other processes to interrupt thread %s", run_id, thread_id)
         return handle
@@ -120,33 +166,59 @@ class RunManager:
         finally:
             self._runs.pop(handle.run_id, None)
 
-    def cancel(self, run_id: str) -> bool:
+    def cancel(self, run_id: str, *, rollback: bool = False) -> bool:
         """Interrupt a run of this process; False when it is unknown, done or finalizing."""
         handle = self._runs.get(run_id)
-        return handle.interrupt() if handle is not None else False
+        return handle.interrupt(rollback=rollback) if handle is not None else False
 
-    async def request_cancel(self, run_id: str, status: str | None = None) -> bool:
+    async def request_cancel(self, run_id: str, status: str | None = None, *, rollback: bool = False) -> bool:
         """Cancel a run wherever it executes: here directly, elsewhere through ``signals``.
 
         ``status`` is the run's persisted status when the caller has read it: a run that
-        already ended is not signalled. True when a cancel was sent or published.
+        already ended is not signalled. ``rollback`` also restores the thread's state to
+        before the run. True when a cancel was sent or published.
         """
         if run_id in self._runs:
-            return self.cancel(run_id)
+            return self.cancel(run_id, rollback=rollback)
         live = status is None or status in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
         if self._signals is None or not live:
             return False
-        await self._signals.publish_cancel(run_id)
+        await self._signals.publish_cancel(run_id, rollback=rollback)
         return True
 
-    def interrupt_thread(self, thread_id: str, *, by_run_id: str, created_before: datetime | None) -> int:
+    def cancel_soon(self, run_id: str) -> None:
+        """``request_cancel`` from code that must not await (a request being torn down):
+        a run of this process is interrupted now, another process's is signalled in the
+        background."""
+        if self.cancel(run_id) or run_id in self._runs:
+            return
+        task = asyncio.get_running_loop().create_task(self.request_cancel(run_id), name=f"deerflow-cancel-{run_id}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def wait_done(self, thread_id: str, run_id: str, *, poll: float = 0.1) -> None:
+        """Until the run has ended, wherever it executes (its persisted status, for another
+        process's run; a run this process owns is awaited directly)."""
+        handle = self._runs.get(run_id)
+        if handle is not None:
+            await handle.wait()
+            return
+        while True:
+            record = await self.store.get_run(thread_id, run_id)
+            if record is None or record.status not in (RunStatus.PENDING.value, RunStatus.RUNNING.value):
+                return
+            await asyncio.sleep(poll)
+
+    def interrupt_thread(
+        self, thread_id: str, *, by_run_id: str, created_before: datetime | None, rollback: bool = False
+    ) -> int:
         """A follow-up ``by_run_id`` was created (maybe in another process): stop older runs here."""
         count = 0
         for handle in self.active_on(thread_id):
             if handle.run_id == by_run_id:
                 continue
             newer = created_before is not None and handle.created_at is not None and handle.created_at >= created_before
-            if not newer and handle.interrupt():
+            if not newer and handle.interrupt(rollback=rollback):
                 count += 1
                 logger.info(
                     "run %s interrupted by follow-up run %s on thread %s (another process)",
@@ -188,3 +260,4 @@ class RunManager:
         await self._deps.coordinator.aclose()
         if self._signals is not None:
             await self._signals.aclose()
+        await self.streams.aclose()

@@ -33,17 +33,21 @@ CHANNEL = "deerflow_runs"
 class RunSignalHandler(Protocol):
     """What a process does when another process signals (``RunManager`` implements it)."""
 
-    def cancel(self, run_id: str) -> bool: ...
+    def cancel(self, run_id: str, *, rollback: bool = False) -> bool: ...
 
-    def interrupt_thread(self, thread_id: str, *, by_run_id: str, created_before: datetime | None) -> int: ...
+    def interrupt_thread(
+        self, thread_id: str, *, by_run_id: str, created_before: datetime | None, rollback: bool = False
+    ) -> int: ...
 
 
 class RunSignals(Protocol):
     """Sends run signals to every Gateway process sharing the database."""
 
-    async def publish_cancel(self, run_id: str) -> None: ...
+    async def publish_cancel(self, run_id: str, *, rollback: bool = False) -> None: ...
 
-    async def publish_interrupt(self, thread_id: str, run_id: str, created_at: datetime | None) -> None: ...
+    async def publish_interrupt(
+        self, thread_id: str, run_id: str, created_at: datetime | None, *, rollback: bool = False
+    ) -> None: ...
 
     async def aclose(self) -> None: ...
 
@@ -94,8 +98,9 @@ class PostgresRunSignals:
             return
         try:
             message = json.loads(payload)
+            rollback = bool(message.get("rollback", False))
             if message.get("kind") == "cancel":
-                if handler.cancel(str(message["run_id"])):
+                if handler.cancel(str(message["run_id"]), rollback=rollback):
                     logger.info("run %s cancelled on request of another Gateway process", message["run_id"])
             elif message.get("kind") == "interrupt":
                 before = message.get("created_at")
@@ -103,6 +108,7 @@ class PostgresRunSignals:
                     str(message["thread_id"]),
                     by_run_id=str(message["run_id"]),
                     created_before=datetime.fromisoformat(before) if before else None,
+                    rollback=rollback,
                 )
         except Exception:
             logger.exception("ignoring a malformed run signal %r", payload)
@@ -123,16 +129,19 @@ class PostgresRunSignals:
                     if attempt == 2:
                         raise
 
-    async def publish_cancel(self, run_id: str) -> None:
-        await self._notify({"kind": "cancel", "run_id": run_id})
+    async def publish_cancel(self, run_id: str, *, rollback: bool = False) -> None:
+        await self._notify({"kind": "cancel", "run_id": run_id, "rollback": rollback})
 
-    async def publish_interrupt(self, thread_id: str, run_id: str, created_at: datetime | None) -> None:
+    async def publish_interrupt(
+        self, thread_id: str, run_id: str, created_at: datetime | None, *, rollback: bool = False
+    ) -> None:
         await self._notify(
             {
                 "kind": "interrupt",
                 "thread_id": thread_id,
                 "run_id": run_id,
                 "created_at": created_at.isoformat() if created_at else None,
+                "rollback": rollback,
             }
         )
 

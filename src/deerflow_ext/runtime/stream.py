@@ -1,72 +1,263 @@
-"""The stream bridge: one run's events fanned out to every SSE subscriber.
+"""The stream bridge: each run's events, with ids, retained for replay and fanned out.
 
-Events are kept for the run's lifetime and replayed to a subscriber that attaches late, so
-a client that subscribes right after creating the run still sees ``metadata`` first. A
-subscriber that goes away costs nothing: publishing never waits on a reader.
+A run publishes its events once, through a :class:`RunStreamWriter`; any number of readers
+follow them by cursor (the id of the last event they saw), which is what makes a dropped
+SSE connection resumable: the client sends ``Last-Event-ID`` and gets exactly the events
+after it. Publishing never waits on a reader.
+
+Retention is bounded, and a reader is told when it asks for more than is kept: a run keeps
+its last ``retain_events`` events, and once it ended the whole stream is dropped
+``retain_seconds`` later. A cursor older than the oldest retained event yields a
+:class:`Missed` marker before the retained events — the SSE layer turns it into an explicit
+``not_retained`` event, never a silent gap.
+
+Two bridges implement the protocol: :class:`MemoryStreamBridge` (one process; the default)
+and ``redis_stream.RedisStreamBridge`` (Redis Streams, so every Gateway process can serve
+every run's stream). Ids are opaque strings that only the bridge that issued them compares;
+``"-1"``, ``"0"`` and no cursor at all mean "from the first event" (``useStream`` of
+``@langchain/langgraph-sdk`` joins with ``-1``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["END_EVENT", "RunStream", "StreamEvent"]
+from .wire import dumps
+
+__all__ = [
+    "DEFAULT_RETAIN_EVENTS",
+    "DEFAULT_RETAIN_SECONDS",
+    "END_EVENT",
+    "IDLE",
+    "MemoryStreamBridge",
+    "Missed",
+    "RunStreamWriter",
+    "StreamBatch",
+    "StreamBridge",
+    "StreamEvent",
+    "follow",
+]
 
 END_EVENT = "end"
+DEFAULT_RETAIN_EVENTS = 10_000
+DEFAULT_RETAIN_SECONDS = 600.0
+MAX_BATCH = 256
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StreamEvent:
+    """One published event; ``data`` is its JSON text, encoded once at publish time."""
+
+    id: str
     event: str
-    data: Any
+    data: str
 
 
-class RunStream:
-    """A publish-once, replayable, multi-subscriber event stream for one run."""
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """The reader's cursor ``after`` is older than what is retained; reading resumes after
+    ``resume_after`` (the id just before the oldest retained event)."""
 
-    def __init__(self, run_id: str) -> None:
+    after: str | None
+    resume_after: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamBatch:
+    """What one read returned.
+
+    ``retained`` is False when the bridge keeps nothing for the run (it never streamed
+    through this bridge, or its retention ran out); ``ended`` is True when the cursor is at
+    or past the stream's ``end``, so nothing more will come.
+    """
+
+    events: tuple[StreamEvent, ...] = ()
+    missed: Missed | None = None
+    retained: bool = True
+    ended: bool = False
+
+
+class RunStreamWriter(Protocol):
+    """The publishing side of one run's stream (the run's worker holds it)."""
+
+    run_id: str
+
+    async def publish(self, event: str, data: Any = None) -> None:
+        """Append one event; ignored once the stream ended."""
+        ...
+
+    async def close(self, data: Any = None) -> None:
+        """Publish the ``end`` event (once)."""
+        ...
+
+
+class StreamBridge(Protocol):
+    """Where run streams live; ``shared`` bridges serve every Gateway process."""
+
+    shared: bool
+
+    def writer(self, run_id: str) -> RunStreamWriter: ...
+
+    async def read(self, run_id: str, after: str | None, *, wait: float = 0.0) -> StreamBatch:
+        """Events after cursor ``after``; waits up to ``wait`` seconds when there are none yet."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+IDLE = None
+"""What :func:`follow` yields when ``heartbeat`` seconds passed without an event."""
+
+
+async def follow(
+    bridge: StreamBridge, run_id: str, after: str | None, *, heartbeat: float
+) -> AsyncIterator[StreamEvent | Missed | None]:
+    """Every event after ``after`` until ``end``, a :class:`Missed` marker where retention
+    ran out, and :data:`IDLE` every ``heartbeat`` seconds of silence (an SSE keep-alive).
+
+    Returns without ``end`` only when the bridge keeps nothing (more) for the run; the
+    caller decides what that means from the run's persisted status.
+    """
+    cursor = after
+    while True:
+        batch = await bridge.read(run_id, cursor, wait=heartbeat)
+        if batch.missed is not None:
+            yield batch.missed
+            cursor = batch.missed.resume_after
+        for event in batch.events:
+            yield event
+            cursor = event.id
+            if event.event == END_EVENT:
+                return
+        if batch.ended or not batch.retained:
+            return
+        if not batch.events and batch.missed is None:
+            yield IDLE
+
+
+# ---------------------------------------------------------------------------- in memory
+
+
+class _RunLog:
+    """A run's retained events. A list trimmed in chunks (not a deque): readers slice it
+    by position, which a deque can only do by walking from one end."""
+
+    __slots__ = ("changed", "ended", "events", "limit", "next_seq")
+
+    def __init__(self, limit: int) -> None:
+        self.events: list[StreamEvent] = []
+        self.limit = limit
+        self.next_seq = 1
+        self.changed = asyncio.Event()
+        self.ended = False
+
+    @property
+    def first_seq(self) -> int:
+        return self.next_seq - len(self.events)
+
+    def append(self, event: StreamEvent) -> None:
+        self.events.append(event)
+        self.next_seq += 1
+        if len(self.events) >= self.limit + max(self.limit // 4, 1):
+            del self.events[: len(self.events) - self.limit]
+
+
+def _position(cursor: str | None) -> int | None:
+    """The sequence number a cursor names; 0 is "before the first event"; None: not ours."""
+    if cursor is None or cursor == "":
+        return 0
+    try:
+        return max(int(cursor), 0)
+    except ValueError:
+        return None
+
+
+class _MemoryWriter:
+    def __init__(self, bridge: MemoryStreamBridge, run_id: str) -> None:
         self.run_id = run_id
-        self._history: list[StreamEvent] = []
-        self._subscribers: list[asyncio.Queue[StreamEvent]] = []
+        self._bridge = bridge
         self._closed = False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def history(self) -> tuple[StreamEvent, ...]:
-        return tuple(self._history)
-
-    def publish(self, event: str, data: Any = None) -> None:
+    async def publish(self, event: str, data: Any = None) -> None:
         if self._closed:
             return
-        item = StreamEvent(event, data)
-        self._history.append(item)
-        for queue in self._subscribers:
-            queue.put_nowait(item)
+        self._closed = event == END_EVENT
+        self._bridge.append(self.run_id, event, dumps(data))
+
+    async def close(self, data: Any = None) -> None:
+        await self.publish(END_EVENT, data)
+
+
+class MemoryStreamBridge:
+    """Streams of this process's runs, in memory: ids are per-run sequence numbers."""
+
+    shared = False
+
+    def __init__(
+        self, *, retain_events: int = DEFAULT_RETAIN_EVENTS, retain_seconds: float = DEFAULT_RETAIN_SECONDS
+    ) -> None:
+        if retain_events < 1:
+            raise ValueError("retain_events must be at least 1")
+        self.retain_events = retain_events
+        self.retain_seconds = retain_seconds
+        self._logs: dict[str, _RunLog] = {}
+        self._expiries: dict[str, asyncio.TimerHandle] = {}
+
+    def writer(self, run_id: str) -> RunStreamWriter:
+        self._logs[run_id] = _RunLog(self.retain_events)
+        return _MemoryWriter(self, run_id)
+
+    def append(self, run_id: str, event: str, data: str) -> None:
+        log = self._logs.get(run_id)
+        if log is None or log.ended:
+            return
+        log.append(StreamEvent(str(log.next_seq), event, data))
         if event == END_EVENT:
-            self._closed = True
+            log.ended = True
+            self._expire_later(run_id, log)
+        # Wake every reader waiting on this run, then arm a fresh event for the next wait.
+        log.changed.set()
+        log.changed = asyncio.Event()
 
-    def close(self, data: Any = None) -> None:
-        """Publish the ``end`` event (once); later publishes are ignored."""
-        self.publish(END_EVENT, data)
+    def _expire_later(self, run_id: str, log: _RunLog) -> None:
+        def expire() -> None:
+            self._expiries.pop(run_id, None)
+            if self._logs.get(run_id) is log:
+                del self._logs[run_id]
 
-    async def subscribe(self) -> AsyncIterator[StreamEvent]:
-        """Every event of the run, from the first, ending with ``end``."""
-        queue: asyncio.Queue[StreamEvent] = asyncio.Queue()
-        for item in self._history:
-            queue.put_nowait(item)
-        if not self._closed:
-            self._subscribers.append(queue)
-        try:
-            while True:
-                item = await queue.get()
-                yield item
-                if item.event == END_EVENT:
-                    return
-        finally:
-            if queue in self._subscribers:
-                self._subscribers.remove(queue)
+        with contextlib.suppress(RuntimeError):  # no running loop: keep it until aclose()
+            self._expiries[run_id] = asyncio.get_running_loop().call_later(self.retain_seconds, expire)
+
+    async def read(self, run_id: str, after: str | None, *, wait: float = 0.0) -> StreamBatch:
+        log = self._logs.get(run_id)
+        if log is None:
+            return StreamBatch(retained=False)
+        position = _position(after)
+        missed = None
+        if position is None or position < log.first_seq - 1:
+            missed = Missed(after, str(log.first_seq - 1))
+            position = log.first_seq - 1
+        if position >= log.next_seq - 1:
+            if log.ended:
+                return StreamBatch(missed=missed, ended=True)
+            if wait <= 0 or missed is not None:
+                return StreamBatch(missed=missed)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(log.changed.wait(), wait)
+            if self._logs.get(run_id) is not log:
+                return StreamBatch(retained=False)
+            if position < log.first_seq - 1:  # the buffer wrapped while we waited
+                missed = Missed(after, str(log.first_seq - 1))
+                position = log.first_seq - 1
+        start = position - log.first_seq + 1
+        return StreamBatch(tuple(log.events[start : start + MAX_BATCH]), missed)
+
+    async def aclose(self) -> None:
+        for handle in self._expiries.values():
+            handle.cancel()
+        self._expiries.clear()
+        self._logs.clear()

@@ -28,6 +28,7 @@ from ..persistence.models import RunStatus, ThreadStatus
 from ..persistence.records import HostStore, RunTokens
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
+from .stream_modes import DEFAULT_STREAM_MODES, StreamProjection, graph_stream_modes
 
 __all__ = [
     "CompletionHook",
@@ -61,6 +62,8 @@ class RunCompletion:
     outcome: TaskOutcome
     result: Any = None
     error: BaseException | None = None
+    # The run was interrupted with "rollback": its state changes are to be undone.
+    rollback: bool = False
 
 
 CompletionHook = Callable[[RunCompletion], Awaitable[None]]
@@ -77,9 +80,24 @@ class RunWorkerDeps:
 
 @dataclass(frozen=True)
 class LeadRunSpec:
+    """What a client asked this run to do (see ``gateway.schemas.RunCreate`` for the wire form).
+
+    ``stream_modes`` are API stream modes (:mod:`.stream_modes`); ``delay`` holds the run
+    ``pending`` that many seconds before it asks for its thread (LangGraph's
+    ``after_seconds``); ``metadata`` is written to the run's checkpoints.
+    """
+
     messages: tuple[dict[str, Any], ...]
     goal: str | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
+    stream_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+    subgraphs: bool = False
+    checkpoint_id: str | None = None
+    recursion_limit: int | None = None
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    durability: str | None = None
+    delay: float = 0.0
 
 
 def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> Any:
@@ -88,12 +106,22 @@ def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> Any:
     # The snapshot key is written after the caller's context is merged, so a caller-supplied
     # value under it is never what the run uses.
     context = publish_snapshot(dict(spec.context), handle.extensions)
+    optional: dict[str, Any] = {}
+    if spec.recursion_limit is not None:
+        optional["recursion_limit"] = spec.recursion_limit
     return LeadRunRequest(
         thread_id=handle.thread_id,
         run_id=handle.run_id,
         messages=spec.messages,
         goal=spec.goal,
         context=context,
+        stream_modes=graph_stream_modes(spec.stream_modes),
+        subgraphs=spec.subgraphs,
+        checkpoint_id=spec.checkpoint_id,
+        tags=spec.tags,
+        metadata={**spec.metadata, "run_id": handle.run_id, "thread_id": handle.thread_id},
+        durability=spec.durability,
+        **optional,
     )
 
 
@@ -124,6 +152,8 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
     status, outcome = RunStatus.INTERRUPTED, TaskOutcome.ABORTED
     try:
         try:
+            if spec.delay > 0:
+                await asyncio.sleep(spec.delay)  # still pending: a cancel now means no hooks
             async with deps.coordinator.hold(handle.thread_id, handle.run_id):
                 await deps.store.mark_started(handle.run_id, handle.thread_id)
                 handle.phase = RunPhase.RUNNING
@@ -143,12 +173,14 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             # the run never started, so it gets no hooks, but it must not stay "pending".
             logger.exception("run %s could not be admitted", handle.run_id)
             status, outcome = RunStatus.ERROR, TaskOutcome.FAILED
-            handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
+            await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
             await _persist_unstarted(handle, deps, status=status, error=f"not admitted: {_error_text(exc)}")
     finally:
         handle.phase = RunPhase.DONE
-        handle.stream.close({"run_id": handle.run_id, "status": status.value, "outcome": outcome.value})
-        handle.finished.set()
+        try:
+            await handle.stream.close({"run_id": handle.run_id, "status": status.value, "outcome": outcome.value})
+        finally:
+            handle.finished.set()
 
 
 async def _persist_unstarted(
@@ -185,8 +217,11 @@ async def _lifecycle(
         if task_store is not None:
             await notify_task_start(extensions, task_store, info, **budget)
 
-        async def emit(event: str, data: Any) -> None:
-            handle.stream.publish(event, data)
+        projection = StreamProjection(spec.stream_modes)
+
+        async def emit(mode: str, chunk: Any) -> None:
+            for event, data in projection.events(mode, chunk):
+                await handle.stream.publish(event, data)
 
         result = await deps.agent_host.run_lead(
             _lead_request(handle, spec), extensions=extensions, task_store=task_store, emit=emit
@@ -198,12 +233,15 @@ async def _lifecycle(
     except Exception as exc:
         logger.warning("run %s failed: %s", handle.run_id, _error_text(exc), exc_info=exc)
         status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
-        handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
+        await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
 
     handle.phase = RunPhase.FINALIZING
     await _persist(handle, deps, status, outcome, result, error)
     await _run_completion_hooks(
-        deps, RunCompletion(handle.run_id, handle.thread_id, status.value, outcome, result, error)
+        deps,
+        RunCompletion(
+            handle.run_id, handle.thread_id, status.value, outcome, result, error, rollback=handle.rollback
+        ),
     )
     if task_store is not None:
         try:

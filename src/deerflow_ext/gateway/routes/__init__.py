@@ -1,10 +1,18 @@
 """The host's HTTP routes (DESIGN.md section 7), one module per resource."""
 
+from .assistants import router as assistants_router
 from .extensions_config import router as extensions_config_router
 from .health import router as health_router
 from .runs import router as runs_router
 from .threads import router as threads_router
 
-__all__ = ["HOST_ROUTERS", "extensions_config_router", "health_router", "runs_router", "threads_router"]
+__all__ = [
+    "HOST_ROUTERS",
+    "assistants_router",
+    "extensions_config_router",
+    "health_router",
+    "runs_router",
+    "threads_router",
+]
 
-HOST_ROUTERS = (health_router, threads_router, runs_router, extensions_config_router)
+HOST_ROUTERS = (health_router, assistants_router, threads_router, runs_router, extensions_config_router)

@@ -1,34 +1,112 @@
-"""Runs on a thread: stream, start in the background, list, read, cancel."""
+"""Runs on a thread: create, stream, wait, join, list, read, cancel, delete.
+
+The run routes of the LangGraph Platform API. Stream routes answer with server-sent events
+whose first event is ``metadata`` (``run_id``, ``thread_id``) and whose last is ``end``;
+every event has an id, and ``GET .../runs/{run_id}/stream`` with ``Last-Event-ID`` resumes
+after it. A new stream's response names its run in ``Content-Location``
+(``/api/threads/{thread_id}/runs/{run_id}``, the header the SDKs read the run id from) and
+its resume point in ``Location`` — relative to the API root (``/threads/.../stream``),
+because both official SDKs join that path to their base URL (``http://host:8001/api``).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from ...persistence.models import RunStatus
 from ...runtime.handle import RunHandle
-from ...runtime.manager import RunsClosedError
-from ..schemas import RunCreate, RunOut
-from ..sse import sse_response
+from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyError
+from ...runtime.stream_modes import API_STREAM_MODES
+from ...runtime.wire import dumps, jsonable
+from ...runtime.worker import LeadRunSpec
+from ..schemas import ASSISTANT_ID, GRAPH_ID, RunCreate, RunOut, selected
+from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 
-__all__ = ["router"]
+__all__ = ["SSE_DOC", "router"]
 
 router = APIRouter(prefix="/api/threads/{thread_id}/runs", tags=["runs"])
 
+SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": (
+            "Server-sent events, one per line group: `event:` (metadata, values, updates, messages "
+            "[messages-tuple], messages/metadata, messages/partial, messages/complete [messages], custom, "
+            "debug, tasks, checkpoints, error, not_retained, end; `|namespace` suffixes with stream_subgraphs), "
+            "`data:` (one line of JSON) and `id:` (send it back as Last-Event-ID to resume). "
+            "`metadata` comes first and `end` last; `: heartbeat` comments keep the connection alive."
+        ),
+        "content": {
+            "text/event-stream": {
+                "schema": {"type": "string"},
+                "example": "event: metadata\ndata: {\"run_id\":\"…\",\"thread_id\":\"…\"}\nid: 1\n\n",
+            }
+        },
+    }
+}
+_KNOWN_ASSISTANTS = {ASSISTANT_ID, GRAPH_ID}
+_HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name")
+
+
+def _paths(thread_id: str, run_id: str) -> dict[str, str]:
+    return {"Content-Location": f"/api/threads/{thread_id}/runs/{run_id}"}
+
+
+def _heartbeat(request: Request) -> float:
+    return float(request.app.state.options.sse_heartbeat)
+
+
+async def _thread_for(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> None:
+    thread = await runtime.store.get_thread(thread_id)
+    if thread is None:
+        if body.if_not_exists != "create":
+            raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+        thread = await runtime.store.create_thread(thread_id=thread_id)
+    # What a LangGraph server records: UIs find a graph's threads by these (thread search).
+    missing = {k: v for k, v in (("graph_id", GRAPH_ID), ("assistant_id", ASSISTANT_ID)) if k not in thread.metadata}
+    if missing:
+        await runtime.store.update_thread_metadata(thread_id, missing)
+
+
+def _spec(body: RunCreate) -> LeadRunSpec:
+    config = body.config
+    configurable = {k: v for k, v in (config.configurable if config else {}).items() if k not in _HOST_CONTEXT_KEYS}
+    return LeadRunSpec(
+        messages=tuple(m.for_graph() for m in body.input.messages),
+        goal=body.goal,
+        context={**configurable, **body.context},
+        stream_modes=body.stream_modes,
+        subgraphs=body.stream_subgraphs,
+        checkpoint_id=body.fork_checkpoint_id,
+        recursion_limit=config.recursion_limit if config else None,
+        tags=tuple(config.tags) if config else (),
+        metadata={**body.metadata, "assistant_id": ASSISTANT_ID, "graph_id": GRAPH_ID},
+        durability=body.durability,
+        delay=body.after_seconds or 0.0,
+    )
+
 
 async def _start(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> RunHandle:
-    if await runtime.store.get_thread(thread_id) is None:
-        raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+    if body.assistant_id is not None and body.assistant_id not in _KNOWN_ASSISTANTS:
+        raise HTTPException(status_code=404, detail=f"assistant {body.assistant_id} not found; use '{ASSISTANT_ID}'")
+    await _thread_for(runtime, thread_id, body)
+    stored = body.model_dump(mode="json", exclude_none=True)
+    stored.setdefault("goal", None)
+    stored["assistant_id"] = ASSISTANT_ID
     try:
         return await runtime.runs.start(
             thread_id,
-            messages=[m.model_dump() for m in body.input.messages],
-            goal=body.goal,
-            context=body.context,
-            run_input=body.model_dump(),
+            spec=_spec(body),
+            run_input=stored,
+            multitask_strategy=MultitaskStrategy(body.multitask_strategy),
         )
+    except ThreadBusyError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from exc
     except RunsClosedError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
 
@@ -40,30 +118,113 @@ async def _run_out(runtime: GatewayRuntime, thread_id: str, run_id: str) -> RunO
     return RunOut.of(record)
 
 
-@router.post("/stream")
+def _cancel_on_disconnect(runtime: GatewayRuntime, run_id: str, cancel: bool) -> Callable[[], None] | None:
+    return (lambda: runtime.runs.cancel_soon(run_id)) if cancel else None
+
+
+@router.post("/stream", responses=SSE_DOC, response_class=StreamingResponse)
 async def stream_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
-    handle = await _start(runtime_of(request), thread_id, body)
-    return sse_response(handle.stream, headers={"Content-Location": f"/api/threads/{thread_id}/runs/{handle.run_id}"})
+    """Create a run and stream its events (``on_disconnect``: what a dropped stream does)."""
+    runtime = runtime_of(request)
+    handle = await _start(runtime, thread_id, body)
+    events = run_events(
+        runtime,
+        thread_id,
+        handle.run_id,
+        heartbeat=_heartbeat(request),
+        on_disconnect=_cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel"),
+    )
+    headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/stream"}
+    return sse_response(events, headers)
 
 
 @router.post("", response_model=RunOut)
-async def create_run(request: Request, thread_id: str, body: RunCreate) -> RunOut:
+async def create_run(request: Request, thread_id: str, body: RunCreate, response: Response) -> RunOut:
+    """Create a run in the background; its events can be joined with ``GET .../stream``."""
     runtime = runtime_of(request)
     handle = await _start(runtime, thread_id, body)
+    response.headers.update(_paths(thread_id, handle.run_id))
     return await _run_out(runtime, thread_id, handle.run_id)
 
 
-@router.get("", response_model=list[RunOut])
+async def _final_values(runtime: GatewayRuntime, thread_id: str, run_id: str) -> Any:
+    """LangGraph's answer to wait/join: the thread's values, or ``__error__`` for a failed run."""
+    record = await runtime.store.get_run(thread_id, run_id)
+    if record is not None and record.status == RunStatus.ERROR.value:
+        name, _, message = (record.error or "Error").partition(": ")
+        return {"__error__": {"error": name, "message": message}}
+    states = getattr(runtime.agent_host, "thread_states", None)
+    snapshot = await states.get(thread_id) if states is not None else None
+    return jsonable(snapshot.values) if snapshot is not None else {}
+
+
+async def _await_then_values(
+    runtime: GatewayRuntime,
+    thread_id: str,
+    run_id: str,
+    done: Awaitable[None],
+    *,
+    heartbeat: float,
+    on_disconnect: Callable[[], None] | None,
+) -> AsyncIterator[bytes]:
+    """A JSON body that arrives when the run ended; a newline every ``heartbeat`` seconds
+    before it keeps proxies from closing a long wait (JSON allows leading whitespace)."""
+    waiting = asyncio.ensure_future(done)
+    finished = False
+    try:
+        while not finished:
+            finished = (await asyncio.wait({waiting}, timeout=heartbeat))[0] != set()
+            if not finished:
+                yield b"\n"
+        waiting.result()
+        yield dumps(await _final_values(runtime, thread_id, run_id)).encode()
+    finally:
+        if not finished:
+            waiting.cancel()
+            if on_disconnect is not None:
+                on_disconnect()
+
+
+_JSON_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The thread's state values once the run ended, or {'__error__': {...}} if it failed.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
+}
+
+
+@router.post("/wait", responses=_JSON_DOC, response_class=StreamingResponse)
+async def wait_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
+    """Create a run and answer with the thread's values when it ended."""
+    runtime = runtime_of(request)
+    handle = await _start(runtime, thread_id, body)
+    body_bytes = _await_then_values(
+        runtime,
+        thread_id,
+        handle.run_id,
+        handle.wait(),
+        heartbeat=_heartbeat(request),
+        on_disconnect=_cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel"),
+    )
+    headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/join"}
+    return StreamingResponse(body_bytes, media_type="application/json", headers=headers)
+
+
+@router.get("", response_model=None, responses={200: {"model": list[RunOut]}})
 async def list_runs(
     request: Request,
     thread_id: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
-) -> list[RunOut]:
+    status: Literal["pending", "running", "success", "error", "interrupted", "timeout"] | None = None,
+    select: Annotated[list[str] | None, Query()] = None,
+) -> Any:
+    """The thread's runs, oldest first."""
     runtime = runtime_of(request)
     if await runtime.store.get_thread(thread_id) is None:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
-    return [RunOut.of(r) for r in await runtime.store.list_runs(thread_id, limit=limit, offset=offset)]
+    records = await runtime.store.list_runs(thread_id, limit=limit, offset=offset, status=status)
+    return [selected(RunOut.of(r).model_dump(mode="json"), select) for r in records]
 
 
 @router.get("/{run_id}", response_model=RunOut)
@@ -71,16 +232,108 @@ async def get_run(request: Request, thread_id: str, run_id: str) -> RunOut:
     return await _run_out(runtime_of(request), thread_id, run_id)
 
 
+@router.delete("/{run_id}", status_code=204)
+async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
+    """Delete a finished run's record (a pending or running run must be cancelled first)."""
+    runtime = runtime_of(request)
+    out = await _run_out(runtime, thread_id, run_id)
+    if out.status in (RunStatus.PENDING.value, RunStatus.RUNNING.value):
+        raise HTTPException(status_code=409, detail=f"run {run_id} is {out.status}; cancel it first")
+    await runtime.store.delete_run(thread_id, run_id)
+    return Response(status_code=204)
+
+
 @router.post("/{run_id}/cancel", response_model=RunOut, status_code=202)
-async def cancel_run(request: Request, thread_id: str, run_id: str) -> RunOut:
+async def cancel_run(
+    request: Request,
+    thread_id: str,
+    run_id: str,
+    response: Response,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> RunOut:
     """Ask the run to stop; it persists as ``interrupted`` once its ``on_task_stop`` returned.
 
-    A run that already finished is returned unchanged (cancel is idempotent), so a client
-    racing the run's end does not get an error for a stop that no longer matters. Any
-    Gateway process can receive it: a run owned by another process is cancelled there.
+    ``action=rollback`` also restores the thread's state to before the run. ``wait=1``
+    answers (200) once the run has ended, with its final record. A run that already
+    finished is returned unchanged (cancel is idempotent), so a client racing the run's end
+    does not get an error for a stop that no longer matters. Any Gateway process can
+    receive it: a run owned by another process is cancelled there.
     """
     runtime = runtime_of(request)
     out = await _run_out(runtime, thread_id, run_id)
-    # The run may execute in another Gateway process: the manager signals its owner.
-    await runtime.runs.request_cancel(run_id, out.status)
-    return out
+    await runtime.runs.request_cancel(run_id, out.status, rollback=action == "rollback")
+    if not wait:
+        return out
+    await runtime.runs.wait_done(thread_id, run_id)
+    response.status_code = 200
+    return await _run_out(runtime, thread_id, run_id)
+
+
+@router.get("/{run_id}/join", responses=_JSON_DOC, response_class=StreamingResponse)
+async def join_run(
+    request: Request, thread_id: str, run_id: str, cancel_on_disconnect: bool = False
+) -> StreamingResponse:
+    """Wait for the run to end and answer with the thread's values (any Gateway process)."""
+    runtime = runtime_of(request)
+    await _run_out(runtime, thread_id, run_id)
+    body_bytes = _await_then_values(
+        runtime,
+        thread_id,
+        run_id,
+        runtime.runs.wait_done(thread_id, run_id),
+        heartbeat=_heartbeat(request),
+        on_disconnect=_cancel_on_disconnect(runtime, run_id, cancel_on_disconnect),
+    )
+    return StreamingResponse(body_bytes, media_type="application/json")
+
+
+def _modes(stream_mode: list[str] | None) -> frozenset[str] | None:
+    modes = frozenset(m for m in stream_mode or () if m)
+    unknown = sorted(modes - set(API_STREAM_MODES))
+    if unknown:
+        raise HTTPException(status_code=422, detail=f"stream_mode: unknown mode(s) {', '.join(unknown)}")
+    return modes or None
+
+
+@router.get("/{run_id}/stream", responses=SSE_DOC, response_class=StreamingResponse)
+@router.post("/{run_id}/stream", responses=SSE_DOC, response_class=StreamingResponse, include_in_schema=False)
+async def join_stream(
+    request: Request,
+    thread_id: str,
+    run_id: str,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    cancel_on_disconnect: bool = False,
+    action: Literal["interrupt", "rollback"] | None = None,
+) -> StreamingResponse:
+    """Join a run's stream, from its first event or after ``Last-Event-ID``.
+
+    ``stream_mode`` narrows the events to those modes (of the ones the run streams).
+    ``POST`` with ``action`` cancels the run first and streams it to its end (a stop button).
+    """
+    runtime = runtime_of(request)
+    out = await _run_out(runtime, thread_id, run_id)
+    modes = _modes(stream_mode)
+    live = out.status in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+    if action is not None:
+        await runtime.runs.request_cancel(run_id, out.status, rollback=action == "rollback")
+    if live and runtime.runs.get(run_id) is None and not runtime.runs.streams.shared:
+        raise HTTPException(
+            status_code=409,
+            detail=(
+                f"run {run_id} runs in another Gateway process and streams are per process here; "
+                "set DEERFLOW_REDIS_URL so every process can serve every run's stream"
+            ),
+        )
+    events = run_events(
+        runtime,
+        thread_id,
+        run_id,
+        after=last_event_id,
+        modes=modes,
+        heartbeat=_heartbeat(request),
+        on_disconnect=_cancel_on_disconnect(runtime, run_id, cancel_on_disconnect),
+    )
+    return sse_response(events, _paths(thread_id, run_id))
+

@@ -1,51 +1,280 @@
-"""Threads: create, list, read, delete."""
+"""Threads: create, search, count, read, update metadata, delete; state and history.
+
+A thread's ``values`` (its current state) come from the checkpointer through the lead graph
+(``agents.thread_state``); state responses have LangGraph's ``ThreadState`` shape.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 
-from ..schemas import ThreadCreate, ThreadCreated, ThreadOut
-from ..state import runtime_of
+from ...persistence.records import ThreadQuery, ThreadRecord
+from ...runtime.wire import jsonable
+from ..schemas import (
+    HistoryQuery,
+    StateUpdate,
+    ThreadCount,
+    ThreadCreate,
+    ThreadOut,
+    ThreadPatch,
+    ThreadSearch,
+    selected,
+)
+from ..state import GatewayRuntime, runtime_of
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/threads", tags=["threads"])
 
 
-@router.post("", response_model=ThreadCreated)
-async def create_thread(
-    request: Request, body: Annotated[ThreadCreate | None, Body()] = None
-) -> ThreadCreated:
-    record = await runtime_of(request).store.create_thread((body or ThreadCreate()).metadata)
-    return ThreadCreated(thread_id=record.id)
+def _states(runtime: GatewayRuntime) -> Any:
+    return getattr(runtime.agent_host, "thread_states", None)
 
 
-@router.get("", response_model=list[ThreadOut])
+async def _values(runtime: GatewayRuntime, thread_id: str) -> dict[str, Any] | None:
+    states = _states(runtime)
+    snapshot = await states.get(thread_id) if states is not None else None
+    return jsonable(snapshot.values) if snapshot is not None else None
+
+
+async def _thread_out(runtime: GatewayRuntime, record: ThreadRecord, select: list[str] | None = None) -> dict[str, Any]:
+    values = await _values(runtime, record.id) if not select or "values" in select else None
+    return selected(ThreadOut.of(record, values).model_dump(mode="json"), select)
+
+
+async def _thread(runtime: GatewayRuntime, thread_id: str) -> ThreadRecord:
+    record = await runtime.store.get_thread(thread_id)
+    if record is None:
+        raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+    return record
+
+
+@router.post("", response_model=None, responses={200: {"model": ThreadOut}})
+async def create_thread(request: Request, body: Annotated[ThreadCreate | None, Body()] = None) -> Any:
+    """Create a thread (``if_exists``: ``raise`` answers 409, ``do_nothing`` returns it)."""
+    runtime = runtime_of(request)
+    body = body or ThreadCreate()
+    metadata = {**body.metadata, **({"graph_id": body.graph_id} if body.graph_id else {})}
+    if body.thread_id is not None:
+        existing = await runtime.store.get_thread(body.thread_id)
+        if existing is not None:
+            if body.if_exists == "raise":
+                raise HTTPException(status_code=409, detail=f"thread {body.thread_id} already exists")
+            return await _thread_out(runtime, existing)
+    record = await runtime.store.create_thread(metadata, thread_id=body.thread_id)
+    return ThreadOut.of(record)
+
+
+def _query(body: ThreadCount | ThreadSearch) -> ThreadQuery:
+    if isinstance(body, ThreadSearch):
+        return ThreadQuery(
+            metadata=body.metadata,
+            status=body.status,
+            ids=tuple(body.ids) if body.ids is not None else None,
+            sort_by="updated_at" if body.sort_by == "state_updated_at" else body.sort_by,
+            descending=body.sort_order == "desc",
+            limit=body.limit,
+            offset=body.offset,
+        )
+    return ThreadQuery(metadata=body.metadata, status=body.status)
+
+
+@router.post("/search", response_model=None, responses={200: {"model": list[ThreadOut]}})
+async def search_threads(request: Request, body: Annotated[ThreadSearch | None, Body()] = None) -> Any:
+    """Threads whose metadata has every key of ``metadata``, filtered by ``status``/``ids``,
+    newest update first unless ``sort_by``/``sort_order`` say otherwise."""
+    runtime = runtime_of(request)
+    body = body or ThreadSearch()
+    records = await runtime.store.search_threads(_query(body))
+    return [await _thread_out(runtime, r, body.select) for r in records]
+
+
+@router.post("/count", response_model=int)
+async def count_threads(request: Request, body: Annotated[ThreadCount | None, Body()] = None) -> int:
+    return await runtime_of(request).store.count_threads(_query(body or ThreadCount()))
+
+
+@router.get("", response_model=None, responses={200: {"model": list[ThreadOut]}})
 async def list_threads(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
-) -> list[ThreadOut]:
-    return [ThreadOut.of(t) for t in await runtime_of(request).store.list_threads(limit=limit, offset=offset)]
+) -> Any:
+    runtime = runtime_of(request)
+    return [
+        await _thread_out(runtime, t) for t in await runtime.store.list_threads(limit=limit, offset=offset)
+    ]
 
 
-@router.get("/{thread_id}", response_model=ThreadOut)
-async def get_thread(request: Request, thread_id: str) -> ThreadOut:
-    record = await runtime_of(request).store.get_thread(thread_id)
+@router.get("/{thread_id}", response_model=None, responses={200: {"model": ThreadOut}})
+async def get_thread(request: Request, thread_id: str) -> Any:
+    runtime = runtime_of(request)
+    return await _thread_out(runtime, await _thread(runtime, thread_id))
+
+
+@router.patch("/{thread_id}", response_model=None, responses={200: {"model": ThreadOut}})
+async def update_thread(
+    request: Request,
+    thread_id: str,
+    body: ThreadPatch,
+    prefer: Annotated[str | None, Header()] = None,
+) -> Any:
+    """Merge ``metadata`` into the thread's (``Prefer: return=minimal`` answers 204)."""
+    runtime = runtime_of(request)
+    record = await runtime.store.update_thread_metadata(thread_id, body.metadata)
     if record is None:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
-    return ThreadOut.of(record)
+    if prefer is not None and "return=minimal" in prefer:
+        return Response(status_code=204)
+    return await _thread_out(runtime, record)
 
 
 @router.delete("/{thread_id}", status_code=204)
 async def delete_thread(request: Request, thread_id: str) -> Response:
+    """Delete the thread, its runs and its checkpoints (not while a run is in progress)."""
     runtime = runtime_of(request)
-    if runtime.runs.active_on(thread_id):
+    if runtime.runs.active_on(thread_id) or await runtime.store.has_live_run(thread_id):
         raise HTTPException(
             status_code=409, detail=f"thread {thread_id} has a run in progress; cancel it first"
         )
     if not await runtime.store.delete_thread(thread_id):
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+    states = _states(runtime)
+    if states is not None:
+        await states.delete(thread_id)
     return Response(status_code=204)
+
+
+# ---------------------------------------------------------------------------- state
+
+
+def _checkpoint(configurable: dict[str, Any] | None, thread_id: str) -> dict[str, Any] | None:
+    if not configurable or not configurable.get("checkpoint_id"):
+        return None
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": configurable["checkpoint_id"],
+        "checkpoint_map": configurable.get("checkpoint_map"),
+    }
+
+
+def _state_out(snapshot: Any, thread_id: str) -> dict[str, Any]:
+    """LangGraph's ``ThreadState`` from a ``StateSnapshot``."""
+    interrupts = [jsonable(i) for i in getattr(snapshot, "interrupts", ()) or ()]
+    return {
+        "values": jsonable(snapshot.values),
+        "next": list(snapshot.next),
+        "tasks": [
+            {
+                "id": task.id,
+                "name": task.name,
+                "error": None if task.error is None else repr(task.error),
+                "interrupts": [jsonable(i) for i in task.interrupts],
+                "checkpoint": None,
+                "state": None,
+                "result": jsonable(getattr(task, "result", None)),
+            }
+            for task in snapshot.tasks
+        ],
+        "checkpoint": _checkpoint((snapshot.config or {}).get("configurable"), thread_id),
+        "metadata": jsonable(snapshot.metadata),
+        "created_at": snapshot.created_at,
+        "parent_checkpoint": _checkpoint((snapshot.parent_config or {}).get("configurable"), thread_id),
+        "interrupts": interrupts,
+    }
+
+
+_EMPTY_STATE = {
+    "values": {},
+    "next": [],
+    "tasks": [],
+    "checkpoint": None,
+    "metadata": {},
+    "created_at": None,
+    "parent_checkpoint": None,
+    "interrupts": [],
+}
+
+
+async def _state(runtime: GatewayRuntime, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    await _thread(runtime, thread_id)
+    states = _states(runtime)
+    snapshot = await states.get(thread_id, checkpoint_id) if states is not None else None
+    if snapshot is None:
+        if checkpoint_id is not None:
+            raise HTTPException(status_code=404, detail=f"checkpoint {checkpoint_id} not found on thread {thread_id}")
+        return {**_EMPTY_STATE, "checkpoint": None}
+    return _state_out(snapshot, thread_id)
+
+
+@router.get("/{thread_id}/state")
+async def get_state(
+    request: Request, thread_id: str, select: Annotated[list[str] | None, Query()] = None
+) -> dict[str, Any]:
+    """The thread's latest state (``subgraphs`` is accepted; the lead graph has none)."""
+    return selected(await _state(runtime_of(request), thread_id), select)
+
+
+@router.get("/{thread_id}/state/{checkpoint_id}")
+async def get_state_at(request: Request, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+    return await _state(runtime_of(request), thread_id, checkpoint_id)
+
+
+@router.post("/{thread_id}/state/checkpoint")
+async def get_state_at_checkpoint(request: Request, thread_id: str, body: HistoryQuery) -> dict[str, Any]:
+    checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint is not None else None
+    return selected(await _state(runtime_of(request), thread_id, checkpoint_id), body.select)
+
+
+@router.post("/{thread_id}/state")
+async def update_state(request: Request, thread_id: str, body: StateUpdate) -> dict[str, Any]:
+    """Write ``values`` into the thread's state as node ``as_node`` would (not during a run)."""
+    runtime = runtime_of(request)
+    await _thread(runtime, thread_id)
+    if runtime.runs.active_on(thread_id) or await runtime.store.has_live_run(thread_id):
+        raise HTTPException(status_code=409, detail=f"thread {thread_id} has a run in progress")
+    states = _states(runtime)
+    if states is None:
+        raise HTTPException(status_code=501, detail="this Gateway's agent host keeps no thread state")
+    checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint is not None else body.checkpoint_id
+    try:
+        configurable = await states.update(thread_id, body.values, as_node=body.as_node, checkpoint_id=checkpoint_id)
+    except (ValueError, LookupError) as exc:  # LangGraph's InvalidUpdateError is a ValueError
+        raise HTTPException(status_code=422, detail=f"cannot update the state of thread {thread_id}: {exc}") from exc
+    return {"checkpoint": _checkpoint(configurable, thread_id)}
+
+
+async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery) -> list[dict[str, Any]]:
+    await _thread(runtime, thread_id)
+    states = _states(runtime)
+    if states is None:
+        return []
+    snapshots = await states.history(
+        thread_id,
+        limit=query.limit,
+        before=query.before_id,
+        metadata=query.metadata,
+        checkpoint_ns=query.checkpoint.checkpoint_ns if query.checkpoint is not None else "",
+    )
+    return [selected(_state_out(s, thread_id), query.select) for s in snapshots]
+
+
+@router.post("/{thread_id}/history")
+async def history(
+    request: Request, thread_id: str, body: Annotated[HistoryQuery | None, Body()] = None
+) -> list[dict[str, Any]]:
+    """The thread's states, newest first (``limit``, ``before`` a checkpoint, ``metadata``)."""
+    return await _history(runtime_of(request), thread_id, body or HistoryQuery())
+
+
+@router.get("/{thread_id}/history")
+async def history_get(
+    request: Request,
+    thread_id: str,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    before: str | None = None,
+) -> list[dict[str, Any]]:
+    return await _history(runtime_of(request), thread_id, HistoryQuery(limit=limit, before=before))

@@ -1,0 +1,38 @@
+"""How run data is put on the wire: plain JSON, encoded once.
+
+A stream event is serialised when it is published, not when it is sent: the same text goes
+to every subscriber, into Redis, and into the replay buffer, so ten clients watching a run
+cost one ``json.dumps`` per event, not ten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["dumps", "jsonable"]
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data from graph output: LangChain messages are pydantic models and
+    ``messages`` chunks are ``(message, metadata)`` tuples; anything else unknown is a string."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return jsonable(dump())
+        except Exception:
+            return str(value)
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text of ``jsonable(value)``; it never contains a raw newline, so it fits
+    one SSE ``data:`` line."""
+    return json.dumps(jsonable(value), default=str, ensure_ascii=False, separators=(",", ":"))

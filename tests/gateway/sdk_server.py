@@ -1,0 +1,82 @@
+"""A real Gateway on loopback for tests that drive it with ``langgraph_sdk``.
+
+uvicorn runs in a thread with its own event loop, so the sync client (which blocks) and the
+async client (on the test's loop) can both talk to it from the test. The Gateway is built
+exactly as ``deerflow-ext serve`` builds it — real AgentHost on the embedded model, SQLite
+— with the gate extension (``sdk_gate_ext``) loaded, which holds a run whose prompt says
+``gate:<name>`` until :meth:`SdkServer.open_gate`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SdkServer", "sdk_server"]
+
+
+@dataclass
+class SdkServer:
+    url: str  # the API root the SDKs take: http://127.0.0.1:<port>/api
+    gate_dir: Path
+    app: Any
+
+    def open_gate(self, name: str) -> None:
+        (self.gate_dir / name).touch()
+
+    @staticmethod
+    def gate() -> str:
+        return f"g{uuid.uuid4().hex[:10]}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def sdk_server(directory: Path, **settings: Any) -> Iterator[SdkServer]:
+    import uvicorn
+
+    from deerflow_ext.config.loading import load_app_config
+    from deerflow_ext.config.settings import Settings
+    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
+    from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
+    from deerflow_ext.gateway import create_app
+
+    gate_dir = directory / "gates"
+    gate_dir.mkdir(parents=True)
+    config = directory / "config.yaml"
+    plugins = [{"name": "gate", "use": "sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
+    config.write_text(json.dumps({"plugins": plugins}), encoding="utf-8")  # JSON is YAML
+    previous, previous_diagnostics = get_loaded_extensions(), get_diagnostics()
+    app = create_app(
+        Settings(config=config, database_url=f"sqlite+aiosqlite:///{directory / 'deerflow.db'}", **settings),
+        config=load_app_config(config),
+    )
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    thread = threading.Thread(target=server.run, name="sdk-gateway", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the Gateway did not start")
+        time.sleep(0.02)
+    try:
+        yield SdkServer(f"http://127.0.0.1:{port}/api", gate_dir, app)
+    finally:
+        server.should_exit = True  # shutdown interrupts runs still held at a gate
+        thread.join(60)
+        set_loaded_extensions(previous)
+        set_diagnostics(previous_diagnostics)

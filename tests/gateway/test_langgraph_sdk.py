@@ -1,0 +1,486 @@
+"""The Gateway driven only through ``langgraph_sdk``, the official LangGraph Platform client.
+
+Every request here is made by the SDK's sync or async client against a real Gateway on
+loopback (real AgentHost, embedded model, SQLite; ``sdk_server``): assistants, threads and
+their state and history, runs in every stream mode, wait, join, join_stream, cancel, list,
+the multitask strategies, and a stream dropped mid-run and resumed with ``Last-Event-ID``
+that receives every event exactly once. If the SDK changes what it sends or parses, these
+tests are where it shows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client, get_sync_client
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from sdk_server import SdkServer, sdk_server
+
+from deerflow_ext.gateway.schemas import RunCreate
+
+pytestmark = pytest.mark.e2e
+
+RUN_END = ("success", "error", "interrupted")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    with sdk_server(tmp_path_factory.mktemp("sdk"), sse_heartbeat_seconds=0.5) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: SdkServer) -> Any:
+    return get_sync_client(url=server.url, api_key=None)
+
+
+@pytest.fixture
+def aclient(server: SdkServer) -> Any:
+    return get_client(url=server.url, api_key=None)
+
+
+def human(text: str, **extra: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text, **extra}]}
+
+
+def wait_until(predicate: Any, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def run_status(client: Any, thread_id: str, run_id: str) -> str:
+    return str(client.runs.get(thread_id, run_id)["status"])
+
+
+# ---------------------------------------------------------------------------- assistants
+
+
+def test_assistants_search_get_schemas_and_graph(client: Any) -> None:
+    found = client.assistants.search()
+    assert [a["assistant_id"] for a in found] == ["lead_agent"]
+    assert found[0]["graph_id"] == "lead_agent"
+    assert client.assistants.search(graph_id="other") == []
+    assert client.assistants.count() == 1
+    lead = client.assistants.get("lead_agent")
+    assert lead["name"] == "lead_agent" and lead["version"] == 1
+    with pytest.raises(NotFoundError):
+        client.assistants.get("nobody")
+    schemas = client.assistants.get_schemas("lead_agent")
+    assert "messages" in schemas["input_schema"]["properties"]
+    drawing = client.assistants.get_graph("lead_agent")
+    assert {"model"} <= {node["id"] for node in drawing["nodes"]}
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+def test_threads_create_get_update_search_count_delete(client: Any) -> None:
+    tag = SdkServer.gate()
+    first = client.threads.create(metadata={"suite": tag, "n": 1})
+    second = client.threads.create(metadata={"suite": tag, "n": 2})
+    assert first["status"] == "idle" and first["metadata"] == {"suite": tag, "n": 1}
+    assert client.threads.get(first["thread_id"])["thread_id"] == first["thread_id"]
+
+    updated = client.threads.update(first["thread_id"], metadata={"n": 10, "extra": True})
+    assert updated["metadata"] == {"suite": tag, "n": 10, "extra": True}
+
+    found = client.threads.search(metadata={"suite": tag}, sort_by="created_at", sort_order="asc")
+    assert [t["thread_id"] for t in found] == [first["thread_id"], second["thread_id"]]
+    assert [t["thread_id"] for t in client.threads.search(metadata={"suite": tag, "n": 2})] == [second["thread_id"]]
+    page = client.threads.search(metadata={"suite": tag}, limit=1, offset=1, sort_by="created_at", sort_order="asc")
+    assert [t["thread_id"] for t in page] == [second["thread_id"]]
+    assert client.threads.search(metadata={"suite": tag}, status="busy") == []
+    assert client.threads.count(metadata={"suite": tag}) == 2
+    selected = client.threads.search(metadata={"suite": tag}, select=["thread_id", "status"])
+    assert all(set(t) == {"thread_id", "status"} for t in selected)
+
+    client.threads.delete(second["thread_id"])
+    with pytest.raises(NotFoundError):
+        client.threads.get(second["thread_id"])
+
+
+def test_thread_create_with_id_and_if_exists(client: Any) -> None:
+    thread_id = f"t-{SdkServer.gate()}"
+    made = client.threads.create(thread_id=thread_id, metadata={"a": 1})
+    assert made["thread_id"] == thread_id
+    with pytest.raises(ConflictError):
+        client.threads.create(thread_id=thread_id)
+    again = client.threads.create(thread_id=thread_id, if_exists="do_nothing", metadata={"a": 2})
+    assert again["metadata"] == {"a": 1}
+
+
+def test_state_history_and_update_state(client: Any) -> None:
+    thread = client.threads.create()
+    thread_id = thread["thread_id"]
+    empty = client.threads.get_state(thread_id)
+    assert empty["values"] == {} and empty["checkpoint"] is None
+
+    result = client.runs.wait(thread_id, "lead_agent", input=human("hello there", id="h-1"))
+    messages = result["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai"]
+    assert messages[0]["id"] == "h-1"  # the client's message id is kept
+
+    state = client.threads.get_state(thread_id)
+    assert state["values"]["messages"] == messages
+    assert state["next"] == [] and state["checkpoint"]["thread_id"] == thread_id
+    assert state["metadata"]["run_id"] and state["metadata"]["graph_id"] == "lead_agent"
+    # the thread's values (a chat UI lists threads by their first message) and title
+    listed = client.threads.get(thread_id)
+    assert listed["values"]["messages"][0]["id"] == "h-1" and listed["title"]
+
+    history = client.threads.get_history(thread_id, limit=100)
+    assert history[0]["checkpoint"] == state["checkpoint"]
+    assert len(history) > 2 and history[-1]["values"].get("messages", []) == []  # before the input
+    older = client.threads.get_history(thread_id, limit=2, before=history[0]["checkpoint"]["checkpoint_id"])
+    assert [h["checkpoint"] for h in older] == [h["checkpoint"] for h in history[1:3]]
+    at = client.threads.get_state(thread_id, checkpoint_id=history[1]["checkpoint"]["checkpoint_id"])
+    assert at["checkpoint"] == history[1]["checkpoint"]
+
+    added = {"messages": [{"type": "ai", "content": "added"}]}
+    written = client.threads.update_state(thread_id, added, as_node="model")
+    assert written["checkpoint"]["checkpoint_id"] != state["checkpoint"]["checkpoint_id"]
+    assert client.threads.get_state(thread_id)["values"]["messages"][-1]["content"] == "added"
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+def _stream(client: Any, thread_id: str, text: str, modes: Any, **options: Any) -> list[Any]:
+    return list(client.runs.stream(thread_id, "lead_agent", input=human(text), stream_mode=modes, **options))
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("values", {"values"}),
+        ("updates", {"updates"}),
+        ("messages", {"messages/metadata", "messages/complete"}),
+        ("messages-tuple", {"messages"}),
+        ("custom", {"custom"}),
+        ("debug", {"debug"}),
+        ("tasks", {"tasks"}),
+        ("checkpoints", {"checkpoints"}),
+        ("events", set()),
+    ],
+)
+def test_stream_each_mode(client: Any, server: SdkServer, mode: str, expected: set[str]) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    server.open_gate(gate)  # the gate extension still writes its custom events
+    parts = _stream(client, thread_id, f"what is a deer gate:{gate}", mode)
+    names = [p.event for p in parts]
+    assert names[0] == "metadata" and names[-1] == "end", names
+    assert set(names[1:-1]) == expected, names
+    assert all(p.id for p in parts), "every event carries an id"
+    ids = [int(p.id) for p in parts]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    if mode == "custom":
+        assert [p.data for p in parts[1:-1]] == [{"gate": gate, "state": "waiting"}, {"gate": gate, "state": "open"}]
+    if mode == "messages-tuple":
+        message, metadata = parts[1].data
+        assert message["type"] == "ai" and metadata["langgraph_node"]
+    if mode == "values":
+        assert parts[-2].data["messages"][-1]["type"] == "ai"
+
+
+def test_stream_several_modes_and_a_tool_result(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    parts = _stream(client, thread_id, 'use calculator {"expression": "6 * 7"}', ["values", "updates"])
+    names = {p.event for p in parts}
+    assert {"values", "updates"} <= names and "messages" not in names
+    tool = [p.data["tools"]["messages"][0] for p in parts if p.event == "updates" and "tools" in (p.data or {})]
+    assert tool and tool[0]["type"] == "tool" and tool[0]["content"] == "42"
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["messages"][-1]["content"] == "Done. calculator returned: 42"
+
+
+def test_stream_v2_parts(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(thread_id, "lead_agent", input=human("hi"), stream_mode=["values"], version="v2")
+    )
+    assert parts[0]["type"] == "metadata" and parts[-1]["type"] == "values"
+
+
+def test_messages_in_langgraph_shapes_and_every_run_option(client: Any) -> None:
+    """Content blocks, ``type`` and ``id``; every option LangGraph defines is accepted."""
+    thread_id = client.threads.create()["thread_id"]
+    message = {"type": "human", "id": "m-blocks", "content": [{"type": "text", "text": "blocks work"}]}
+    with pytest.warns(DeprecationWarning):  # checkpoint_during: the SDK's own deprecation
+        parts = list(
+            client.runs.stream(
+                thread_id,
+                "lead_agent",
+                input={"messages": [message]},
+                stream_mode=["values"],
+                stream_subgraphs=True,
+                stream_resumable=True,
+                metadata={"from": "test"},
+                config={"recursion_limit": 50, "tags": ["t"], "configurable": {"locale": "en"}},
+                context={"user": "u"},
+                checkpoint_during=True,
+                interrupt_before=["model"],
+                interrupt_after="*",
+                feedback_keys=["score"],
+                on_disconnect="continue",
+                webhook="http://127.0.0.1:9/hook",
+                multitask_strategy="interrupt",
+                if_not_exists="reject",
+                after_seconds=0,
+                langsmith_tracing={"project_name": "p"},
+                durability="sync",
+                strict_resume=False,
+            )
+        )
+    assert parts[-1].event == "end" and parts[-1].data["status"] == "success"
+    values = [p.data for p in parts if p.event == "values"]
+    assert values[-1]["messages"][0]["id"] == "m-blocks"
+    assert "blocks work" in values[-1]["messages"][-1]["content"]
+    run = client.runs.get(thread_id, parts[0].data["run_id"])
+    assert run["metadata"] == {"from": "test"} and run["kwargs"]["stream_mode"] == ["values"]
+
+
+def test_every_option_the_sdk_can_send_is_a_known_field() -> None:
+    """A new run option in the SDK fails here, by name, before a user meets a 422."""
+    from langgraph_sdk._async.runs import RunsClient
+
+    client_only = {"self", "thread_id", "headers", "params", "on_run_created", "version", "raise_error"}
+    renamed = {"langsmith_tracing": "langsmith_tracer"}
+    for method in (RunsClient.stream, RunsClient.create, RunsClient.wait):
+        for name in inspect.signature(method).parameters:
+            if name not in client_only:
+                assert renamed.get(name, name) in RunCreate.model_fields, f"{method.__name__}({name}=...)"
+
+
+def test_bad_input_is_one_clear_422(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    with pytest.raises(UnprocessableEntityError, match="stream_mode"):
+        client.runs.create(thread_id, "lead_agent", input=human("x"), stream_mode="nonsense")
+    with pytest.raises(UnprocessableEntityError, match="tool_call_id"):
+        client.runs.create(thread_id, "lead_agent", input={"messages": [{"type": "tool", "content": "x"}]})
+    with pytest.raises(NotFoundError, match="assistant"):
+        client.runs.create(thread_id, "someone-else", input=human("x"))
+    with pytest.raises(NotFoundError):
+        client.runs.create("no-such-thread", "lead_agent", input=human("x"))
+    made = client.runs.create(f"new-{SdkServer.gate()}", "lead_agent", input=human("x"), if_not_exists="create")
+    assert client.runs.join(made["thread_id"], made["run_id"])["messages"][-1]["type"] == "ai"
+
+
+def test_wait_returns_the_final_values(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.wait(thread_id, "lead_agent", input=human("one"))
+    second = client.runs.wait(thread_id, "lead_agent", input=human("two"))
+    assert len(second["messages"]) == len(first["messages"]) + 2
+    assert second["messages"][-1]["type"] == "ai"
+
+
+def test_create_then_join_list_and_get(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "lead_agent", input=human("background"))
+    assert run["status"] in ("pending", "running", "success") and run["assistant_id"] == "lead_agent"
+    values = client.runs.join(thread_id, run["run_id"])
+    assert values["messages"][-1]["type"] == "ai"
+    record = client.runs.get(thread_id, run["run_id"])
+    assert record["status"] == "success" and record["outcome"] == "completed"
+    assert record["token_usage"]["total_tokens"] > 0 and record["answer"]
+    listed = client.runs.list(thread_id)
+    assert [r["run_id"] for r in listed] == [run["run_id"]]
+    assert client.runs.list(thread_id, status="error") == []
+    client.runs.delete(thread_id, run["run_id"])
+    assert client.runs.list(thread_id) == []
+
+
+def test_create_then_join_stream_from_the_start(client: Any, server: SdkServer) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    modes = ["values", "custom"]
+    run = client.runs.create(thread_id, "lead_agent", input=human(f"held gate:{gate}"), stream_mode=modes)
+    threading.Timer(0.3, server.open_gate, (gate,)).start()
+    parts = list(client.runs.join_stream(thread_id, run["run_id"]))
+    names = [p.event for p in parts]
+    assert names[0] == "metadata" and names[-1] == "end" and "custom" in names and "values" in names
+    only_custom = list(client.runs.join_stream(thread_id, run["run_id"], stream_mode="custom"))
+    assert {p.event for p in only_custom} == {"metadata", "custom", "end"}
+
+
+def test_cancel_waits_and_interrupts(client: Any, server: SdkServer) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    run = client.runs.create(thread_id, "lead_agent", input=human(f"never released gate:{gate}"))
+    assert wait_until(lambda: run_status(client, thread_id, run["run_id"]) == "running")
+    client.runs.cancel(thread_id, run["run_id"], wait=True)
+    record = client.runs.get(thread_id, run["run_id"])
+    assert (record["status"], record["outcome"]) == ("interrupted", "aborted")
+    assert client.threads.get(thread_id)["status"] == "interrupted"
+    client.runs.cancel(thread_id, run["run_id"])  # idempotent on a finished run
+
+
+def test_cancel_with_rollback_restores_the_state(client: Any, server: SdkServer) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    before = client.runs.wait(thread_id, "lead_agent", input=human("kept"))
+    gate = server.gate()
+    run = client.runs.create(thread_id, "lead_agent", input=human(f"rolled back gate:{gate}"))
+    assert wait_until(lambda: run_status(client, thread_id, run["run_id"]) == "running")
+    client.runs.cancel(thread_id, run["run_id"], wait=True, action="rollback")
+    assert client.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+    assert client.threads.get_state(thread_id)["values"]["messages"] == before["messages"]
+
+
+def test_multitask_strategies(client: Any, server: SdkServer) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    held = client.runs.create(thread_id, "lead_agent", input=human(f"first gate:{gate}"))
+    assert wait_until(lambda: run_status(client, thread_id, held["run_id"]) == "running")
+    with pytest.raises(ConflictError, match="reject"):
+        client.runs.create(thread_id, "lead_agent", input=human("refused"), multitask_strategy="reject")
+    queued = client.runs.create(thread_id, "lead_agent", input=human("queued"), multitask_strategy="enqueue")
+    time.sleep(0.3)
+    assert run_status(client, thread_id, held["run_id"]) == "running"  # enqueue interrupts nothing
+    assert run_status(client, thread_id, queued["run_id"]) == "pending"
+    server.open_gate(gate)
+    client.runs.join(thread_id, queued["run_id"])
+    assert run_status(client, thread_id, held["run_id"]) == "success"
+    assert run_status(client, thread_id, queued["run_id"]) == "success"
+
+    gate = server.gate()
+    held = client.runs.create(thread_id, "lead_agent", input=human(f"again gate:{gate}"))
+    assert wait_until(lambda: run_status(client, thread_id, held["run_id"]) == "running")
+    follow = client.runs.create(thread_id, "lead_agent", input=human("newest wins"), multitask_strategy="interrupt")
+    client.runs.join(thread_id, follow["run_id"])
+    assert run_status(client, thread_id, held["run_id"]) == "interrupted"
+
+    gate = server.gate()
+    kept = client.threads.get_state(thread_id)["values"]["messages"]
+    held = client.runs.create(thread_id, "lead_agent", input=human(f"undone gate:{gate}"))
+    assert wait_until(lambda: run_status(client, thread_id, held["run_id"]) == "running")
+    follow = client.runs.create(thread_id, "lead_agent", input=human("after rollback"), multitask_strategy="rollback")
+    final = client.runs.join(thread_id, follow["run_id"])
+    assert final["messages"][: len(kept)] == kept and len(final["messages"]) == len(kept) + 2
+    assert "undone" not in str(final["messages"])
+
+
+def test_dropping_a_stream_with_on_disconnect_cancel_cancels_the_run(client: Any, server: SdkServer) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    stream = client.runs.stream(
+        thread_id, "lead_agent", input=human(f"cancel me gate:{gate}"), stream_mode="custom", on_disconnect="cancel"
+    )
+    first = next(iter(stream))
+    run_id = first.data["run_id"]
+    stream.close()
+    assert wait_until(lambda: run_status(client, thread_id, run_id) == "interrupted")
+
+
+# ---------------------------------------------------------------------------- resume
+
+
+def _ids(parts: list[Any]) -> list[str]:
+    return [p.id for p in parts]
+
+
+def test_a_dropped_stream_resumed_with_last_event_id_gets_every_event_once(client: Any, server: SdkServer) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    modes = ["values", "updates", "messages", "custom"]
+    stream = client.runs.stream(thread_id, "lead_agent", input=human(f"resume me gate:{gate}"), stream_mode=modes)
+    before: list[Any] = []
+    for part in stream:
+        before.append(part)
+        if part.event == "custom":  # the run now waits at the gate: drop the connection mid-run
+            break
+    stream.close()
+    run_id = before[0].data["run_id"]
+    assert run_status(client, thread_id, run_id) == "running"
+    server.open_gate(gate)
+    after = list(client.runs.join_stream(thread_id, run_id, last_event_id=before[-1].id))
+
+    whole = list(client.runs.join_stream(thread_id, run_id, last_event_id="-1"))
+    assert _ids(before) + _ids(after) == _ids(whole)
+    assert [(p.event, p.data) for p in before + after] == [(p.event, p.data) for p in whole]
+    assert len(set(_ids(whole))) == len(whole)
+    assert after and after[-1].event == "end" and "not_retained" not in {p.event for p in after}
+    assert {"values", "updates", "messages/complete", "custom"} <= {p.event for p in after}
+
+
+async def test_async_client_drop_and_resume(aclient: Any, server: SdkServer) -> None:
+    thread = await aclient.threads.create()
+    gate = server.gate()
+    seen: list[Any] = []
+    async for part in aclient.runs.stream(
+        thread["thread_id"], "lead_agent", input=human(f"async gate:{gate}"), stream_mode=["values", "custom"]
+    ):
+        seen.append(part)
+        if part.event == "custom":
+            break
+    server.open_gate(gate)
+    run_id = seen[0].data["run_id"]
+    rest = [p async for p in aclient.runs.join_stream(thread["thread_id"], run_id, last_event_id=seen[-1].id)]
+    whole = [p async for p in aclient.runs.join_stream(thread["thread_id"], run_id)]
+    assert _ids(seen) + _ids(rest) == _ids(whole) and rest[-1].event == "end"
+    assert (await aclient.runs.get(thread["thread_id"], run_id))["status"] == "success"
+
+
+async def test_async_client_threads_runs_and_history(aclient: Any) -> None:
+    thread = await aclient.threads.create(metadata={"client": "async"})
+    parts = [
+        p async for p in aclient.runs.stream(thread["thread_id"], "lead_agent", input=human("hi"), stream_mode="values")
+    ]
+    assert parts[0].event == "metadata" and parts[-1].event == "end"
+    run = await aclient.runs.create(thread["thread_id"], "lead_agent", input=human("again"))
+    joined = await aclient.runs.join(thread["thread_id"], run["run_id"])
+    assert len(joined["messages"]) == 4
+    history = await aclient.threads.get_history(thread["thread_id"])
+    assert history[0]["values"]["messages"] == joined["messages"]
+    found = await aclient.threads.search(metadata={"client": "async"})
+    assert thread["thread_id"] in {t["thread_id"] for t in found}
+    assert [r["run_id"] for r in await aclient.runs.list(thread["thread_id"])][-1] == run["run_id"]
+    await aclient.threads.delete(thread["thread_id"])
+    with pytest.raises(NotFoundError):
+        await aclient.threads.get(thread["thread_id"])
+
+
+def test_info_ok_and_cors_preflight(server: SdkServer) -> None:
+    root = server.url.removesuffix("/api")
+    with httpx.Client() as http:
+        info = http.get(f"{server.url}/info").json()
+        assert info["version"] and info["flags"]["assistants"] is True
+        assert http.get(f"{root}/ok").json() == {"ok": True}
+        preflight = http.options(
+            f"{server.url}/threads/search",
+            headers={
+                "Origin": "http://localhost:3000",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type,x-api-key,last-event-id",
+            },
+        )
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == "http://localhost:3000"
+        created = http.post(f"{server.url}/threads", json={}, headers={"Origin": "http://127.0.0.1:5173"})
+        assert created.headers["access-control-allow-origin"] == "http://127.0.0.1:5173"
+        stranger = http.post(f"{server.url}/threads", json={}, headers={"Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in stranger.headers
+
+
+def test_openapi_documents_streams_and_the_package_version(server: SdkServer) -> None:
+    from deerflow_ext.gateway.routes.health import package_version
+
+    root = server.url.removesuffix("/api")
+    spec = httpx.get(f"{root}/openapi.json").json()
+    assert spec["info"]["version"] == package_version("deerflow-ext")
+    for path, method in (
+        ("/api/threads/{thread_id}/runs/stream", "post"),
+        ("/api/threads/{thread_id}/runs/{run_id}/stream", "get"),
+    ):
+        content = spec["paths"][path][method]["responses"]["200"]["content"]
+        assert "text/event-stream" in content
+        assert "messages/partial" in spec["paths"][path][method]["responses"]["200"]["description"]
