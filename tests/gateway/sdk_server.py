@@ -9,6 +9,7 @@ exactly as ``deerflow-ext serve`` builds it — real AgentHost on the embedded m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SdkServer", "sdk_server"]
+__all__ = ["CuttingProxy", "SdkServer", "sdk_server"]
 
 
 @dataclass
@@ -80,3 +81,56 @@ def sdk_server(directory: Path, **settings: Any) -> Iterator[SdkServer]:
         thread.join(60)
         set_loaded_extensions(previous)
         set_diagnostics(previous_diagnostics)
+
+
+class CuttingProxy:
+    """A TCP proxy in front of the Gateway whose :meth:`cut` drops every open connection,
+    as a load balancer restart or a flaky network would; new connections go through."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen()
+        self.port = int(self._listener.getsockname()[1])
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.connections = 0
+        threading.Thread(target=self._accept, name="cutting-proxy", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                downstream, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self._lock:
+                self._open |= {downstream, upstream}
+                self.connections += 1
+            for source, sink in ((downstream, upstream), (upstream, downstream)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self._lock:
+            doomed, self._open = self._open, set()
+        for sock in doomed:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self._listener.close()
+        self.cut()

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
-from sdk_server import SdkServer, sdk_server
+from sdk_server import CuttingProxy, SdkServer, sdk_server
 
 from deerflow_ext.gateway.schemas import RunCreate
 
@@ -484,3 +484,81 @@ def test_openapi_documents_streams_and_the_package_version(server: SdkServer) ->
         content = spec["paths"][path][method]["responses"]["200"]["content"]
         assert "text/event-stream" in content
         assert "messages/partial" in spec["paths"][path][method]["responses"]["200"]["description"]
+
+
+def test_the_sdk_reconnects_by_itself_after_a_cut_connection(server: SdkServer) -> None:
+    """The stream response's ``Location`` and event ids are all the SDK needs: a connection
+    cut mid-run is resumed with ``Last-Event-ID`` and no event is lost or repeated."""
+    port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+    proxy = CuttingProxy(port)
+    try:
+        client = get_sync_client(url=f"http://127.0.0.1:{proxy.port}/api", api_key=None)
+        thread_id = client.threads.create()["thread_id"]
+        gate = server.gate()
+        received: list[Any] = []
+        for part in client.runs.stream(
+            thread_id, "lead_agent", input=human(f"cut me gate:{gate}"), stream_mode=["values", "custom"]
+        ):
+            received.append(part)
+            if part.event == "custom" and part.data["state"] == "waiting":
+                proxy.cut()  # mid-run: the SDK sees a broken stream
+                server.open_gate(gate)
+        assert proxy.connections >= 2  # the first (pooled) connection, cut, and the reconnect
+        run_id = received[0].data["run_id"]
+        whole = list(get_sync_client(url=server.url, api_key=None).runs.join_stream(thread_id, run_id))
+        assert _ids(received) == _ids(whole) and received[-1].event == "end"
+    finally:
+        proxy.close()
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    """A Gateway that keeps 8 events per run, for a second after the run ends."""
+    with sdk_server(
+        tmp_path_factory.mktemp("sdk-tight"),
+        sse_heartbeat_seconds=0.5,
+        stream_retain_events=8,
+        stream_retain_seconds=1.0,
+    ) as running:
+        yield running
+
+
+def test_events_no_longer_retained_are_reported_never_skipped_silently(tight: SdkServer) -> None:
+    client = get_sync_client(url=tight.url, api_key=None)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "lead_agent", input=human("many events"), stream_mode=["debug", "tasks"])
+    client.runs.join(thread_id, run["run_id"])
+    parts = list(client.runs.join_stream(thread_id, run["run_id"], last_event_id="2"))
+    notice, *rest = parts
+    assert notice.event == "not_retained" and notice.data["last_event_id"] == "2"
+    assert notice.id == notice.data["resume_after"] and int(notice.id) > 2
+    assert [int(p.id) for p in rest] == list(range(int(notice.id) + 1, int(notice.id) + 1 + len(rest)))
+    assert 8 <= len(rest) <= 10 and rest[-1].event == "end"
+    # resuming from the notice's id continues without another notice
+    assert list(client.runs.join_stream(thread_id, run["run_id"], last_event_id=notice.id)) == rest
+
+
+def test_an_expired_stream_says_so_and_ends_with_the_run_status(tight: SdkServer) -> None:
+    client = get_sync_client(url=tight.url, api_key=None)
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(thread_id, "lead_agent", input=human("short"))
+    client.runs.join(thread_id, run["run_id"])
+    time.sleep(1.5)  # past the retention after the end
+    parts = list(client.runs.join_stream(thread_id, run["run_id"], last_event_id="3"))
+    assert [p.event for p in parts] == ["not_retained", "end"]
+    assert parts[1].data == {"run_id": run["run_id"], "status": "success", "outcome": "completed"}
+    assert all(p.id for p in parts)
+
+
+def test_a_quiet_stream_sends_heartbeats(server: SdkServer) -> None:
+    client = get_sync_client(url=server.url, api_key=None)
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    run = client.runs.create(thread_id, "lead_agent", input=human(f"quiet gate:{gate}"))
+    lines: list[str] = []
+    with httpx.stream("GET", f"{server.url}/threads/{thread_id}/runs/{run['run_id']}/stream", timeout=30) as response:
+        for line in response.iter_lines():
+            lines.append(line)
+            if lines.count(": heartbeat") == 2:
+                server.open_gate(gate)
+    assert lines.count(": heartbeat") >= 2 and "event: end" in lines
