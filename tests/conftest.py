@@ -7,9 +7,36 @@ importable like installed code: ``extensions.fixtures_plugins:good`` resolves fr
 from __future__ import annotations
 
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
 
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+
+from redis_support import REDIS_UNREACHABLE, REDIS_URL  # noqa: E402  (needs TESTS_DIR on sys.path)
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A key prefix of this test's own on the local Redis; its keys are deleted afterwards.
+
+    Skips, saying why, when Redis does not answer (CI starts it: ``.ci/run``)."""
+    if REDIS_UNREACHABLE:
+        pytest.skip(REDIS_UNREACHABLE)
+    import redis
+
+    prefix = f"dfx-test:{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()

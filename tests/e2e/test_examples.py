@@ -296,3 +296,54 @@ def test_the_installed_packages_own_suite_passes(installed_examples: dict[str, s
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert re.search(r"\d+ passed", done.stdout)
+
+
+def test_runs_through_the_langgraph_api_are_counted_and_observed(gateway: Gateway) -> None:
+    """The examples see runs that come through ``langgraph_sdk`` (stream with a list of
+    modes, wait, create + join) exactly as they see the Gateway's own clients' runs."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=f"{gateway.base_url}/api", api_key=None)
+    with gateway.client() as http:
+        before = http.get("/api/ext/costs/totals").json()
+    thread_id = client.threads.create(metadata={"via": "sdk"})["thread_id"]
+
+    def prompt(text: str) -> dict[str, Any]:
+        return {"messages": [{"type": "human", "content": [{"type": "text", "text": text}]}]}
+
+    streamed = list(
+        client.runs.stream(
+            thread_id, "lead_agent", input=prompt("delegate: count me"), stream_mode=["values", "messages-tuple"]
+        )
+    )
+    assert streamed[0].event == "metadata" and streamed[-1].data["status"] == "success"
+    client.runs.wait(thread_id, "lead_agent", input=prompt("delegate: and me"))
+    created = client.runs.create(thread_id, "lead_agent", input=prompt("delegate: me too"))
+    client.runs.join(thread_id, created["run_id"])
+    runs = client.runs.list(thread_id)
+    assert len(runs) == 3 and {r["outcome"] for r in runs} == {"completed"}
+
+    with gateway.client() as http:
+        after = http.get("/api/ext/costs/totals").json()
+    assert after["tasks"] - before["tasks"] == 6  # a lead and a subagent per run
+    assert after["by_kind"]["lead"]["tools"]["task"] - before["by_kind"]["lead"]["tools"]["task"] == 3
+
+    def audited() -> list[tuple[str, str]]:
+        rows: list[tuple[str, str]] = []
+        with gateway.client() as http:
+            for run in runs:
+                rows += [
+                    (r["kind"], r["outcome"])
+                    for r in http.get("/api/ext/audit/outcomes", params={"run_id": run["run_id"]}).json()["outcomes"]
+                ]
+        return rows if len(rows) >= 6 else []
+
+    assert sorted(_wait(audited)) == [("lead", "completed")] * 3 + [("subagent", "completed")] * 3
+    log = gateway.log()
+    thread = re.escape(thread_id)
+    assert len(re.findall(rf"deerflow_observers: lead \S+ in thread {thread} ended completed", log)) == 3
+    assert len(re.findall(rf"deerflow_observers: subagent \S+ in thread {thread} ended completed", log)) == 3
+    with gateway.client() as http:
+        spans = http.get("/api/ext/otel/spans", params={"name": "invoke_agent"}).json()["spans"]
+    mine = [s for s in spans if s["attributes"].get("gen_ai.conversation.id") == thread_id]
+    assert sorted(s["attributes"]["deerflow.task.kind"] for s in mine) == ["lead"] * 3 + ["subagent"] * 3

@@ -132,5 +132,7 @@ class CuttingProxy:
             sock.close()
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         self._listener.close()
         self.cut()

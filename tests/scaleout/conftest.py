@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scaleout_cluster import HERE, PG_ADMIN, PG_UNREACHABLE, Cluster, spawn_gateways
@@ -37,11 +38,12 @@ def pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def cluster_of(tmp_path: Path, pg_url: str) -> Iterator[Callable[[int], Cluster]]:
+def cluster_of(tmp_path: Path, pg_url: str) -> Iterator[Callable[..., Cluster]]:
+    """``cluster_of(count, **options)``: options go to ``spawn_gateways``."""
     started: list[Cluster] = []
 
-    def make(count: int) -> Cluster:
-        cluster = spawn_gateways(tmp_path, pg_url, count)
+    def make(count: int, **options: Any) -> Cluster:
+        cluster = spawn_gateways(tmp_path, pg_url, count, **options)
         started.append(cluster)
         return cluster
 

@@ -79,14 +79,23 @@ class Cluster:
 
 
 def spawn_gateways(
-    directory: Path, database_url: str, count: int, *, extra_env: dict[str, str] | None = None
+    directory: Path,
+    database_url: str,
+    count: int,
+    *,
+    extra_env: dict[str, str] | None = None,
+    extra_plugins: tuple[dict[str, Any], ...] = (),
 ) -> Cluster:
-    """Start ``count`` Gateways at once (their migrations race on purpose) and wait for /health."""
+    """Start ``count`` Gateways at once (their migrations race on purpose) and wait for /health.
+
+    ``extra_plugins`` come after the scale-out extension; modules under ``tests/gateway`` are
+    importable too (the SDK suite's gate extension)."""
     hook_log = directory / "hooks.jsonl"
     config = directory / "config.yaml"
     document = {
         "plugins": [
-            {"name": "scaleout", "use": "scaleout_ext:install", "required": True, "config": {"log": str(hook_log)}}
+            {"name": "scaleout", "use": "scaleout_ext:install", "required": True, "config": {"log": str(hook_log)}},
+            *extra_plugins,
         ],
         # No compaction: the thread's checkpoint must keep every message the runs produced.
         "summarization": {"enabled": False},
@@ -94,7 +103,7 @@ def spawn_gateways(
     config.write_text(json.dumps(document), encoding="utf-8")  # JSON is YAML
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
+        "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), str(HERE.parent / "gateway")]),
         "DEERFLOW_DATABASE_URL": database_url,
         "DEERFLOW_THREAD_LEASE_SECONDS": str(LEASE_SECONDS),
         "DEERFLOW_LOG_LEVEL": "INFO",

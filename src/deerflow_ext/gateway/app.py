@@ -173,12 +173,19 @@ def create_app(
     return app
 
 
-def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBridge:
+async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBridge:
+    """Redis Streams with ``DEERFLOW_REDIS_URL`` (every process serves every stream), else
+    this process's memory. An unreachable Redis stops startup with the variable's name."""
     if opts.streams is not None:
         return opts.streams
-    return MemoryStreamBridge(
-        retain_events=settings.stream_retain_events, retain_seconds=settings.stream_retain_seconds
-    )
+    retention = {"retain_events": settings.stream_retain_events, "retain_seconds": settings.stream_retain_seconds}
+    if not settings.redis_url:
+        return MemoryStreamBridge(**retention)
+    from ..runtime.redis_stream import RedisStreamBridge
+
+    bridge = RedisStreamBridge(settings.redis_url, prefix=settings.redis_prefix, **retention)
+    await bridge.start()
+    return bridge
 
 
 def _rollback_hook(agent_host: Any) -> Any:
@@ -213,6 +220,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             try:
                 agent_host = state.agent_host_factory(config, checkpointer)
                 coordinator, signals = await _scale_out(engine, url, opts)
+                streams = await _stream_bridge(settings, opts)
                 runs = RunManager(
                     store=store,
                     agent_host=agent_host,
@@ -221,7 +229,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     notify_budget=opts.notify_budget,
                     completion_hooks=(_rollback_hook(agent_host),),
                     signals=signals,
-                    streams=_stream_bridge(settings, opts),
+                    streams=streams,
                 )
                 if signals is not None:
                     await signals.start(runs)

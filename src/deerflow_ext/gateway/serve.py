@@ -67,6 +67,20 @@ def build_app_from_env() -> Any:
     return create_app()
 
 
+def _check_redis(url: str | None) -> None:
+    """Before uvicorn starts: an unreachable ``DEERFLOW_REDIS_URL`` is one ``error:`` line."""
+    if not url:
+        return
+    import redis
+
+    from ..runtime.redis_stream import RedisUnavailableError
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=3).ping()
+    except redis.RedisError as exc:
+        raise RedisUnavailableError(f"DEERFLOW_REDIS_URL: cannot reach Redis at {url} ({exc})") from exc
+
+
 def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int:
     """Run the Gateway until interrupted; returns the process exit code."""
     if args is None or not isinstance(args, argparse.Namespace):
@@ -76,6 +90,7 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
     from ..config.loading import ConfigError
     from ..extensions.loader import ExtensionLoadError
     from ..extensions.tables import TablePrefixCollisionError
+    from ..runtime.redis_stream import RedisUnavailableError
 
     try:
         settings = _settings(args)
@@ -92,7 +107,8 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
 
     try:
         app = create_app(settings)
-    except (ConfigError, ExtensionLoadError, TablePrefixCollisionError) as exc:
+        _check_redis(settings.redis_url)
+    except (ConfigError, ExtensionLoadError, TablePrefixCollisionError, RedisUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return CONFIG_ERROR_EXIT
 

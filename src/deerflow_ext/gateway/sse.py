@@ -131,7 +131,7 @@ async def run_events(
             # Live but not (yet) in the bridge: another process's run on a shared bridge
             # that has not published, or one whose stream was lost. Wait and look again.
             yield HEARTBEAT
-            await asyncio.sleep(heartbeat)
+            await asyncio.sleep(min(heartbeat, 1.0))
     finally:
         if not sent_end and on_disconnect is not None:
             on_disconnect()

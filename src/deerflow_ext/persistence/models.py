@@ -106,6 +106,9 @@ class RunRow(Base):
     # Which process executes the run ("host:pid:token"): crash recovery and, later, scale-out
     # cancellation need to know whose run it is.
     owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # "interrupt" or "rollback" once another process asked this run to stop: the durable
+    # record behind the NOTIFY signal, which a reconnecting listener can miss.
+    cancel_requested: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
 class ThreadLeaseRow(Base):

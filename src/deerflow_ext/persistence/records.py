@@ -288,6 +288,43 @@ class HostStore:
             result = await session.execute(delete(RunRow).where(RunRow.id == run_id, RunRow.thread_id == thread_id))
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
+    async def request_cancel(
+        self,
+        action: str,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        created_before: datetime | None = None,
+        except_run: str | None = None,
+    ) -> int:
+        """Record a stop request on live runs: one run, or a thread's runs created before a
+        follow-up. The owner applies it even if the signal that carries it is lost."""
+        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+        statement = update(RunRow).where(RunRow.status.in_(live))
+        if run_id is not None:
+            statement = statement.where(RunRow.id == run_id)
+        if thread_id is not None:
+            statement = statement.where(RunRow.thread_id == thread_id)
+        if created_before is not None:
+            statement = statement.where(RunRow.created_at < created_before)
+        if except_run is not None:
+            statement = statement.where(RunRow.id != except_run)
+        async with self.session_factory.begin() as session:
+            result = await session.execute(statement.values(cancel_requested=action))
+            return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """The recorded stop requests of ``run_ids`` (run id -> action)."""
+        if not run_ids:
+            return {}
+        async with self.session_factory() as session:
+            rows = await session.execute(
+                select(RunRow.id, RunRow.cancel_requested).where(
+                    RunRow.id.in_(run_ids), RunRow.cancel_requested.is_not(None)
+                )
+            )
+            return {run_id: str(action) for run_id, action in rows}
+
     async def has_live_run(self, thread_id: str) -> bool:
         """Whether any process has a run of the thread pending or running."""
         live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)

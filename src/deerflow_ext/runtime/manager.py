@@ -16,6 +16,9 @@ there.
 With several Gateway processes (PostgreSQL), ``signals`` carries the same two requests to
 the other processes: a follow-up tells every process to interrupt its older runs on the
 thread, and a cancel for a run this process does not know is published for its owner.
+Both are also written to the runs' rows first (``cancel_requested``): a signal can be lost
+while a listener reconnects, so every ``backstop_interval`` seconds — and at once after a
+reconnect — a process with runs in flight reads their rows and applies what it missed.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class RunManager:
         completion_hooks: Sequence[CompletionHook] = (),
         signals: RunSignals | None = None,
         streams: StreamBridge | None = None,
+        backstop_interval: float = 2.0,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -91,6 +95,9 @@ class RunManager:
         self._signals = signals
         self.streams: StreamBridge = streams if streams is not None else MemoryStreamBridge()
         self._background: set[asyncio.Task[Any]] = set()
+        self._backstop_interval = backstop_interval
+        self._backstop: asyncio.Task[None] | None = None
+        self._recheck = asyncio.Event()
 
     @property
     def coordinator(self) -> ThreadCoordinator:
@@ -151,14 +158,24 @@ class RunManager:
                     )
         self._runs[run_id] = handle
         handle.task = asyncio.create_task(self._execute(handle, spec), name=f"deerflow-run-{run_id}")
-        if self._signals is not None and interrupting:
-            # After the task exists: our own run is excluded by id, and an older run in
-            # another process stops so that ours can get the thread.
-            try:
-                await self._signals.publish_interrupt(thread_id, run_id, record.created_at, rollback=rollback)
-            except Exception:
-                logger.exception("run %s: could not signal other processes to interrupt thread %s", run_id, thread_id)
+        if self._signals is not None:
+            self._ensure_backstop()
+            if interrupting:
+                await self._interrupt_elsewhere(thread_id, run_id, record.created_at, rollback=rollback)
         return handle
+
+    async def _interrupt_elsewhere(
+        self, thread_id: str, run_id: str, created_at: datetime | None, *, rollback: bool
+    ) -> None:
+        """After our task exists: our own run is excluded by id, and an older run in another
+        process stops so that ours can get the thread."""
+        assert self._signals is not None
+        action = "rollback" if rollback else "interrupt"
+        try:
+            await self.store.request_cancel(action, thread_id=thread_id, created_before=created_at, except_run=run_id)
+            await self._signals.publish_interrupt(thread_id, run_id, created_at, rollback=rollback)
+        except Exception:
+            logger.exception("run %s: could not signal other processes to interrupt thread %s", run_id, thread_id)
 
     async def _execute(self, handle: RunHandle, spec: LeadRunSpec) -> None:
         try:
@@ -183,8 +200,35 @@ class RunManager:
         live = status is None or status in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
         if self._signals is None or not live:
             return False
+        await self.store.request_cancel("rollback" if rollback else "interrupt", run_id=run_id)
         await self._signals.publish_cancel(run_id, rollback=rollback)
         return True
+
+    def recheck(self) -> None:
+        """Read the recorded stop requests now (the signal listener reconnected)."""
+        self._recheck.set()
+
+    def _ensure_backstop(self) -> None:
+        if self._backstop is None or self._backstop.done():
+            self._backstop = asyncio.get_running_loop().create_task(self._apply_recorded_requests())
+
+    async def _apply_recorded_requests(self) -> None:
+        """The durable backstop: apply stop requests whose signal this process missed."""
+        while not self._closed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._recheck.wait(), self._backstop_interval)
+            self._recheck.clear()
+            waiting = [h.run_id for h in self._runs.values() if h.phase in (RunPhase.QUEUED, RunPhase.RUNNING)]
+            if not waiting:
+                continue
+            try:
+                requests = await self.store.cancel_requests(waiting)
+            except Exception as exc:
+                logger.warning("could not read recorded cancel requests: %s", exc)
+                continue
+            for run_id, action in requests.items():
+                if self.cancel(run_id, rollback=action == "rollback"):
+                    logger.info("run %s stopped by a recorded %s request (its signal was missed)", run_id, action)
 
     def cancel_soon(self, run_id: str) -> None:
         """``request_cancel`` from code that must not await (a request being torn down):
@@ -257,6 +301,10 @@ class RunManager:
                 await asyncio.wait(pending, timeout=5.0)
 
     async def _close_shared(self) -> None:
+        if self._backstop is not None:
+            self._backstop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._backstop
         await self._deps.coordinator.aclose()
         if self._signals is not None:
             await self._signals.aclose()

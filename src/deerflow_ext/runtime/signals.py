@@ -10,8 +10,9 @@ follow-up may arrive at any process behind the load balancer. Two signals cross 
 
 Why NOTIFY rather than a polled cancel flag: delivery is immediate and costs nothing while
 idle, and the listener is one dedicated asyncpg connection per process (``add_listener``).
-A notification sent while a listener is reconnecting is lost; the listener reconnects with
-backoff, and a cancel that matters can simply be sent again (cancel is idempotent).
+A notification sent while a listener is reconnecting is lost; the sender records every stop
+request on the runs' rows first, and ``RunManager`` applies recorded requests after every
+reconnect and every few seconds while it has runs in flight (the durable backstop).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class RunSignalHandler(Protocol):
     def interrupt_thread(
         self, thread_id: str, *, by_run_id: str, created_before: datetime | None, rollback: bool = False
     ) -> int: ...
+
+    def recheck(self) -> None:
+        """Signals may have been missed (the listener reconnected): look at the recorded ones."""
+        ...
 
 
 class RunSignals(Protocol):
@@ -91,6 +96,8 @@ class PostgresRunSignals:
                     break
                 except Exception as exc:
                     logger.warning("run-signal listener could not reconnect: %s", exc)
+            if self._handler is not None:
+                self._handler.recheck()
 
     def _on_notification(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         handler = self._handler

@@ -6,14 +6,14 @@ SSE connection resumable: the client sends ``Last-Event-ID`` and gets exactly th
 after it. Publishing never waits on a reader.
 
 Retention is bounded, and a reader is told when it asks for more than is kept: a run keeps
-its last ``retain_events`` events, and once it ended the whole stream is dropped
+its last ``retain_events`` events (a few more between trims), and once it ended the whole stream is dropped
 ``retain_seconds`` later. A cursor older than the oldest retained event yields a
 :class:`Missed` marker before the retained events — the SSE layer turns it into an explicit
 ``not_retained`` event, never a silent gap.
 
 Two bridges implement the protocol: :class:`MemoryStreamBridge` (one process; the default)
 and ``redis_stream.RedisStreamBridge`` (Redis Streams, so every Gateway process can serve
-every run's stream). Ids are opaque strings that only the bridge that issued them compares;
+every run's stream). Both number a run's events 1, 2, 3...: that number is the SSE id.
 ``"-1"``, ``"0"`` and no cursor at all mean "from the first event" (``useStream`` of
 ``@langchain/langgraph-sdk`` joins with ``-1``).
 """
@@ -40,6 +40,7 @@ __all__ = [
     "StreamBridge",
     "StreamEvent",
     "follow",
+    "position_of",
 ]
 
 END_EVENT = "end"
@@ -166,8 +167,9 @@ class _RunLog:
             del self.events[: len(self.events) - self.limit]
 
 
-def _position(cursor: str | None) -> int | None:
-    """The sequence number a cursor names; 0 is "before the first event"; None: not ours."""
+def position_of(cursor: str | None) -> int | None:
+    """The sequence number an event id names (both bridges number a run's events 1, 2, ...);
+    0 is "before the first event"; None: not an id either bridge issued."""
     if cursor is None or cursor == "":
         return 0
     try:
@@ -236,7 +238,7 @@ class MemoryStreamBridge:
         log = self._logs.get(run_id)
         if log is None:
             return StreamBatch(retained=False)
-        position = _position(after)
+        position = position_of(after)
         missed = None
         if position is None or position < log.first_seq - 1:
             missed = Missed(after, str(log.first_seq - 1))
