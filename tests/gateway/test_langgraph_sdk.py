@@ -23,6 +23,7 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 from sdk_server import CuttingProxy, SdkServer, sdk_server
 
 from deerflow_ext.gateway.schemas import RunCreate
+from deerflow_ext.testing import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -47,15 +48,6 @@ def aclient(server: SdkServer) -> Any:
 
 def human(text: str, **extra: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text, **extra}]}
-
-
-def wait_until(predicate: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def run_status(client: Any, thread_id: str, run_id: str) -> str:
@@ -317,7 +309,7 @@ def test_cancel_waits_and_interrupts(client: Any, server: SdkServer) -> None:
     thread_id = client.threads.create()["thread_id"]
     gate = server.gate()
     run = client.runs.create(thread_id, "lead_agent", input=human(f"never released gate:{gate}"))
-    assert wait_until(lambda: run_status(client, thread_id, run["run_id"]) == "running")
+    wait_for(lambda: run_status(client, thread_id, run["run_id"]) == "running")
     client.runs.cancel(thread_id, run["run_id"], wait=True)
     record = client.runs.get(thread_id, run["run_id"])
     assert (record["status"], record["outcome"]) == ("interrupted", "aborted")
@@ -330,7 +322,7 @@ def test_cancel_with_rollback_restores_the_state(client: Any, server: SdkServer)
     before = client.runs.wait(thread_id, "lead_agent", input=human("kept"))
     gate = server.gate()
     run = client.runs.create(thread_id, "lead_agent", input=human(f"rolled back gate:{gate}"))
-    assert wait_until(lambda: run_status(client, thread_id, run["run_id"]) == "running")
+    wait_for(lambda: run_status(client, thread_id, run["run_id"]) == "running")
     client.runs.cancel(thread_id, run["run_id"], wait=True, action="rollback")
     assert client.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
     assert client.threads.get_state(thread_id)["values"]["messages"] == before["messages"]
@@ -340,7 +332,7 @@ def test_multitask_strategies(client: Any, server: SdkServer) -> None:
     thread_id = client.threads.create()["thread_id"]
     gate = server.gate()
     held = client.runs.create(thread_id, "lead_agent", input=human(f"first gate:{gate}"))
-    assert wait_until(lambda: run_status(client, thread_id, held["run_id"]) == "running")
+    wait_for(lambda: run_status(client, thread_id, held["run_id"]) == "running")
     with pytest.raises(ConflictError, match="reject"):
         client.runs.create(thread_id, "lead_agent", input=human("refused"), multitask_strategy="reject")
     queued = client.runs.create(thread_id, "lead_agent", input=human("queued"), multitask_strategy="enqueue")
@@ -354,7 +346,7 @@ def test_multitask_strategies(client: Any, server: SdkServer) -> None:
 
     gate = server.gate()
     held = client.runs.create(thread_id, "lead_agent", input=human(f"again gate:{gate}"))
-    assert wait_until(lambda: run_status(client, thread_id, held["run_id"]) == "running")
+    wait_for(lambda: run_status(client, thread_id, held["run_id"]) == "running")
     follow = client.runs.create(thread_id, "lead_agent", input=human("newest wins"), multitask_strategy="interrupt")
     client.runs.join(thread_id, follow["run_id"])
     assert run_status(client, thread_id, held["run_id"]) == "interrupted"
@@ -362,7 +354,7 @@ def test_multitask_strategies(client: Any, server: SdkServer) -> None:
     gate = server.gate()
     kept = client.threads.get_state(thread_id)["values"]["messages"]
     held = client.runs.create(thread_id, "lead_agent", input=human(f"undone gate:{gate}"))
-    assert wait_until(lambda: run_status(client, thread_id, held["run_id"]) == "running")
+    wait_for(lambda: run_status(client, thread_id, held["run_id"]) == "running")
     follow = client.runs.create(thread_id, "lead_agent", input=human("after rollback"), multitask_strategy="rollback")
     final = client.runs.join(thread_id, follow["run_id"])
     assert final["messages"][: len(kept)] == kept and len(final["messages"]) == len(kept) + 2
@@ -378,7 +370,7 @@ def test_dropping_a_stream_with_on_disconnect_cancel_cancels_the_run(client: Any
     first = next(iter(stream))
     run_id = first.data["run_id"]
     stream.close()
-    assert wait_until(lambda: run_status(client, thread_id, run_id) == "interrupted")
+    wait_for(lambda: run_status(client, thread_id, run_id) == "interrupted")
 
 
 # ---------------------------------------------------------------------------- resume

@@ -52,6 +52,22 @@ def _status(client: Any, thread_id: str, run_id: str) -> str:
     return str(client.runs.get(thread_id, run_id)["status"])
 
 
+def _held_on_a(on_a: Any, on_b: Any, thread_id: str) -> str:
+    """A run started on A that waits at a gate nobody opens; returns once B sees it running."""
+    run = on_a.runs.create(thread_id, "lead_agent", input=human(f"held gate:g{uuid.uuid4().hex[:8]}"))
+    run_id = str(run["run_id"])
+    assert wait_for(lambda: _status(on_b, thread_id, run_id) == "running", 15)
+    return run_id
+
+
+def _watch(client: Any, thread_id: str, run_id: str) -> tuple[threading.Thread, list[Any]]:
+    """Join the run's stream on a thread; the list fills as events arrive."""
+    watched: list[Any] = []
+    watcher = threading.Thread(target=lambda: watched.extend(client.runs.join_stream(thread_id, run_id)))
+    watcher.start()
+    return watcher, watched
+
+
 def test_a_run_on_one_process_is_joined_and_resumed_through_the_other(pair: tuple[Cluster, Path]) -> None:
     cluster, gates = pair
     on_a, on_b = _clients(cluster)
@@ -88,14 +104,11 @@ def test_a_run_on_one_process_is_cancelled_through_the_other(pair: tuple[Cluster
     cluster, _gates = pair
     on_a, on_b = _clients(cluster)
     thread_id = on_b.threads.create()["thread_id"]
-    run = on_a.runs.create(thread_id, "lead_agent", input=human(f"held gate:g{uuid.uuid4().hex[:8]}"))
-    assert wait_for(lambda: _status(on_b, thread_id, run["run_id"]) == "running", 15)
-    watched: list[Any] = []
-    watcher = threading.Thread(target=lambda: watched.extend(on_b.runs.join_stream(thread_id, run["run_id"])))
-    watcher.start()
-    on_b.runs.cancel(thread_id, run["run_id"], wait=True)
+    run_id = _held_on_a(on_a, on_b, thread_id)
+    watcher, watched = _watch(on_b, thread_id, run_id)
+    on_b.runs.cancel(thread_id, run_id, wait=True)
     watcher.join(30)
-    record = on_a.runs.get(thread_id, run["run_id"])
+    record = on_a.runs.get(thread_id, run_id)
     assert (record["status"], record["outcome"]) == ("interrupted", "aborted")
     assert watched[-1].event == "end" and watched[-1].data["status"] == "interrupted"
 
@@ -104,8 +117,7 @@ def test_a_cancel_whose_signal_is_lost_still_stops_the_run(pair: tuple[Cluster, 
     cluster, _gates = pair
     on_a, on_b = _clients(cluster)
     thread_id = on_a.threads.create()["thread_id"]
-    run = on_a.runs.create(thread_id, "lead_agent", input=human(f"held gate:g{uuid.uuid4().hex[:8]}"))
-    assert wait_for(lambda: _status(on_b, thread_id, run["run_id"]) == "running", 15)
+    run_id = _held_on_a(on_a, on_b, thread_id)
     admin = cluster.database_url
     with psycopg.connect(admin, autocommit=True) as conn:
         # Every LISTEN connection goes away: A hears no NOTIFY until it has reconnected.
@@ -113,8 +125,8 @@ def test_a_cancel_whose_signal_is_lost_still_stops_the_run(pair: tuple[Cluster, 
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND query LIKE 'LISTEN%'"
         )
-        on_b.runs.cancel(thread_id, run["run_id"])
-    assert wait_for(lambda: _status(on_b, thread_id, run["run_id"]) == "interrupted", 15)
+        on_b.runs.cancel(thread_id, run_id)
+    assert wait_for(lambda: _status(on_b, thread_id, run_id) == "interrupted", 15)
     log = cluster.gateways[0].log()
     assert "stopped by a recorded interrupt request (its signal was missed)" in log, log[-3000:]
 
@@ -125,11 +137,7 @@ def test_a_reader_on_the_other_process_ends_when_the_owner_dies(pair: tuple[Clus
     cluster, _gates = pair
     on_a, on_b = _clients(cluster)
     thread_id = on_b.threads.create()["thread_id"]
-    run = on_a.runs.create(thread_id, "lead_agent", input=human(f"doomed gate:g{uuid.uuid4().hex[:8]}"))
-    assert wait_for(lambda: _status(on_b, thread_id, run["run_id"]) == "running", 15)
-    watched: list[Any] = []
-    watcher = threading.Thread(target=lambda: watched.extend(on_b.runs.join_stream(thread_id, run["run_id"])))
-    watcher.start()
+    watcher, watched = _watch(on_b, thread_id, _held_on_a(on_a, on_b, thread_id))
     assert wait_for(lambda: watched, 15)
     cluster.gateways[0].process.kill()
     watcher.join(30)

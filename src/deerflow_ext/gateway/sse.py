@@ -24,7 +24,7 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 
 from ..persistence.models import RunStatus
-from ..runtime.stream import END_EVENT, IDLE, Missed, StreamEvent, follow
+from ..runtime.stream import END_EVENT, IDLE, Missed, StreamEvent, follow_batches
 from ..runtime.stream_modes import mode_of_event
 from .state import GatewayRuntime
 
@@ -50,6 +50,10 @@ def frame(event: str, data: str, event_id: str) -> bytes:
 
 def _frame_of(item: StreamEvent) -> bytes:
     return frame(item.event, item.data, item.id)
+
+
+def _wanted(event: StreamEvent, modes: Collection[str] | None) -> bool:
+    return modes is None or (mode := mode_of_event(event.event)) is None or mode in modes
 
 
 def _not_retained(run_id: str, after: str | None, resume_after: str, message: str) -> bytes:
@@ -85,7 +89,7 @@ async def run_events(
     try:
         while not sent_end:
             gone = True
-            async for item in follow(bridge, run_id, cursor, heartbeat=heartbeat):
+            async for item in follow_batches(bridge, run_id, cursor, heartbeat=heartbeat):
                 gone = False
                 if item is IDLE:
                     final = await _final(runtime, thread_id, run_id)
@@ -107,10 +111,11 @@ async def run_events(
                         f"the stream continues after id {item.resume_after}",
                     )
                     continue
-                cursor = item.id
-                if modes is None or (mode := mode_of_event(item.event)) is None or mode in modes:
-                    yield _frame_of(item)
-                sent_end = item.event == END_EVENT
+                cursor = item[-1].id
+                sent_end = item[-1].event == END_EVENT
+                chunk = b"".join(_frame_of(e) for e in item if _wanted(e, modes))
+                if chunk:
+                    yield chunk
             if sent_end:
                 return
             # The bridge keeps nothing (more) for this run.

@@ -40,6 +40,7 @@ __all__ = [
     "StreamBridge",
     "StreamEvent",
     "follow",
+    "follow_batches",
     "position_of",
 ]
 
@@ -114,11 +115,12 @@ IDLE = None
 """What :func:`follow` yields when ``heartbeat`` seconds passed without an event."""
 
 
-async def follow(
+async def follow_batches(
     bridge: StreamBridge, run_id: str, after: str | None, *, heartbeat: float
-) -> AsyncIterator[StreamEvent | Missed | None]:
-    """Every event after ``after`` until ``end``, a :class:`Missed` marker where retention
-    ran out, and :data:`IDLE` every ``heartbeat`` seconds of silence (an SSE keep-alive).
+) -> AsyncIterator[tuple[StreamEvent, ...] | Missed | None]:
+    """Every event after ``after`` until ``end``, in the batches the bridge read them in (an
+    SSE response writes a batch as one chunk), a :class:`Missed` marker where retention ran
+    out, and :data:`IDLE` every ``heartbeat`` seconds of silence (an SSE keep-alive).
 
     Returns without ``end`` only when the bridge keeps nothing (more) for the run; the
     caller decides what that means from the run's persisted status.
@@ -129,15 +131,29 @@ async def follow(
         if batch.missed is not None:
             yield batch.missed
             cursor = batch.missed.resume_after
-        for event in batch.events:
-            yield event
-            cursor = event.id
-            if event.event == END_EVENT:
+        if batch.events:
+            ends = [i for i, event in enumerate(batch.events) if event.event == END_EVENT]
+            if ends:
+                yield batch.events[: ends[0] + 1]
                 return
+            yield batch.events
+            cursor = batch.events[-1].id
         if batch.ended or not batch.retained:
             return
         if not batch.events and batch.missed is None:
             yield IDLE
+
+
+async def follow(
+    bridge: StreamBridge, run_id: str, after: str | None, *, heartbeat: float
+) -> AsyncIterator[StreamEvent | Missed | None]:
+    """:func:`follow_batches`, one event at a time."""
+    async for item in follow_batches(bridge, run_id, after, heartbeat=heartbeat):
+        if isinstance(item, tuple):
+            for event in item:
+                yield event
+        else:
+            yield item
 
 
 # ---------------------------------------------------------------------------- in memory
@@ -249,7 +265,8 @@ class MemoryStreamBridge:
             if wait <= 0 or missed is not None:
                 return StreamBatch(missed=missed)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(log.changed.wait(), wait)
+                async with asyncio.timeout(wait):  # no extra task per wait, unlike wait_for
+                    await log.changed.wait()
             if self._logs.get(run_id) is not log:
                 return StreamBatch(retained=False)
             if position < log.first_seq - 1:  # the buffer wrapped while we waited

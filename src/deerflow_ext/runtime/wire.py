@@ -32,7 +32,30 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump()
+        except Exception:
+            return str(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    return str(value)
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text of ``jsonable(value)``; it never contains a raw newline, so it fits
-    one SSE ``data:`` line."""
-    return json.dumps(jsonable(value), default=str, ensure_ascii=False, separators=(",", ":"))
+    one SSE ``data:`` line.
+
+    Speed: json's C encoder walks dicts, lists and tuples itself and calls back only for
+    what it does not know (a LangChain message, a set); a Python pre-pass over the whole
+    value cost most of an event's publishing. Keys json cannot take (a tuple key) and
+    cycles go the slow way, through :func:`jsonable`.
+    """
+    try:
+        return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(jsonable(value), default=str, ensure_ascii=False, separators=(",", ":"))

@@ -122,18 +122,22 @@ def _cancel_on_disconnect(runtime: GatewayRuntime, run_id: str, cancel: bool) ->
     return (lambda: runtime.runs.cancel_soon(run_id)) if cancel else None
 
 
+async def _new_run(
+    request: Request, thread_id: str, body: RunCreate
+) -> tuple[GatewayRuntime, RunHandle, dict[str, Any]]:
+    """Start the run; the keywords say how its response follows it (heartbeat, and what a
+    dropped connection does: ``on_disconnect``)."""
+    runtime = runtime_of(request)
+    handle = await _start(runtime, thread_id, body)
+    on_disconnect = _cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel")
+    return runtime, handle, {"heartbeat": _heartbeat(request), "on_disconnect": on_disconnect}
+
+
 @router.post("/stream", responses=SSE_DOC, response_class=StreamingResponse)
 async def stream_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
     """Create a run and stream its events (``on_disconnect``: what a dropped stream does)."""
-    runtime = runtime_of(request)
-    handle = await _start(runtime, thread_id, body)
-    events = run_events(
-        runtime,
-        thread_id,
-        handle.run_id,
-        heartbeat=_heartbeat(request),
-        on_disconnect=_cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel"),
-    )
+    runtime, handle, following = await _new_run(request, thread_id, body)
+    events = run_events(runtime, thread_id, handle.run_id, **following)
     headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/stream"}
     return sse_response(events, headers)
 
@@ -196,16 +200,8 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
 @router.post("/wait", responses=_JSON_DOC, response_class=StreamingResponse)
 async def wait_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
     """Create a run and answer with the thread's values when it ended."""
-    runtime = runtime_of(request)
-    handle = await _start(runtime, thread_id, body)
-    body_bytes = _await_then_values(
-        runtime,
-        thread_id,
-        handle.run_id,
-        handle.wait(),
-        heartbeat=_heartbeat(request),
-        on_disconnect=_cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel"),
-    )
+    runtime, handle, following = await _new_run(request, thread_id, body)
+    body_bytes = _await_then_values(runtime, thread_id, handle.run_id, handle.wait(), **following)
     headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/join"}
     return StreamingResponse(body_bytes, media_type="application/json", headers=headers)
 
