@@ -131,18 +131,6 @@ class _Echo(logging.Handler):
         print(record.getMessage(), file=self.out)
 
 
-def _host_tables() -> tuple[str, ...]:
-    # The persistence layer owns the authoritative list; fall back to the runtime's default
-    # when it is absent so doctor still works in a partial install.
-    try:
-        from deerflow_ext.persistence.models import HOST_TABLES
-    except ImportError:
-        from deerflow_ext.extensions.tables import HOST_TABLE_NAMES
-
-        return HOST_TABLE_NAMES
-    return tuple(HOST_TABLES)
-
-
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from deerflow_ext.extensions.diagnostics import DiagnosticsList
     from deerflow_ext.extensions.discovery import EntryPointIndex
@@ -168,9 +156,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         runtime_logger.setLevel(logging.INFO)
     verdict: str | None = None
     try:
-        load_extensions(
-            config, entry_points=EntryPointIndex.scan(), diagnostics=diagnostics, host_tables=_host_tables()
-        )
+        load_extensions(config, entry_points=EntryPointIndex.scan(), diagnostics=diagnostics)
     except (ExtensionLoadError, TablePrefixCollisionError) as exc:
         verdict = f"{type(exc).__name__}: {exc}"
     finally:

@@ -30,7 +30,7 @@ from .middleware import (
 from .policy import HostPolicySnapshot
 from .registry import ExtensionRegistry
 from .release import canonical_hash, canonical_json, collect_release_policies
-from .runtime import EXTENSION_TASK_STORE_KEY, task_store_from_runtime
+from .runtime_bridge import EXTENSION_TASK_STORE_KEY, task_store_from_runtime
 from .services import ExtensionRuntimeDeps, ExtensionService
 from .system import (
     SystemModelCallObserver,

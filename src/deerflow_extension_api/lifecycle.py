@@ -35,11 +35,13 @@ class TaskInfo:
 
     ``task_id`` is the task's identity; for a subagent the task store's ``scope_id``
     may be the delegating tool-call id instead, so do not use the store for identity.
+    ``thread_id`` is ``""`` for a subagent that runs without a thread (direct factory
+    calls), as in DeerFlow: always a string, so it can be logged and stored as one.
     """
 
     task_id: str
     run_id: str
-    thread_id: str | None
+    thread_id: str
     kind: Literal["lead", "subagent"]
     parent_task_id: str | None = None
     agent_name: str | None = None

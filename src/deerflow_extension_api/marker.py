@@ -7,7 +7,6 @@ It is a safety net for ``--no-deps`` installs and editable checkouts; the packag
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias, TypeVar
 
@@ -20,19 +19,18 @@ ExtensionInstall: TypeAlias = Callable[[ExtensionRegistry, Mapping[str, Any]], N
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_VERSION = re.compile(r"\d+\.\d+\.\d+")
-
 
 def extension(*, api: str, name: str | None = None) -> Callable[[F], F]:
     """Stamp an install function with the contract version it targets.
 
     Sets ``__deerflow_api__`` to *api* and ``__deerflow_name__`` to *name* (``None``
-    when not given) and returns the function unchanged. *api* must be
-    ``MAJOR.MINOR.PATCH``; a malformed version raises ``ValueError`` at import, where
-    the author sees it, rather than being refused later by the host's version check.
+    when not given) and returns the function unchanged. Any version string is stamped as
+    given (``"0.2"`` and ``"0.2.1"`` alike, as DeerFlow's marker takes them): judging it
+    is the host's version gate, which compares what it can parse and refuses the rest
+    with one line naming the extension. Only a non-string raises, here, at import.
     """
-    if not isinstance(api, str) or _VERSION.fullmatch(api) is None:
-        raise ValueError(f"extension(api=...) must be 'MAJOR.MINOR.PATCH', got {api!r}")
+    if not isinstance(api, str):
+        raise TypeError(f"extension(api=...) takes a version string such as '0.2', got {type(api).__name__}")
 
     def mark(install: F) -> F:
         install.__deerflow_api__ = api  # type: ignore[attr-defined]

@@ -26,12 +26,16 @@ __all__ = [
 ]
 
 
-class Placement(enum.Enum):
+class Placement(enum.StrEnum):
     """Where in the stack a middleware belongs, by what it needs to see.
 
     ``MODEL_LOGICAL`` sees the model call as the agent means it; ``MODEL_PHYSICAL`` sees
     it as it reaches the provider. ``TOOL_VISIBLE`` sees tool calls as the model sees
     them; ``TOOL_RAW`` sees the raw tool execution. ``STANDARD`` has no such need.
+
+    A ``StrEnum``, as DeerFlow's contract has it: a placement compares equal to its value
+    (``Placement.TOOL_VISIBLE == "tool_visible"``), so it can be logged, stored and read
+    back from configuration as the plain string.
     """
 
     MODEL_LOGICAL = "model_logical"

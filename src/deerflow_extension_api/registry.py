@@ -20,39 +20,36 @@ if TYPE_CHECKING:
 __all__ = ["ExtensionRegistry"]
 
 
-def _unsupported(method: str) -> NotImplementedError:
-    return NotImplementedError(f"this host does not support ExtensionRegistry.{method}()")
-
-
 @runtime_checkable
 class ExtensionRegistry(Protocol):
     """Where ``install(registry, config)`` registers contributions.
 
-    Unlike the contributor protocols, whose default bodies do nothing, the defaults
-    here raise ``NotImplementedError``: a registration the host would silently ignore
-    is worse than a failed install, which the host rolls back and reports. A host
-    that subclasses this protocol and predates a newer method therefore refuses the
-    registration loudly.
+    Every method has a default body that returns ``None``, like every other protocol of
+    the contract and as DeerFlow's contract has it: adding a registration method in a
+    later release stays additive for code that subclasses this protocol (a test double,
+    say). The host does not inherit these defaults: its registry implements every
+    method, and refuses one it does not know with an ``AttributeError`` that fails the
+    install, so a contribution is never silently ignored.
     """
 
     def middlewares(self, contributor: MiddlewareContributor) -> None:
-        raise _unsupported("middlewares")
+        return None
 
     def task_lifecycle(self, contributor: TaskLifecycleContributor) -> None:
-        raise _unsupported("task_lifecycle")
+        return None
 
     def system_model_observer(self, observer: SystemModelCallObserver) -> None:
-        raise _unsupported("system_model_observer")
+        return None
 
     def agent_assembly_observer(self, observer: AgentAssemblyObserver) -> None:
-        raise _unsupported("agent_assembly_observer")
+        return None
 
     def context_compaction_observer(self, observer: ContextCompactionObserver) -> None:
-        raise _unsupported("context_compaction_observer")
+        return None
 
     def service(self, service: ExtensionService) -> None:
-        raise _unsupported("service")
+        return None
 
     def routers(self, routers: Sequence[Any]) -> None:
         """Register HTTP routers (FastAPI ``APIRouter``), mounted after every host route."""
-        raise _unsupported("routers")
+        return None

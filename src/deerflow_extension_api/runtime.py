@@ -1,37 +1,7 @@
-"""Recovering the live task store inside a LangGraph run.
-
-Middleware and the host's system-call sites receive a LangGraph ``Runtime``, not the
-task store, so the host publishes the store on the runtime's context under a
-well-known key. Runtime context is caller-mergeable and its shape depends on how the
-graph was invoked, so reading it back is defensive at every step.
-"""
+"""The runtime bridge under its earlier name: the same objects as :mod:`.runtime_bridge`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from .data import ExtensionData
+from .runtime_bridge import EXTENSION_TASK_STORE_KEY, task_store_from_runtime
 
 __all__ = ["EXTENSION_TASK_STORE_KEY", "task_store_from_runtime"]
-
-EXTENSION_TASK_STORE_KEY = "__deerflow_extension_task_store__"
-
-
-def task_store_from_runtime(runtime: object) -> ExtensionData | None:
-    """Return the task store published on ``runtime.context``, or ``None``.
-
-    ``context`` may be a mapping (looked up by key) or an object (attribute named by
-    the key). ``None`` at any step, a missing key, or a value that is not an
-    :class:`ExtensionData` all yield ``None``: there is no live task store, and a
-    caller-supplied value of the wrong type is never trusted.
-    """
-    if runtime is None:
-        return None
-    context = getattr(runtime, "context", None)
-    if context is None:
-        return None
-    if isinstance(context, Mapping):
-        store = context.get(EXTENSION_TASK_STORE_KEY)
-    else:
-        store = getattr(context, EXTENSION_TASK_STORE_KEY, None)
-    return store if isinstance(store, ExtensionData) else None

@@ -41,8 +41,9 @@ class SystemModelRequest:
     ``messages`` is always a tuple after construction. Goal and memory pass a message
     list while title and summarization pass one prompt string; a bare ``str`` becomes a
     one-item tuple (otherwise an observer iterating it would walk characters), any other
-    iterable is copied (so the caller's live list cannot change the snapshot), and
-    ``None`` becomes ``()``.
+    sequence is copied (so the caller's live list cannot change the snapshot), and any
+    other value is one item: ``SystemModelRequest(messages=None).messages == (None,)``,
+    exactly as DeerFlow's contract normalises it.
     """
 
     messages: Sequence[Any] = ()

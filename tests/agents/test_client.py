@@ -77,7 +77,7 @@ def test_run_command_prints_a_line_per_step_and_the_answer(
     out, err = capsys.readouterr()
     assert out.strip() == "Done. task returned: Here is my answer to: add numbers"
     lines = err.splitlines()
-    assert lines[0] == "Extensions loaded: 0/0 ()"
+    assert lines[0] == "Extensions loaded: 0/0 (none)"
     assert lines[1].startswith("… run ") and lines[1].endswith(" on thread cli-1")
     assert lines[2:] == ["… model call", "… subagent: add numbers", "… subagent done", "… model call"]
 

@@ -169,7 +169,7 @@ def test_doctor_invalid_config_exits_1(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_doctor_missing_file_would_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "extensions", "doctor", "--config", str(tmp_path / "absent.yaml"))
-    assert code == 0 and "Extensions loaded: 0/0 ()" in out
+    assert code == 0 and "Extensions loaded: 0/0 (none)" in out
 
 
 # -- serve and run are implemented elsewhere and get their arguments untouched ------------------

@@ -73,7 +73,11 @@ class WrongSignature:
 def test_wrong_signature_is_rejected_at_registration() -> None:
     registry = HostRegistry()
     registry.begin(0, "a", "a:install")
-    with pytest.raises(RegistrationError, match="the contract is"):
+    with pytest.raises(
+        RegistrationError,
+        match=r"WrongSignature\.on_agent_assembled cannot be called with the contract's arguments "
+        r"\(app_store, descriptor\): too many positional arguments",
+    ):
         registry.agent_assembly_observer(WrongSignature())
 
 
@@ -93,18 +97,71 @@ def test_routers_must_be_a_sequence_of_routers() -> None:
         registry.routers([object()])
 
 
-class Reordered:
-    async def on_task_start(self, info: Any, task_store: Any, app_store: Any) -> None:
+class OwnNames:
+    async def on_task_start(self, app: Any, store: Any, task: Any) -> None:
+        return None
+
+    async def on_task_stop(self, app: Any, store: Any, task: Any, how: Any) -> None:
         return None
 
 
-def test_reordered_parameters_are_rejected_and_leave_nothing_registered() -> None:
-    # pluggy accepts these names (a subset of the spec's); the host calls positionally, so
-    # the contributor would receive the info where it expects the app store.
+class OutcomeDefaulted:
+    async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any = None) -> None:
+        return None
+
+
+class TakesStar:
+    async def on_system_model_call(self, *args: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("contributor", [OwnNames(), OutcomeDefaulted(), TakesStar()], ids=lambda c: type(c).__name__)
+def test_any_hook_the_contracts_arguments_bind_to_positionally_is_accepted(contributor: Any) -> None:
+    # DeerFlow's rule: the host calls hooks positionally, so parameter names and extra
+    # defaulted parameters are the author's business.
     registry = HostRegistry()
     registry.begin(0, "a", "a:install")
-    with pytest.raises(RegistrationError, match=r"takes \(info, task_store, app_store\); the contract is"):
-        registry.task_lifecycle(Reordered())
+    if isinstance(contributor, TakesStar):
+        registry.system_model_observer(contributor)
+    else:
+        registry.task_lifecycle(contributor)
+    registry.end()
+    frozen = registry.freeze()
+    assert [c.contributor for c in (*frozen.task_lifecycle, *frozen.system_model_observers)] == [contributor]
+
+
+class NeedsMore:
+    async def on_task_start(self, app_store: Any, task_store: Any, info: Any, extra: Any) -> None:
+        return None
+
+
+class NeedsKeyword:
+    async def on_task_start(self, app_store: Any, task_store: Any, info: Any, *, mode: str) -> None:
+        return None
+
+
+class TakesLess:
+    async def on_task_stop(self, app_store: Any, task_store: Any, info: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("contributor", "problem"),
+    [
+        (NeedsMore(), "missing a required argument: 'extra'"),
+        (NeedsKeyword(), "missing a required argument: 'mode'"),
+        (TakesLess(), "too many positional arguments"),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_a_hook_the_contracts_arguments_cannot_bind_to_is_refused_and_leaves_nothing(
+    contributor: Any, problem: str
+) -> None:
+    registry = HostRegistry()
+    registry.begin(0, "a", "a:install")
+    with pytest.raises(RegistrationError, match=rf"{type(contributor).__name__}\.on_task_\w+ cannot be called") as info:
+        registry.task_lifecycle(contributor)
+    assert str(info.value).endswith(problem)
     registry.end()
     assert registry.plugin_manager.get_plugins() == set()
     assert registry.freeze().task_lifecycle == ()

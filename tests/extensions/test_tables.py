@@ -22,7 +22,8 @@ from deerflow_ext.extensions.tables import (
         ("run", ("runs",)),
         ("runs", ("runs",)),
         ("checkpoint", ("checkpoint_blobs", "checkpoint_migrations", "checkpoint_writes", "checkpoints")),
-        ("THREAD", ("threads",)),
+        ("THREAD", ("thread_leases", "threads")),
+        ("thread_", ("thread_leases",)),
         ("w", ("writes",)),
         ("acme_", ()),
         ("runs_acme_", ()),  # extends a host name without claiming it

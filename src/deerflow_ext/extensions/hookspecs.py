@@ -9,12 +9,21 @@ registration order under its own isolation, budget and origin rules.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
-__all__ = ["KINDS", "PROJECT_NAME", "ContributionKind", "ContributionSpecs", "hookimpl", "hookspec"]
+__all__ = [
+    "KINDS",
+    "PROJECT_NAME",
+    "SPEC_ARGNAMES",
+    "ContributionKind",
+    "ContributionSpecs",
+    "hookimpl",
+    "hookspec",
+]
 
 PROJECT_NAME = "deerflow"
 
@@ -106,3 +115,11 @@ KINDS: dict[str, ContributionKind] = {
         ContributionKind("routers", "routers", (("router", ""),), False),
     )
 }
+
+
+SPEC_ARGNAMES: dict[str, tuple[str, ...]] = {
+    name: tuple(inspect.signature(function).parameters)[1:]  # without self
+    for name, function in vars(ContributionSpecs).items()
+    if callable(function) and not name.startswith("_")
+}
+"""Each hook's contract arguments, in the order the host passes them (positionally)."""

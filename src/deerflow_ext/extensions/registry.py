@@ -1,16 +1,25 @@
 """The host's ``ExtensionRegistry``: pluggy underneath, attribution and rollback on top.
 
 Each registration wraps the contributor in a small plugin object whose hookimpls forward to
-the contributor's own bound methods (``functools.wraps`` keeps their signatures visible, so
-pluggy's hookimpl validation checks the real parameter names). Plugin names encode the
-entry's *position* in ``plugins:`` and the registration index — ``"{position}:{use}#{n}"`` —
-so two entries with the same ``use`` never share a name and rollback is positional: it
-unregisters exactly the plugin objects registered since the failing install began.
+the contributor's own bound methods. Plugin names encode the entry's *position* in
+``plugins:`` and the registration index — ``"{position}:{use}#{n}"`` — so two entries with
+the same ``use`` never share a name and rollback is positional: it unregisters exactly the
+plugin objects registered since the failing install began.
+
+What a contributor must look like is DeerFlow's rule, not pluggy's: each hook it implements
+must accept the contract's arguments *positionally*, which is how the host calls it
+(``_notify_each`` and friends). That is checked by binding the call with ``inspect`` at
+registration, so ``on_task_stop(self, app_store, task_store, info, outcome=None)`` or
+``on_task_start(self, app, store, task)`` are accepted (parameter names and extra defaulted
+parameters are the author's business) while a hook that needs a fifth argument, or takes
+only two, is refused once, at install time, and rolls back. pluggy would check *names*
+(it calls by keyword), so the forwarders it sees take ``*args`` and the binding check
+stands in for its validation.
 """
 
 from __future__ import annotations
 
-import functools
+import inspect
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -21,7 +30,7 @@ import pluggy
 
 from deerflow_extension_api import ExtensionData
 
-from .hookspecs import KINDS, PROJECT_NAME, ContributionKind, ContributionSpecs, hookimpl
+from .hookspecs import KINDS, PROJECT_NAME, SPEC_ARGNAMES, ContributionKind, ContributionSpecs, hookimpl
 from .snapshot import Contribution, LoadedExtensions, TablePrefix
 
 __all__ = ["HostRegistry", "RegistrationError", "RegistrationMark"]
@@ -61,11 +70,26 @@ class _ContributionPlugin:
 
 
 def _forwarder(target: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(target)
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        return target(*args, **kwargs)
+    # No functools.wraps: pluggy would read the target's parameter names through
+    # ``__wrapped__`` and refuse names the contract does not use (see the module docstring).
+    def forward(*args: Any) -> Any:
+        return target(*args)
 
+    forward.__name__ = getattr(target, "__name__", "forward")
     return hookimpl(forward)
+
+
+def _binding_problem(target: Callable[..., Any], argnames: Sequence[str]) -> str | None:
+    """Why ``target`` cannot be called with the contract's arguments, positionally; else None."""
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # no introspectable signature (a builtin): let it be called
+        return None
+    try:
+        signature.bind(*argnames)
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 def _constant(value: object) -> Callable[[], object]:
@@ -157,11 +181,19 @@ class HostRegistry:
         if kind.registry_method == "routers":
             methods: dict[str, Callable[..., Any]] = {"router": _constant(contributor)}
         else:
-            methods = {
-                hook: _forwarder(getattr(contributor, attr))
-                for hook, attr in kind.hooks
-                if callable(getattr(contributor, attr, None))
-            }
+            methods = {}
+            for hook, attr in kind.hooks:
+                target = getattr(contributor, attr, None)
+                if not callable(target):
+                    continue
+                argnames = SPEC_ARGNAMES[hook]
+                problem = _binding_problem(target, argnames)
+                if problem is not None:
+                    raise RegistrationError(
+                        f"{type(contributor).__name__}.{attr} cannot be called with the contract's "
+                        f"arguments ({', '.join(argnames)}): {problem}"
+                    )
+                methods[hook] = _forwarder(target)
             if not methods:
                 wanted = " / ".join(attr for _, attr in kind.hooks)
                 raise RegistrationError(
@@ -178,33 +210,7 @@ class HostRegistry:
             self._pm.register(plugin, name=plugin_name)
         except pluggy.PluginValidationError as exc:
             raise RegistrationError(f"{kind.registry_method}(): {exc}") from exc
-        try:
-            self._check_signatures(kind, contributor, plugin)
-        except RegistrationError:
-            self._pm.unregister(plugin)
-            raise
         self._plugins.append(plugin)
-
-    def _check_signatures(self, kind: ContributionKind, contributor: Any, plugin: _ContributionPlugin) -> None:
-        """Require each method's required parameters to be exactly the contract's, in order.
-
-        pluggy only checks that an implementation takes a *subset* of the spec's argument
-        names, because it calls by keyword. The host calls positionally (``_notify_each``
-        and friends), so a short signature would fail on every call and a reordered one
-        would silently receive swapped arguments; both are refused once, here, at install
-        time. Read through pluggy's public ``HookImpl.argnames`` after registration.
-        """
-        for caller in self._pm.get_hookcallers(plugin) or ():
-            spec = caller.spec
-            if spec is None:  # pragma: no cover - every hook here has a spec
-                continue
-            for impl in caller.get_hookimpls():
-                if impl.plugin is plugin and tuple(impl.argnames) != tuple(spec.argnames):
-                    attr = dict(kind.hooks)[caller.name]
-                    raise RegistrationError(
-                        f"{type(contributor).__name__}.{attr} takes ({', '.join(impl.argnames)}); "
-                        f"the contract is ({', '.join(spec.argnames)})"
-                    )
 
     def freeze(
         self,

@@ -96,8 +96,12 @@ class LoadedExtensions:
 
     @property
     def summary(self) -> str:
-        """The spec's summary line, e.g. ``Extensions loaded: 2/3 (a:install, b:install)``."""
-        return f"Extensions loaded: {len(self.loaded)}/{self.total} ({', '.join(self.loaded)})"
+        """The spec's summary line, e.g. ``Extensions loaded: 2/3 (a:install, b:install)``.
+
+        With nothing loaded the list reads ``(none)``, DeerFlow's text (``Extensions loaded:
+        0/0 (none)``, ``0/2 (none)``), rather than an empty pair of parentheses.
+        """
+        return f"Extensions loaded: {len(self.loaded)}/{self.total} ({', '.join(self.loaded) or 'none'})"
 
     @classmethod
     def empty(cls) -> LoadedExtensions:

@@ -24,8 +24,11 @@ Decisions (the spec is silent on the details):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+
+from deerflow_ext.persistence.models import HOST_TABLES
+from deerflow_ext.persistence.ownership import IncludeObject, prefix_include_object
+from deerflow_ext.persistence.ownership import owner_of_table as _owner_of_table
 
 from .snapshot import TablePrefix
 
@@ -38,23 +41,11 @@ __all__ = [
     "owner_of_table",
 ]
 
-# The tables the host owns: its run persistence (threads, runs), alembic's bookkeeping, and
-# LangGraph's checkpointer tables (SQLite and PostgreSQL savers). The persistence layer passes
-# its own authoritative list (``deerflow_ext.persistence.models.HOST_TABLES``); this is the
-# default for callers that run without it, such as unit tests.
-HOST_TABLE_NAMES: tuple[str, ...] = (
-    "threads",
-    "runs",
-    "alembic_version",
-    "checkpoints",
-    "checkpoint_blobs",
-    "checkpoint_writes",
-    "checkpoint_migrations",
-    "writes",
-)
-
-IncludeObject = Callable[[Any, "str | None", str, bool, Any], bool]
-
+# The tables the host owns, one list for the loader's default, ``doctor``, the Gateway and the
+# author kit alike: the persistence layer's, which is built from its own models (so a new host
+# table such as ``thread_leases`` is in it the moment it exists) plus alembic's version table and
+# the checkpointer's tables.
+HOST_TABLE_NAMES: tuple[str, ...] = HOST_TABLES
 
 class TablePrefixCollisionError(RuntimeError):
     """A table prefix overlaps a host table or another extension's prefix; startup stops."""
@@ -101,33 +92,16 @@ def check_table_prefixes(
     return tuple(prefixes)
 
 
+def _prefixes(items: Iterable[TablePrefix | str]) -> tuple[str, ...]:
+    return tuple(item.prefix if isinstance(item, TablePrefix) else item for item in items)
+
+
 def owner_of_table(name: str, prefixes: Iterable[TablePrefix | str]) -> str | None:
     """The registered prefix ``name`` falls under, if any."""
-    folded = name.casefold()
-    for item in prefixes:
-        prefix = item.prefix if isinstance(item, TablePrefix) else item
-        if folded.startswith(prefix.casefold()):
-            return prefix
-    return None
+    return _owner_of_table(name, _prefixes(prefixes))
 
 
 def make_include_object(prefixes: Iterable[TablePrefix | str]) -> IncludeObject:
-    """An alembic ``include_object`` hook that leaves extension-owned tables alone.
-
-    Tables are excluded by name; their columns, indexes and constraints by the name of the
-    table they belong to, so autogenerate neither drops nor alters anything inside them.
-    """
-    frozen = tuple(p.prefix if isinstance(p, TablePrefix) else p for p in prefixes)
-
-    def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-        if not frozen:
-            return True
-        if type_ == "table":
-            return name is None or owner_of_table(name, frozen) is None
-        table = getattr(obj, "table", None)
-        table_name = getattr(table, "name", None)
-        if isinstance(table_name, str):
-            return owner_of_table(table_name, frozen) is None
-        return True
-
-    return include_object
+    """An alembic ``include_object`` hook that leaves extension-owned tables alone
+    (the persistence layer's :func:`~deerflow_ext.persistence.ownership.prefix_include_object`)."""
+    return prefix_include_object(_prefixes(prefixes))

@@ -11,21 +11,22 @@ newer than the host's. A refusal names the range to install::
     extension requires extension-api 0.2.2, host provides 0.2.1. Install a matching
     version: pip install 'deerflow-extension-api>=0.2.2,<0.3'
 
-The distribution in that command is the one that actually provides the
-``deerflow_extension_api`` import package in this environment (from installed metadata), so
-the advice works whether the contract ships alone or inside the ``deerflow-ext`` wheel; when
-no metadata names a provider (a source checkout on ``PYTHONPATH``) it is the contract's own
-distribution name, ``deerflow-extension-api``.
+Markers are read as DeerFlow writes them: any dotted run of numbers (``"0.2"`` is
+``0.2.0``; missing parts are zero, extra parts compare too), so an extension written for
+DeerFlow passes or fails here exactly as it does there. The refusal shows the marker as the
+extension wrote it. A marker that is not such a string (``"v0.2.1"``, ``"0.2.1rc1"``, a
+number) cannot be compared and is refused with one line saying so.
+
+The advice always names the contract's own distribution, ``deerflow-extension-api``: the
+contract ships as that distribution alone (``contract/pyproject.toml``), never inside the
+``deerflow-ext`` wheel.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any
-
-import importlib_metadata
 
 from deerflow_extension_api import API_VERSION
 
@@ -34,7 +35,6 @@ __all__ = [
     "API_IMPORT_PACKAGE",
     "ApiVersion",
     "ApiVersionError",
-    "api_distribution_name",
     "check_marker",
     "is_compatible",
     "pip_range",
@@ -44,53 +44,63 @@ __all__ = [
 API_IMPORT_PACKAGE = "deerflow_extension_api"
 API_DISTRIBUTION = "deerflow-extension-api"
 
-_VERSION = re.compile(r"([0-9]+)\.([0-9]+)\.([0-9]+)")
+# ASCII digits only: ``str.isdigit`` would let "0.٢.1" through, which int() then reads as 2.
+_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 
 
 class ApiVersionError(Exception):
     """The extension's marker refuses this host (or cannot be read); the install is skipped."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class ApiVersion:
-    """``MAJOR.MINOR.PATCH`` of the extension API, exactly as ``@extension(api=...)`` demands.
+    """A contract version as a marker states it: its numbers, and the text it was written as.
 
-    Only release numbers are accepted: the contract is never published with pre-release or
-    local suffixes, so a marker carrying one (or set by hand to ``"0.2"``) is refused loudly
-    rather than guessed at.
+    ``parts`` has at least three numbers (``"0.2"`` is ``(0, 2, 0)``); comparisons use
+    ``parts``, messages use ``text``.
     """
 
-    major: int
-    minor: int
-    patch: int
+    parts: tuple[int, ...]
+    text: str
 
     @classmethod
     def parse(cls, text: object) -> ApiVersion:
         if not isinstance(text, str):
             raise ApiVersionError(
                 f"extension declares extension-api {text!r}, which is not a version string "
-                "(expected MAJOR.MINOR.PATCH, e.g. '0.2.1')"
+                "(expected dotted numbers such as '0.2' or '0.2.1')"
             )
-        match = _VERSION.fullmatch(text)
-        if match is None:
+        # A str subclass could run extension code in __str__/__format__ while we build the
+        # message; read it as a plain str once, here.
+        plain = str.__str__(text)
+        if _VERSION.fullmatch(plain) is None:
             raise ApiVersionError(
-                f"extension declares extension-api {text!r}, which is not a version "
-                "(expected MAJOR.MINOR.PATCH, e.g. '0.2.1')"
+                f"extension declares extension-api {plain!r}, which is not a version "
+                "(expected dotted numbers such as '0.2' or '0.2.1')"
             )
-        major, minor, patch = match.groups()
-        return cls(int(major), int(minor), int(patch))
+        numbers = tuple(int(part) for part in plain.split("."))
+        return cls(numbers + (0,) * (3 - len(numbers)), plain)
+
+    @property
+    def major(self) -> int:
+        return self.parts[0]
+
+    @property
+    def minor(self) -> int:
+        return self.parts[1]
 
     def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
+        return self.text
 
 
 def is_compatible(required: ApiVersion, host: ApiVersion) -> bool:
     """Whether a host at ``host`` can run an extension built against ``required``."""
     if required.major != host.major:
         return False
-    if host.major == 0:
-        return required.minor == host.minor and required.patch <= host.patch
-    return (required.minor, required.patch) <= (host.minor, host.patch)
+    if host.major == 0 and required.minor != host.minor:
+        return False
+    width = max(len(required.parts), len(host.parts))
+    return required.parts + (0,) * (width - len(required.parts)) <= host.parts + (0,) * (width - len(host.parts))
 
 
 def pip_range(required: ApiVersion) -> str:
@@ -99,34 +109,19 @@ def pip_range(required: ApiVersion) -> str:
     return f">={required},<{upper}"
 
 
-@functools.cache
-def api_distribution_name() -> str:
-    """The installed distribution providing ``deerflow_extension_api`` (else the contract's name)."""
-    try:
-        providers = importlib_metadata.packages_distributions().get(API_IMPORT_PACKAGE) or []
-    except Exception:
-        providers = []
-    return providers[0] if providers else API_DISTRIBUTION
-
-
-def refusal_message(required: ApiVersion, host: ApiVersion, distribution: str | None = None) -> str:
-    dist = distribution or api_distribution_name()
+def refusal_message(required: ApiVersion, host: ApiVersion) -> str:
     return (
         f"extension requires extension-api {required}, host provides {host}. "
-        f"Install a matching version: pip install '{dist}{pip_range(required)}'"
+        f"Install a matching version: pip install '{API_DISTRIBUTION}{pip_range(required)}'"
     )
 
 
-def check_marker(install: Any, *, host_version: str = API_VERSION, distribution: str | None = None) -> None:
-    """Spec step 2.4: raise :class:`ApiVersionError` unless ``install``'s marker admits this host.
-
-    ``distribution`` overrides the name in the pip advice (tests, and hosts that vendor the
-    contract under another name).
-    """
+def check_marker(install: Any, *, host_version: str = API_VERSION) -> None:
+    """Spec step 2.4: raise :class:`ApiVersionError` unless ``install``'s marker admits this host."""
     marker = getattr(install, "__deerflow_api__", None)
     if marker is None:
         return
     required = ApiVersion.parse(marker)
     host = ApiVersion.parse(host_version)
     if not is_compatible(required, host):
-        raise ApiVersionError(refusal_message(required, host, distribution))
+        raise ApiVersionError(refusal_message(required, host))

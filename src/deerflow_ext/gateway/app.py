@@ -37,7 +37,6 @@ from ..extensions.gateway import (
 )
 from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
 from ..persistence import (
-    HOST_TABLES,
     HostStore,
     create_engine,
     is_sqlite,
@@ -101,7 +100,7 @@ def load_gateway_extensions(config: AppConfig, diagnostics: DiagnosticsList) -> 
     """
     from ..extensions.loader import load_extensions
 
-    return load_extensions(config, diagnostics=diagnostics, host_tables=HOST_TABLES)
+    return load_extensions(config, diagnostics=diagnostics)
 
 
 async def _scale_out(

@@ -7,7 +7,7 @@ Alembic is synchronous; the Gateway hands it the async engine's connection throu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .models import CHECKPOINT_TABLES
+from .ownership import IncludeObject, prefix_include_object
 
 __all__ = ["MIGRATIONS_DIR", "alembic_config", "host_include_object", "upgrade_head"]
 
@@ -24,20 +25,14 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 MIGRATION_LOCK_KEY = 0x6465657266_6D6967  # "deerf" "mig": one key for every process of a deployment
 
-IncludeObject = Callable[[Any, str | None, str, bool, Any], bool]
-
-
 def host_include_object(prefixes: Sequence[str]) -> IncludeObject:
     """The host's autogenerate filter: skip extension-owned and checkpointer tables.
 
-    Extension tables are matched by prefix (``make_include_object``); the LangGraph
-    checkpointer's tables share the database but are migrated by the saver's own ``setup()``,
-    so a host revision must not propose to drop them either. Imported lazily so the
-    persistence layer does not pull in the extension runtime unless a migration runs.
+    Extension tables are matched by prefix (``ownership.prefix_include_object``); the
+    LangGraph checkpointer's tables share the database but are migrated by the saver's own
+    ``setup()``, so a host revision must not propose to drop them either.
     """
-    from deerflow_ext.extensions.tables import make_include_object
-
-    by_prefix = make_include_object(tuple(prefixes))
+    by_prefix = prefix_include_object(tuple(prefixes))
 
     def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
         table = name if type_ == "table" else getattr(getattr(obj, "table", None), "name", None)

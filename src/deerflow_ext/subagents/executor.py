@@ -120,7 +120,7 @@ class SubagentExecutor:
         return TaskInfo(
             task_id=self.task_id,
             run_id=self.parent_run_id or "",
-            thread_id=self.thread_id,
+            thread_id=self.thread_id or "",  # DeerFlow's value for a subagent without a thread
             kind="subagent",
             parent_task_id=self.parent_run_id,
             agent_name=self.agent_name,

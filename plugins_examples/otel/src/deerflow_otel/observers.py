@@ -131,7 +131,7 @@ class TaskSpans:
             "deerflow.run.id": info.run_id,
             "deerflow.task.resumed": info.resumed,
         }
-        if info.thread_id is not None:
+        if info.thread_id:
             attributes["gen_ai.conversation.id"] = info.thread_id
         if info.parent_task_id is not None:
             attributes["deerflow.task.parent_id"] = info.parent_task_id
