@@ -40,8 +40,9 @@ def test_every_public_dataclass_is_covered() -> None:
 
 
 def test_task_info_defaults() -> None:
-    info = api.TaskInfo("t", "r", None, "subagent")
+    info = api.TaskInfo("t", "r", "", "subagent")
     assert (info.parent_task_id, info.agent_name, info.resumed) == (None, None, False)
+    assert api.TaskInfo.__annotations__["thread_id"] == "str"  # "" for a subagent without a thread
 
 
 def test_task_outcome_values() -> None:
@@ -57,6 +58,16 @@ def test_placement_and_scope() -> None:
         "TOOL_RAW",
         "STANDARD",
     ]
+    assert [p.value for p in api.Placement] == [
+        "model_logical",
+        "model_physical",
+        "tool_visible",
+        "tool_raw",
+        "standard",
+    ]
+    assert api.Placement.TOOL_VISIBLE == "tool_visible"
+    assert api.Placement("tool_raw") is api.Placement.TOOL_RAW
+    assert f"{api.Placement.STANDARD}" == "standard"
     assert api.AgentScope.BOTH == api.AgentScope.LEAD | api.AgentScope.SUBAGENT
     assert api.AgentScope.LEAD in api.AgentScope.BOTH
     placement = api.MiddlewarePlacement("mw", api.Placement.TOOL_RAW)

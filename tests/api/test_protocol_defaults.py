@@ -102,7 +102,8 @@ def test_duck_typed_contributor_isinstance_checks() -> None:
         ("routers", []),
     ],
 )
-def test_registry_defaults_refuse_loudly(method: str, argument: object) -> None:
-    # A registration the host would silently ignore is worse than a failed install.
-    with pytest.raises(NotImplementedError, match=method):
-        getattr(Registry(), method)(argument)
+def test_registry_defaults_return_none(method: str, argument: object) -> None:
+    # As in DeerFlow: the defaults keep a registry double that predates a method working.
+    # The host's registry does not inherit them (tests/extensions/test_registry.py: an
+    # unknown registration is an AttributeError that fails the install).
+    assert getattr(Registry(), method)(argument) is None

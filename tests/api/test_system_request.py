@@ -23,9 +23,14 @@ def test_list_is_copied_into_a_tuple() -> None:
     assert isinstance(request.messages, tuple)
 
 
-def test_any_iterable_and_none() -> None:
-    assert SystemModelRequest(m for m in ("a", "b")).messages == ("a", "b")
-    assert SystemModelRequest(None).messages == ()  # type: ignore[arg-type]
+def test_anything_but_a_sequence_is_one_message() -> None:
+    # DeerFlow's rule: a single message dict must not become its keys, nor None vanish.
+    message = {"role": "user", "content": "hi"}
+    assert SystemModelRequest(message).messages == (message,)  # type: ignore[arg-type]
+    assert SystemModelRequest(messages=None).messages == (None,)  # type: ignore[arg-type]
+    generator = (m for m in ("a", "b"))
+    assert SystemModelRequest(generator).messages == (generator,)  # type: ignore[arg-type]
+    assert SystemModelRequest(b"raw").messages == (b"raw",)
     assert SystemModelRequest().messages == ()
 
 

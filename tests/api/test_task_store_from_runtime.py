@@ -14,8 +14,17 @@ class Runtime:
     context: Any = None
 
 
-def test_key_value() -> None:
-    assert EXTENSION_TASK_STORE_KEY == "__deerflow_extension_task_store__"
+def test_key_value_is_deerflows() -> None:
+    assert EXTENSION_TASK_STORE_KEY == "__deerflow_extension_task_store"
+
+
+def test_runtime_bridge_is_the_module_and_runtime_the_same_objects() -> None:
+    from deerflow_extension_api import runtime, runtime_bridge
+
+    assert runtime_bridge.EXTENSION_TASK_STORE_KEY is EXTENSION_TASK_STORE_KEY
+    assert runtime_bridge.task_store_from_runtime is task_store_from_runtime
+    assert runtime.task_store_from_runtime is runtime_bridge.task_store_from_runtime
+    assert runtime.EXTENSION_TASK_STORE_KEY is runtime_bridge.EXTENSION_TASK_STORE_KEY
 
 
 def test_dict_context() -> None:
@@ -37,6 +46,7 @@ def test_attribute_context() -> None:
         object(),
         Runtime({}),
         Runtime(SimpleNamespace()),
+        Runtime("not-a-mapping"),
         Runtime({EXTENSION_TASK_STORE_KEY: None}),
         Runtime({EXTENSION_TASK_STORE_KEY: {"not": "a store"}}),
         Runtime(SimpleNamespace(**{EXTENSION_TASK_STORE_KEY: "forged"})),
@@ -47,6 +57,7 @@ def test_attribute_context() -> None:
         "no-context-attr",
         "empty-dict",
         "empty-object",
+        "str-context",
         "none-value",
         "dict-value",
         "str-value",
