@@ -66,7 +66,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 "yes" if entry.enabled else "no",
                 "yes" if entry.required else "no",
                 (info.version if info is not None else None) or "-",
-                (info.distribution if info is not None else None) or "-",
+                _distribution_cell(info.distribution if info is not None else None, entry.package),
             )
         )
     for installed in index:
@@ -84,6 +84,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
             )
     _print_table(header, rows, sys.stdout)
     return EXIT_OK
+
+
+def _distribution_cell(installed: str | None, configured: str | None) -> str:
+    """The installed distribution; the record's informational ``package:`` when nothing is
+    installed, or beside it when the two disagree (the record may be stale)."""
+    if installed is None:
+        return configured or "-"
+    if configured is None or configured.replace("_", "-").lower() == installed.replace("_", "-").lower():
+        return installed
+    return f"{installed} (config: {configured})"
 
 
 def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:

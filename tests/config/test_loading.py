@@ -80,13 +80,13 @@ def test_relative_path_is_named_as_given(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_every_problem_gets_its_own_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "plugins:\n  - name: a\n    enable: false\n  - use: x\n")
+    path = write(tmp_path, "plugins:\n  - name: a\n    enable: false\n  - name: x\n")
     with pytest.raises(ConfigError) as info:
         load_app_config(path)
     assert info.value.problems == (
         f"{path}:2: plugins[0].use: Field required",
         f"{path}:3: plugins[0].enable: Extra inputs are not permitted",
-        f"{path}:4: plugins[1].name: Field required",
+        f"{path}:4: plugins[1].use: Field required",
     )
 
 

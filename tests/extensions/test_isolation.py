@@ -3,93 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Sequence
 from typing import Any, NotRequired
 
 import pytest
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware, hook_config
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware, implemented_hooks
-
-EXT = "acme_audit:install"
-_ids = itertools.count()
-
-
-class ScriptedModel(BaseChatModel):
-    """Replies from a script (one reply per call, last one repeated) and counts calls."""
-
-    script: list[AIMessage]
-    calls: list[int]
-    fail_with: Exception | None = None
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedModel:
-        return self
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.calls.append(len(messages))
-        if self.fail_with is not None:
-            raise self.fail_with
-        reply = self.script[min(len(self.calls) - 1, len(self.script) - 1)]
-        return ChatResult(
-            generations=[ChatGeneration(message=reply.model_copy(update={"id": f"m{next(_ids)}"}))]
-        )
-
-
-def scripted(*replies: AIMessage, fail_with: Exception | None = None) -> ScriptedModel:
-    return ScriptedModel(script=list(replies) or [AIMessage("done")], calls=[], fail_with=fail_with)
-
-
-tool_runs: list[str] = []
-
-
-@tool
-def echo(text: str) -> str:
-    """Echo the text back."""
-    tool_runs.append(text)
-    return f"echo: {text}"
-
-
-def call_echo() -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": "echo", "args": {"text": "hi"}, "id": f"call{next(_ids)}"}])
-
-
-@pytest.fixture(autouse=True)
-def _reset_tool_runs() -> None:
-    tool_runs.clear()
-
-
-@pytest.fixture
-def diagnostics() -> DiagnosticsList:
-    return DiagnosticsList()
-
-
-async def run(agent: Any, mode: str) -> dict[str, Any]:
-    payload = {"messages": [{"role": "user", "content": "hello"}]}
-    if mode == "sync":
-        return agent.invoke(payload)  # type: ignore[no-any-return]
-    return await agent.ainvoke(payload)  # type: ignore[no-any-return]
-
-
-def isolate(mw: AgentMiddleware, diagnostics: DiagnosticsList, index: int = 1) -> IsolatedMiddleware:
-    return IsolatedMiddleware(mw, extension=EXT, index=index, diagnostics=diagnostics)
+from extensions.isolation_helpers import (
+    EXT,
+    call_echo,
+    echo,
+    isolate,
+    run,
+    scripted,
+    tool_runs,
+)
 
 
 class Boom(RuntimeError):
@@ -341,7 +273,9 @@ def test_extension_raising_over_a_downstream_failure_surfaces_the_downstream_fai
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_invalid_result_is_replaced_by_the_real_call(mode: str, diagnostics: DiagnosticsList) -> None:
+async def test_a_result_made_up_without_the_call_is_replaced_by_the_real_call(
+    mode: str, diagnostics: DiagnosticsList
+) -> None:
     model = scripted(AIMessage("real"))
     agent = create_agent(model, middleware=[isolate(GarbageResult(), diagnostics)])
 
@@ -350,7 +284,8 @@ async def test_invalid_result_is_replaced_by_the_real_call(mode: str, diagnostic
     assert result["messages"][-1].content == "real"
     assert len(model.calls) == 1
     (diag,) = diagnostics
-    assert "GarbageResult" in diag.message and "returned str" in diag.message
+    assert diag.message.startswith("GarbageResult.")
+    assert "did not call its handler; the host called it" in diag.message
 
 
 # -- the wrapper looks exactly like the inner middleware -------------------------------------

@@ -71,11 +71,14 @@ class Contributor:
         return self.placements
 
 
-def loaded(*contributors: Any, names: Sequence[str] | None = None) -> LoadedExtensions:
+def loaded(
+    *contributors: Any, names: Sequence[str] | None = None, intercepting: Sequence[int] = ()
+) -> LoadedExtensions:
+    """A snapshot of one entry per contributor; the entries at ``intercepting`` say ``intercept: true``."""
     names = names or [f"ext{n}:install" for n in range(len(contributors))]
     return LoadedExtensions(
         middlewares=tuple(
-            Contribution(name, name.split(":")[0], n, f"{n}:{name}#1", contributor)
+            Contribution(name, name.split(":")[0], n, f"{n}:{name}#1", contributor, intercept=n in intercepting)
             for n, (name, contributor) in enumerate(zip(names, contributors, strict=True))
         )
     )
@@ -619,7 +622,9 @@ def echo(x: int) -> str:
 
 
 def _fusion_scenario(trace: list[str]) -> LoadedExtensions:
-    """Six extensions, each with one wrap-only STANDARD contribution: one fused run."""
+    """Six extensions, each with one wrap-only STANDARD contribution: one fused run. The two
+    that return commands and the one that unwraps the response decide (``intercept: true``);
+    the others observe."""
     return loaded(
         Contributor(MiddlewarePlacement(Tracer("a", trace), Placement.STANDARD)),
         Contributor(MiddlewarePlacement(Commands("outer"), Placement.STANDARD)),
@@ -627,6 +632,7 @@ def _fusion_scenario(trace: list[str]) -> LoadedExtensions:
         Contributor(MiddlewarePlacement(Unwraps(), Placement.STANDARD)),
         Contributor(MiddlewarePlacement(AsyncToolOnly(trace), Placement.STANDARD)),
         Contributor(MiddlewarePlacement(Commands("inner"), Placement.STANDARD)),
+        intercepting=(1, 3, 5),
     )
 
 

@@ -105,27 +105,40 @@ def atomic_write(path: str | Path, text: str) -> None:
 
 # -- finding an entry ----------------------------------------------------------------------
 def find_plugin(entries: list[Any], name: str, entry_points: EntryPointIndex | None = None) -> int:
-    """Index of the entry ``name`` designates: its ``name``, its ``use``, or an entry-point name.
+    """Index of the entry ``name`` designates: its ``name``, its ``use``, its ``package``, or an
+    entry-point name.
 
-    ``name`` wins outright (names are unique); otherwise ``use`` and entry-point matches must
-    designate exactly one entry — the same ``use`` twice is ambiguous and asks for the name.
+    ``name`` wins outright (names are unique; a record without one is named by its ``use``);
+    otherwise ``use``, ``package`` (the distribution, compared as pip normalises names) and
+    entry-point matches must designate exactly one entry — the same ``use`` twice is
+    ambiguous and asks for the name.
     """
     dicts = [e if isinstance(e, Mapping) else {} for e in entries]
-    by_name = [i for i, e in enumerate(dicts) if e.get("name") == name]
+    by_name = [i for i, e in enumerate(dicts) if (e.get("name") or e.get("use")) == name]
     if by_name:
         return by_name[0]
     uses = {name}
     installed = entry_points.get(name) if entry_points is not None else None
     if installed is not None:
         uses.add(installed.value)
-    matches = [i for i, e in enumerate(dicts) if e.get("use") in uses]
+    wanted = _distribution_key(name)
+    matches = [
+        i
+        for i, e in enumerate(dicts)
+        if e.get("use") in uses or (isinstance(e.get("package"), str) and _distribution_key(e["package"]) == wanted)
+    ]
     if len(matches) == 1:
         return matches[0]
     if matches:
-        labels = ", ".join(repr(dicts[i].get("name")) for i in matches)
+        labels = ", ".join(repr(dicts[i].get("name") or dicts[i].get("use")) for i in matches)
         raise ConfigEditError(f"{name!r} matches several plugins entries ({labels}); give the entry's name")
-    configured = ", ".join(str(e.get("name")) for e in dicts) or "none"
+    configured = ", ".join(str(e.get("name") or e.get("use")) for e in dicts) or "none"
     raise PluginNotFoundError(f"no plugins entry matches {name!r} (configured: {configured})")
+
+
+def _distribution_key(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503): case and ``-_.`` runs do not matter."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # -- text helpers ---------------------------------------------------------------------------
@@ -185,9 +198,14 @@ def _dump(root: Any) -> str:
 
 
 def _entry_block(record: PluginEntry, dash_col: int, eol: str) -> list[str]:
-    data: dict[str, Any] = {"name": record.name, "use": record.use, "enabled": record.enabled}
+    data: dict[str, Any] = {"name": record.name, "use": record.use}
+    if record.package is not None:
+        data["package"] = record.package
+    data["enabled"] = record.enabled
     if record.required:
         data["required"] = True
+    if record.intercept:
+        data["intercept"] = True
     if record.table_prefix is not None:
         data["table_prefix"] = record.table_prefix
     if record.config:
@@ -294,7 +312,7 @@ def add_plugin(path: str | Path, record: PluginEntry | Mapping[str, Any]) -> Plu
             root = CommentedMap()
         seq = _plugins_seq(root)
         existing = list(seq) if seq is not None else []
-        if any(isinstance(e, Mapping) and e.get("name") == entry.name for e in existing):
+        if any(isinstance(e, Mapping) and (e.get("name") or e.get("use")) == entry.name for e in existing):
             raise ConfigEditError(f"a plugins entry named {entry.name!r} already exists")
         expected = _plain(root, target)
         new_item = entry.model_dump(exclude_defaults=True)
@@ -313,7 +331,7 @@ def add_plugin(path: str | Path, record: PluginEntry | Mapping[str, Any]) -> Plu
 
 
 def _ordered(item: dict[str, Any]) -> dict[str, Any]:
-    order = ("name", "use", "enabled", "required", "table_prefix", "config")
+    order = ("name", "use", "package", "enabled", "required", "intercept", "table_prefix", "config")
     return {k: copy.deepcopy(item[k]) for k in order if k in item}
 
 

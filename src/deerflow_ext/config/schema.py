@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 __all__ = [
     "AppConfig",
@@ -30,14 +30,35 @@ class _Strict(BaseModel):
 
 
 class PluginEntry(_Strict):
-    """One ``plugins:`` record. ``use`` is an entry-point name or ``module:attr``."""
+    """One ``plugins:`` record. ``use`` is an entry-point name or ``module:attr``.
+
+    Records in DeerFlow's shape load unchanged: ``name`` may be left out (it is then the
+    ``use`` value, and must still be unique), and ``package`` names the distribution that
+    provides the extension. ``package`` is informational: ``extensions list`` shows it and
+    ``enable``/``disable``/``remove`` accept it as a name; loading never reads it, because
+    ``use`` alone says what to import.
+
+    ``intercept: true`` is the operator's opt-in (beyond DeerFlow) for middlewares that make
+    decisions: they may rewrite a request, short-circuit the call or replace its result, and
+    they fail *closed* (an exception fails the run, attributed). Without it every contributed
+    middleware is observe-only and fails open (``deerflow_ext.extensions.isolation``).
+    """
 
     name: str = Field(min_length=1)
     use: str = Field(min_length=1)
+    package: str | None = Field(default=None, min_length=1)
     enabled: bool = True
     required: bool = False
+    intercept: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
     table_prefix: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_defaults_to_use(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("name") is None and isinstance(data.get("use"), str):
+            return {**data, "name": data["use"]}
+        return data
 
     @field_validator("table_prefix")
     @classmethod
@@ -128,8 +149,10 @@ class AppConfig(_Strict):
         seen: set[str] = set()
         for entry in entries:
             if entry.name in seen:
+                unnamed = info.field_name == "plugins" and entry.name == entry.use
+                hint = "; give each record its own name:" if unnamed else ";"
                 raise ValueError(
-                    f"duplicate {info.field_name} name {entry.name!r}; names label log lines and CLI commands"
+                    f"duplicate {info.field_name} name {entry.name!r}{hint} names label log lines and CLI commands"
                 )
             seen.add(entry.name)
         return entries

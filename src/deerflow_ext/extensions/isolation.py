@@ -16,15 +16,24 @@ The wrapper has three jobs:
   *both* chains, and the missing side raises ``NotImplementedError`` on that execution path.
   The wrapper gives the missing side a pass-through, so a sync-only extension does not break
   ``ainvoke`` (it simply does not observe it — implement both sides to observe both paths).
-* **Fail open without repeating side effects.** An exception raised by the extension's own
-  code is recorded as an attributed diagnostic and the run continues as if the middleware
-  were absent. For wrap hooks the ``handler`` handed to the inner middleware is tracked, so
-  the wrapper knows whether the downstream model or tool call already happened: if it did,
-  its result is returned (a second model call would double cost and side effects); if it did
-  not, the wrapper calls the handler itself, once. Failures of the downstream call itself
-  are not the extension's fault and propagate unchanged — the retry layer outside needs to
-  see them as they are. LangGraph's control-flow exceptions (``GraphBubbleUp``: interrupts,
-  parent commands) are not failures either and always propagate.
+* **Observe, never decide** (DeerFlow's ``IsolatedMiddleware`` guarantee). A contributed
+  wrap hook sees the call; it does not get to change it. The handler it is given always runs
+  the host's *original* request, whatever the extension passes it; the wrap hook's own
+  return value is discarded in favour of the handler's result; the handler runs exactly once
+  (a second call raises into the extension and does not reach downstream; a hook that never
+  calls it has the host call it); and a handler failure stays the graph's — it propagates
+  even when the extension swallowed it or raised something else over it, because the retry
+  and error layers outside must see it as it is. Each such violation is one attributed
+  diagnostic line (rewrite, skip, replace, call twice, swallow), and the call goes on as if
+  the extension were absent. An exception of the extension's own fails open the same way.
+  Node hooks (``before_*``/``after_*``) return state updates, which LangGraph applies; a
+  failing one applies nothing.
+* **Intercept only when the operator says so.** A ``plugins:`` record with ``intercept:
+  true`` opts its middlewares out of observe-only: they may rewrite the request, short-circuit
+  or replace the result, call the handler again. A decision-making middleware that silently
+  stopped deciding would be a security hole, so these fail **closed**: an exception of the
+  extension's own (or a result LangChain cannot take) is one attributed diagnostic line and
+  then fails the run.
 * **Cost one LangChain layer per run of wrap-only wrappers**, not one per wrapper:
   :func:`fuse_wrap_only_runs` (called by the composition point) lets the first wrapper of
   such a run call every member's own isolated wrap hook; see the section at the end.
@@ -41,7 +50,6 @@ import functools
 import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 from weakref import WeakKeyDictionary
 
@@ -110,45 +118,62 @@ def node_slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"
 
 
-@dataclass(slots=True)
-class _HandlerCalls:
-    """What the tracked handler saw, so a failure can be resolved without a second call."""
+class RepeatedHandlerCall(RuntimeError):
+    """Raised into an observe-only wrap hook that calls its handler a second time."""
 
-    count: int = 0
-    result: Any = _MISSING
-    error: BaseException | None = None
 
-    def track(self, handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """``handler`` as handed to the extension: every call and its outcome recorded."""
+class _Watch:
+    """One wrap-hook call, as the host sees it: the request it made and what the handler did.
 
-        def tracked(request: Any) -> Any:
-            self.count += 1
-            try:
-                self.result, self.error = handler(request), None
-            except BaseException as exc:
-                self.result, self.error = _MISSING, exc
-                raise
-            return self.result
+    ``call``/``acall`` is the handler the extension gets. It always runs the host's request
+    (``rewritten`` notes that the extension passed another one), runs at most once (a repeat
+    raises :class:`RepeatedHandlerCall` and is only counted), and records the handler's
+    result or exception so the wrapper can settle the call without a second downstream call.
+    Per call and on the hot path of every model and tool call, hence ``__slots__`` and bound
+    methods instead of a closure per call.
+    """
 
-        return tracked
+    __slots__ = ("calls", "error", "handler", "repeat", "request", "result", "rewritten")
 
-    def atrack(self, handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
-        """:meth:`track` for the async chain."""
+    def __init__(self, request: Any, handler: Callable[[Any], Any]) -> None:
+        self.request = request
+        self.handler = handler
+        self.calls = 0
+        self.result: Any = _MISSING
+        self.error: BaseException | None = None
+        self.repeat: RepeatedHandlerCall | None = None
+        self.rewritten = False
 
-        async def tracked(request: Any) -> Any:
-            self.count += 1
-            try:
-                self.result, self.error = await handler(request), None
-            except BaseException as exc:
-                self.result, self.error = _MISSING, exc
-                raise
-            return self.result
+    def _enter(self, request: Any) -> None:
+        self.calls += 1
+        if request is not self.request:
+            self.rewritten = True
+        if self.calls > 1:
+            self.repeat = RepeatedHandlerCall("an observing middleware may call its handler once")
+            raise self.repeat
 
-        return tracked
+    def call(self, request: Any) -> Any:
+        self._enter(request)
+        try:
+            self.result = self.handler(self.request)
+        except BaseException as exc:
+            self.error = exc
+            raise
+        return self.result
+
+    async def acall(self, request: Any) -> Any:
+        self._enter(request)
+        try:
+            self.result = await self.handler(self.request)
+        except BaseException as exc:
+            self.error = exc
+            raise
+        return self.result
 
 
 class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
-    """Fail-open wrapper around one contributed middleware, attributed to ``extension``.
+    """Observe-only, fail-open wrapper around one contributed middleware, attributed to
+    ``extension`` (intercepting and fail-closed with ``intercept=True``).
 
     ``IsolatedMiddleware(inner, extension=...)`` returns an instance of a subclass generated
     for ``type(inner)`` (cached), which defines only the hooks ``inner`` implements. This base
@@ -170,6 +195,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         index: int = 1,
         diagnostics: DiagnosticsList | None = None,
         placement: Placement | None = None,
+        intercept: bool = False,
     ) -> IsolatedMiddleware:
         if not isinstance(inner, AgentMiddleware):
             raise TypeError(f"expected an AgentMiddleware, got {type(inner).__name__}")
@@ -187,11 +213,13 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         index: int = 1,
         diagnostics: DiagnosticsList | None = None,
         placement: Placement | None = None,
+        intercept: bool = False,
     ) -> None:
         self._inner = inner
         self._extension = extension
         self._diagnostics = diagnostics
         self._placement = placement
+        self._intercept = intercept
         self._name = f"ext_{node_slug(extension)}_{node_slug(type(inner).__name__)}_{index}"
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
@@ -217,6 +245,12 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         return self._placement
 
     @property
+    def intercepts(self) -> bool:
+        """Whether the operator let this middleware decide (``intercept: true``): it may then
+        rewrite, short-circuit or replace, and it fails closed."""
+        return self._intercept
+
+    @property
     def name(self) -> str:
         """A unique, LangGraph-valid node-name prefix: ``ext_<slug>_<ClassName>_<n>``."""
         return self._name
@@ -238,7 +272,8 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         return self._fused_group
 
     def __repr__(self) -> str:
-        return f"IsolatedMiddleware({self._inner!r}, extension={self._extension!r})"
+        mode = ", intercept=True" if self._intercept else ""
+        return f"IsolatedMiddleware({self._inner!r}, extension={self._extension!r}{mode})"
 
     # -- failure handling ------------------------------------------------------------------
     def _mirror(self, attr: str, default: Any) -> Any:
@@ -251,17 +286,20 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             return default
         return default if value is None and default is not None else value
 
-    def _fail(self, hook: str, exc: BaseException) -> None:
+    def _report(self, hook: str, problem: str, exc: BaseException | None = None) -> None:
+        """One attributed diagnostic line: ``Extension <use>: <Class>.<hook> <problem>``."""
         diagnostics = self._diagnostics if self._diagnostics is not None else get_diagnostics()
-        diagnostics.record(
-            self._extension,
-            _PHASE,
-            f"{type(self._inner).__name__}.{hook} raised {type(exc).__name__}: {exc}",
-            exc=exc,
-        )
+        diagnostics.record(self._extension, _PHASE, f"{type(self._inner).__name__}.{hook} {problem}", exc=exc)
 
-    def _bad_result(self, hook: str, result: Any) -> None:
-        self._fail(hook, TypeError(f"returned {type(result).__name__}, which is not a valid {hook} result"))
+    def _fail(self, hook: str, exc: BaseException) -> None:
+        closed = "; the run fails (intercept: true fails closed)" if self._intercept else ""
+        self._report(hook, f"raised {type(exc).__name__}: {exc}{closed}", exc)
+
+    def _invalid(self, hook: str, value: Any) -> TypeError:
+        """Attribute a result LangChain cannot take; returned for an intercepting caller to raise."""
+        error = TypeError(f"returned {type(value).__name__}, which is not a valid {hook} result")
+        self._fail(hook, error)
+        return error
 
     # -- node hooks ------------------------------------------------------------------------
     def _run_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
@@ -270,10 +308,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
-            if is_host_cancellation(exc):
-                raise
-            self._fail(hook, exc)
-            return None
+            return self._state_failure(hook, exc)
         return self._checked_update(hook, update)
 
     async def _arun_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
@@ -282,73 +317,154 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
-            if is_host_cancellation(exc):
-                raise
-            self._fail(hook, exc)
-            return None
+            return self._state_failure(hook, exc)
         return self._checked_update(hook, update)
+
+    def _state_failure(self, hook: str, exc: BaseException) -> None:
+        """A node hook's own failure: no update (fail open), or the run's end (intercept)."""
+        if is_host_cancellation(exc):
+            raise exc
+        self._fail(hook, exc)
+        if self._intercept:
+            raise exc
+        return None
 
     def _checked_update(self, hook: str, update: Any) -> Any:
         # A malformed update would fail later inside LangGraph, far from the extension that
-        # produced it; reject it here, attributed, and apply nothing.
+        # produced it; reject it here, attributed, and apply nothing (or fail, intercepting).
         if update is None or isinstance(update, (Mapping, Command)):
             return update
-        self._bad_result(hook, update)
+        error = self._invalid(hook, update)
+        if self._intercept:
+            raise error
         return None
 
     # -- wrap hooks ------------------------------------------------------------------------
     def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
-        calls = _HandlerCalls()
-        result, failure = _MISSING, None
+        if self._intercept:
+            return self._intercept_wrap_hook(hook, request, handler)
+        watch = _Watch(request, handler)
+        returned, failure = _MISSING, None
         try:
-            result = getattr(self._inner, hook)(request, calls.track(handler))
+            returned = getattr(self._inner, hook)(request, watch.call)
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
-            if exc is calls.error:
-                raise  # the downstream call failed: not the extension's fault
-            if is_host_cancellation(exc):
+            if exc is not watch.error and is_host_cancellation(exc):
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
-        settled = self._settle(hook, calls, result, failure)
+        settled = self._settle(hook, watch, returned, failure)
         return handler(request) if settled is _MISSING else settled
 
     async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        calls = _HandlerCalls()
-        result, failure = _MISSING, None
+        if self._intercept:
+            return await self._aintercept_wrap_hook(hook, request, handler)
+        watch = _Watch(request, handler)
+        returned, failure = _MISSING, None
         try:
-            result = await getattr(self._inner, hook)(request, calls.atrack(handler))
+            returned = await getattr(self._inner, hook)(request, watch.acall)
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
-            if exc is calls.error:
-                raise  # the downstream call failed: not the extension's fault
-            if is_host_cancellation(exc):
+            if exc is not watch.error and is_host_cancellation(exc):
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
-        settled = self._settle(hook, calls, result, failure)
+        settled = self._settle(hook, watch, returned, failure)
         return await handler(request) if settled is _MISSING else settled
 
-    def _settle(self, hook: str, calls: _HandlerCalls, result: Any, failure: BaseException | None) -> Any:
-        """The wrap hook's outcome once the extension's code has returned or raised.
+    def _settle(self, hook: str, watch: _Watch, returned: Any, failure: BaseException | None) -> Any:
+        """The observed call's outcome once the extension's code has returned or raised.
 
-        Its own result when valid; otherwise the failure is attributed and the run gets what
-        it would have got without the extension: the downstream call's outcome when it
-        already happened, or ``_MISSING`` when it did not (the caller then makes it, once).
+        The handler's outcome, as if the extension were absent: its result, its exception
+        (re-raised), or ``_MISSING`` when it has not run (the caller then runs it, once).
+        Each way the extension tried to decide instead of observe is one diagnostic line.
         """
-        if failure is None:
-            if isinstance(result, _VALID_RESULTS[hook]):
-                return result
-            self._bad_result(hook, result)
-        else:
+        if watch.rewritten:
+            self._report(hook, "passed its handler another request; the handler ran the host's request")
+        if watch.calls > 1:
+            self._report(hook, f"called its handler {watch.calls} times; the handler ran once")
+        own_failure = failure is not None and failure is not watch.error and failure is not watch.repeat
+        error = watch.error
+        if error is not None:
+            if own_failure:
+                assert failure is not None
+                self._report(
+                    hook,
+                    f"raised {type(failure).__name__}: {failure} over its handler's "
+                    f"{type(error).__name__}, which propagates",
+                    failure,
+                )
+            elif failure is not error:
+                self._report(hook, f"swallowed its handler's {type(error).__name__}, which propagates", error)
+            raise error
+        if own_failure:
+            assert failure is not None
             self._fail(hook, failure)
-        if calls.count == 0:
+        if watch.calls == 0:
+            if not own_failure:
+                self._report(hook, "did not call its handler; the host called it and used its result")
             return _MISSING
-        if calls.error is not None:
-            # The last downstream call failed and the extension then raised something else:
-            # surface the downstream failure, as if the extension were absent.
-            raise calls.error
-        return calls.result
+        if not own_failure and failure is None and returned is not watch.result:
+            self._report(
+                hook, f"returned {type(returned).__name__} instead of its handler's result, which is used"
+            )
+        return watch.result
+
+    # -- intercepting wrap hooks (``intercept: true``) ------------------------------------
+    def _intercept_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
+        raised: list[BaseException] = []
+
+        def tracked(req: Any) -> Any:
+            try:
+                return handler(req)
+            except BaseException as exc:
+                raised.append(exc)
+                raise
+
+        try:
+            result = getattr(self._inner, hook)(request, tracked)
+        except GraphBubbleUp:
+            raise
+        except _CONTAINED as exc:
+            self._closed_on_failure(hook, exc, raised)
+            raise
+        return self._closed_on_result(hook, result)
+
+    async def _aintercept_wrap_hook(
+        self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        raised: list[BaseException] = []
+
+        async def tracked(req: Any) -> Any:
+            try:
+                return await handler(req)
+            except BaseException as exc:
+                raised.append(exc)
+                raise
+
+        try:
+            result = await getattr(self._inner, hook)(request, tracked)
+        except GraphBubbleUp:
+            raise
+        except _CONTAINED as exc:
+            self._closed_on_failure(hook, exc, raised)
+            raise
+        return self._closed_on_result(hook, result)
+
+    def _closed_on_failure(self, hook: str, exc: BaseException, raised: Sequence[BaseException]) -> None:
+        """Attribute an intercepting hook's own failure; the caller re-raises it (fail closed).
+
+        A downstream failure the extension let through, and a cancellation of the run, are
+        not the extension's: they propagate without a line.
+        """
+        if any(exc is r for r in raised) or is_host_cancellation(exc):
+            return
+        self._fail(hook, exc)
+
+    def _closed_on_result(self, hook: str, result: Any) -> Any:
+        if isinstance(result, _VALID_RESULTS[hook]):
+            return result
+        raise self._invalid(hook, result)
 
 
 _VALID_RESULTS: dict[str, tuple[type, ...]] = {

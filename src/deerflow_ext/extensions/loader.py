@@ -135,7 +135,7 @@ def load_extensions(
             _fail(diags, entry, attribution, f"{step} {attribution}: {_text(exc)}", exc)
             continue
 
-        mark = registry.begin(position, entry.name, attribution)
+        mark = registry.begin(position, entry.name, attribution, intercept=entry.intercept)
         try:
             _install(resolved, registry, entry)  # 2.5
         except (Exception, asyncio.CancelledError) as exc:

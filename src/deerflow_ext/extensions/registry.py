@@ -50,6 +50,7 @@ class RegistrationMark:
     label: str
     extension: str
     start: int
+    intercept: bool = False
 
 
 class _ContributionPlugin:
@@ -123,8 +124,8 @@ class HostRegistry:
         return self._pm
 
     # -- install bracketing -------------------------------------------------------------
-    def begin(self, position: int, label: str, extension: str) -> RegistrationMark:
-        self._mark = RegistrationMark(position, label, extension, len(self._plugins))
+    def begin(self, position: int, label: str, extension: str, *, intercept: bool = False) -> RegistrationMark:
+        self._mark = RegistrationMark(position, label, extension, len(self._plugins), intercept)
         self._per_entry = 0
         return self._mark
 
@@ -201,7 +202,9 @@ class HostRegistry:
                 )
         self._per_entry += 1
         plugin_name = f"{mark.position}:{mark.extension}#{self._per_entry}"
-        contribution = Contribution(mark.extension, mark.label, mark.position, plugin_name, contributor)
+        contribution = Contribution(
+            mark.extension, mark.label, mark.position, plugin_name, contributor, intercept=mark.intercept
+        )
         self._sequence += 1
         plugin = _ContributionPlugin(contribution, kind, self._sequence)
         for hook, method in methods.items():

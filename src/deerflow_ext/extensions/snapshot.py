@@ -47,13 +47,18 @@ EXTENSION_SNAPSHOT_CONTEXT_KEY = "__deerflow_extension_snapshot__"
 
 @dataclass(frozen=True)
 class Contribution(Generic[T]):
-    """One registered contributor and the ``plugins:`` entry it is attributed to."""
+    """One registered contributor and the ``plugins:`` entry it is attributed to.
+
+    ``intercept`` is the entry's ``intercept: true``: its middlewares may decide (rewrite,
+    short-circuit, replace) and fail closed, instead of observing and failing open.
+    """
 
     extension: str
     label: str
     position: int
     plugin_name: str
     contributor: T
+    intercept: bool = False
 
 
 @dataclass(frozen=True)

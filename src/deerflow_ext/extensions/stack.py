@@ -161,6 +161,7 @@ def _collect(
                 index=counts[key],
                 diagnostics=diagnostics,
                 placement=item.placement,
+                intercept=contribution.intercept,
             )
             placed.append(_Placed(extension, wrapped, item.placement, item.order, sequence))
             sequence += 1
