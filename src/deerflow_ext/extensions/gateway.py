@@ -6,6 +6,12 @@ on. They stop in reverse order, each under its own timeout, after runs have drai
 ``on_task_stop`` may still hand work to a service) and before the engine is disposed (a
 service may flush to the database on stop).
 
+What is stopped is every service whose start was *attempted*, as in DeerFlow: a start may
+acquire a connection pool or a background task and then fail, time out or be cancelled, and
+its ``stop`` is the only place that can release them. The attempt is recorded before the
+start is awaited, into an :class:`AttemptedServices` the lifespan holds, so a startup that
+fails or is cancelled part-way stops exactly the services it got to, in reverse order.
+
 Routers are mounted after every host route and are all-or-nothing: a router that would
 shadow, or be shadowed by, an earlier route for the same method, that holds a WebSocket
 route or a Mount, or that carries startup/shutdown handlers or a lifespan, is rejected whole
@@ -27,15 +33,15 @@ from typing import Any
 from deerflow_extension_api import ExtensionRuntimeDeps
 
 from .diagnostics import DiagnosticsList, get_diagnostics
-from .origin import is_host_cancellation
+from .origin import cancellation_requests, is_host_cancellation
 from .snapshot import Contribution, LoadedExtensions
 
 __all__ = [
     "DEFAULT_SERVICE_START_TIMEOUT",
     "DEFAULT_SERVICE_STOP_TIMEOUT",
+    "AttemptedServices",
     "RouteKey",
     "RouterRejection",
-    "StartedServices",
     "contributed_routes",
     "mount_routers",
     "route_extension",
@@ -54,11 +60,21 @@ DEFAULT_SERVICE_START_TIMEOUT = 60.0
 # -- services -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StartedServices:
-    """The services whose ``start`` succeeded, in start order."""
+class AttemptedServices:
+    """The services whose ``start`` was attempted, in start order; filled while starting."""
 
-    services: tuple[Contribution[Any], ...] = ()
+    def __init__(self) -> None:
+        self._services: list[Contribution[Any]] = []
+
+    @property
+    def services(self) -> tuple[Contribution[Any], ...]:
+        return tuple(self._services)
+
+    def note(self, contribution: Contribution[Any]) -> None:
+        self._services.append(contribution)
+
+    def __len__(self) -> int:
+        return len(self._services)
 
 
 async def start_services(
@@ -67,40 +83,47 @@ async def start_services(
     *,
     start_timeout: float = DEFAULT_SERVICE_START_TIMEOUT,
     diagnostics: DiagnosticsList | None = None,
-) -> StartedServices:
+    attempted: AttemptedServices | None = None,
+) -> AttemptedServices:
     """Start every contributed service in registration order; failures fail open.
 
-    Each start is bounded by ``start_timeout`` seconds. A service whose start failed or
-    timed out is not stopped later: it never claimed to be running.
+    Each start is bounded by ``start_timeout`` seconds. Each service is noted in
+    ``attempted`` (a new one when not given) *before* its start is awaited, so that it is
+    stopped later whatever its start did, and even when a cancellation of the host task
+    ends this call part-way (that cancellation propagates).
     """
     diags = diagnostics if diagnostics is not None else get_diagnostics()
-    started: list[Contribution[Any]] = []
+    noted = attempted if attempted is not None else AttemptedServices()
     for contribution in extensions.services:
+        noted.note(contribution)
         try:
             async with asyncio.timeout(start_timeout):
                 await contribution.contributor.start(deps)
         except TimeoutError as exc:
             message = f"service start timed out after {start_timeout:.1f}s"
             diags.record(contribution.extension, "service", message, exc=exc)
-            continue
         except (Exception, asyncio.CancelledError) as exc:
             if is_host_cancellation(exc):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service start failed: {_describe(exc)}", exc=exc)
-            continue
-        started.append(contribution)
-    return StartedServices(tuple(started))
+    return noted
 
 
 async def stop_services(
-    started: StartedServices,
+    attempted: AttemptedServices,
     *,
     stop_timeout: float = DEFAULT_SERVICE_STOP_TIMEOUT,
     diagnostics: DiagnosticsList | None = None,
 ) -> None:
-    """Stop the started services in reverse order, each bounded by ``stop_timeout`` seconds."""
+    """Stop every attempted service in reverse order, each bounded by ``stop_timeout`` seconds.
+
+    This runs as cleanup, possibly *because* the host task was cancelled (a cancelled
+    startup): that cancellation is already being handled, so only a further one stops the
+    cleanup; a ``CancelledError`` a service raises itself is attributed like any failure.
+    """
     diags = diagnostics if diagnostics is not None else get_diagnostics()
-    for contribution in reversed(started.services):
+    baseline = cancellation_requests()
+    for contribution in reversed(attempted.services):
         try:
             async with asyncio.timeout(stop_timeout):
                 await contribution.contributor.stop()
@@ -108,7 +131,7 @@ async def stop_services(
             message = f"service stop timed out after {stop_timeout:.1f}s"
             diags.record(contribution.extension, "service", message, exc=exc)
         except (Exception, asyncio.CancelledError) as exc:
-            if is_host_cancellation(exc):  # the spec's cancellation rule: see origin.py
+            if is_host_cancellation(exc, baseline):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
 

@@ -23,22 +23,29 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["host_is_cancelling", "is_host_cancellation"]
+__all__ = ["cancellation_requests", "host_is_cancelling", "is_host_cancellation"]
 
 
-def host_is_cancelling() -> bool:
-    """Is the task running this code being cancelled by someone (``Task.cancelling() > 0``)?"""
+def cancellation_requests() -> int:
+    """``Task.cancelling()`` of the task running this code (0 outside a task)."""
     try:
         task = asyncio.current_task()
     except RuntimeError:  # no running event loop in this thread
-        return False
-    return task is not None and task.cancelling() > 0
+        return 0
+    return task.cancelling() if task is not None else 0
 
 
-def is_host_cancellation(exc: BaseException) -> bool:
+def host_is_cancelling(baseline: int = 0) -> bool:
+    """Is the task running this code being cancelled by someone (more than ``baseline`` times)?"""
+    return cancellation_requests() > baseline
+
+
+def is_host_cancellation(exc: BaseException, baseline: int = 0) -> bool:
     """``exc`` is a ``CancelledError`` *and* the current task is being cancelled: propagate it.
 
     Everything else an extension raises — its own ``CancelledError`` included — is the
-    extension's failure, to be attributed and contained.
+    extension's failure, to be attributed and contained. ``baseline`` is for cleanup that
+    runs *because* the task was cancelled (services stopped after a cancelled startup): the
+    request already being handled is not a new one, so only a request beyond it counts.
     """
-    return isinstance(exc, asyncio.CancelledError) and host_is_cancelling()
+    return isinstance(exc, asyncio.CancelledError) and host_is_cancelling(baseline)

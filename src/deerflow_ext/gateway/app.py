@@ -5,7 +5,9 @@ and mounts routes — host routes first, then contributed routers, so no extensi
 over a host path. The lifespan owns everything that needs the event loop, in this order:
 
 startup:  database -> migrations -> orphaned-run recovery -> checkpointer -> notification
-          loop -> agent host and run manager -> services (registration order)
+          loop -> agent host and run manager -> services (registration order); should
+          startup fail or be cancelled from here on, the shutdown below runs, stopping every
+          service whose start was attempted
 shutdown: close fire-and-forget intake -> memory flush -> drain runs (their on_task_stop
           runs) -> stop services (reverse) -> reset the notification loop -> close the
           checkpointer -> dispose the engine
@@ -31,6 +33,7 @@ from ..extensions.diagnostics import DiagnosticsList, set_diagnostics
 from ..extensions.gateway import (
     DEFAULT_SERVICE_START_TIMEOUT,
     DEFAULT_SERVICE_STOP_TIMEOUT,
+    AttemptedServices,
     mount_routers,
     start_services,
     stop_services,
@@ -237,11 +240,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     policy=_policy(config),
                     session_factory=store.session_factory,
                 )
-                services = await start_services(
-                    extensions, deps, start_timeout=opts.service_start_timeout, diagnostics=state.extension_diagnostics
-                )
-                state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer)
+                # Every service whose start is attempted is stopped, in reverse, whatever ends
+                # this block: a later startup step failing or startup being cancelled included.
+                services = AttemptedServices()
                 try:
+                    await start_services(
+                        extensions,
+                        deps,
+                        start_timeout=opts.service_start_timeout,
+                        diagnostics=state.extension_diagnostics,
+                        attempted=services,
+                    )
+                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer)
                     yield
                 finally:
                     state.runtime = None
