@@ -80,7 +80,14 @@ def config_lock(path: str | Path) -> Iterator[None]:
 
 
 def atomic_write(path: str | Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename; readers see the old file or the new one."""
+    """Replace ``path`` with ``text`` in one rename; readers see the old file or the new one.
+
+    Crash-safe as well as atomic: the new file's bytes are fsynced before the rename and the
+    directory after it, so a power cut cannot leave an empty or truncated file behind the new
+    name, nor lose the rename itself. The file keeps its mode, and a symlink is written
+    through: its target is replaced and the link stays a link. Any failure (a full disk, a
+    failed fsync or rename) leaves the original untouched and no temporary file behind.
+    """
     target = _target(path)
     try:
         mode: int | None = target.stat().st_mode & 0o7777
@@ -101,6 +108,19 @@ def atomic_write(path: str | Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+    _fsync_directory(target.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX: the entry lives in the directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # a platform or filesystem that cannot open directories: nothing to sync
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # -- finding an entry ----------------------------------------------------------------------

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ...config.editing import atomic_write
 
 __all__ = [
     "EXTENSIONS_CONFIG_FILE",
@@ -84,17 +84,14 @@ async def get_extensions_config(request: Request) -> dict[str, Any]:
 
 
 def write_extensions_config(path: Path, config: ExtensionsConfig) -> None:
-    """Write to a temporary file and rename: a reader never sees half a file."""
+    """Write the file as ``config.yaml`` edits are written (``config.editing.atomic_write``):
+    atomically, fsynced with its directory, keeping its mode, through a symlink to its target.
+
+    The JSON is rendered in full before anything touches the disk, so a value that cannot be
+    serialised fails without a temporary file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".extensions_config.", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(_dump(config), handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, json.dumps(_dump(config), indent=2, sort_keys=True) + "\n")
 
 
 @router.put("/api/extensions-config")
