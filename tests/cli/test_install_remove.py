@@ -61,6 +61,7 @@ class Package:
     dist: str
     version: str
     entry_points: Sequence[str]
+    requires: Sequence[str] = ()
 
     @property
     def module(self) -> str:
@@ -71,7 +72,10 @@ class Package:
         eps = "".join(f"{name} = {self.module}:install\n" for name in self.entry_points)
         files = {
             f"{self.module}/__init__.py": b"def install(registry, config):\n    return None\n",
-            f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {self.dist}\nVersion: {self.version}\n".encode(),
+            f"{info}/METADATA": (
+                f"Metadata-Version: 2.1\nName: {self.dist}\nVersion: {self.version}\n"
+                + "".join(f"Requires-Dist: {r}\n" for r in self.requires)
+            ).encode(),
             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
             f"{info}/entry_points.txt": f"[deerflow.extensions]\n{eps}".encode(),
         }
@@ -329,3 +333,31 @@ def test_remove_keeps_a_distribution_another_entry_still_uses(venv: Venv, config
     assert result.code == 0, result.err
     assert "keep acme-shared: still used by acme_shared" in result.out
     assert venv.installed("acme-shared") == ["1.0"]
+
+
+def test_a_package_pinning_the_contract_resolves_it_from_the_local_build(venv: Venv, tmp_path: Path) -> None:
+    """Offline (``PIP_NO_INDEX``): the pin is met by the contract installed with the host, the
+    deerflow-extension-api distribution built from this tree; pip installs nothing else."""
+    wheel = Package("acme-pinned", "1.0", ["acme_pinned"], requires=["deerflow-extension-api>=0.2,<0.3"]).wheel(
+        tmp_path
+    )
+    config = tmp_path / "config.yaml"
+    result = venv.cli("install", str(wheel), "--yes", "--config", str(config), cwd=tmp_path)
+
+    assert result.code == 0, result.err
+    assert "installed acme-pinned 1.0" in result.out
+    assert venv.installed("acme-pinned") == ["1.0"]
+    assert venv.installed("deerflow-extension-api") == []  # not reinstalled into the venv: already met
+
+
+def test_a_package_needing_another_contract_line_is_refused_and_nothing_changes(venv: Venv, tmp_path: Path) -> None:
+    wheel = Package("acme-future", "1.0", ["acme_future"], requires=["deerflow-extension-api>=0.3,<0.4"]).wheel(
+        tmp_path
+    )
+    config = tmp_path / "config.yaml"
+    result = venv.cli("install", str(wheel), "--yes", "--config", str(config), cwd=tmp_path)
+
+    assert result.code == 1
+    assert "deerflow-extension-api" in result.err
+    assert venv.installed("acme-future") == []
+    assert not config.exists()
