@@ -13,49 +13,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from deerflow_ext.testing import SseEvent, parse_sse
 from e2e.example_packages import EXAMPLES, PACKAGES
+from e2e.served import Gateway, serve, wait
 
 pytestmark = pytest.mark.e2e
-
-STARTUP_TIMEOUT = 90.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Gateway:
-    base_url: str
-    stderr_path: Path
-    database: Path
-    process: subprocess.Popen[bytes]
-
-    def log(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=60.0)
-
 
 def _config(directory: Path) -> Path:
     document = {
@@ -86,46 +59,8 @@ def gateway(
     installed_examples: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gateway]:
     directory = tmp_path_factory.mktemp("e2e-gateway")
-    config = _config(directory)
-    database = directory / "deerflow.db"
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DEERFLOW_DATABASE_URL": f"sqlite+aiosqlite:///{database.as_posix()}",
-        "DEERFLOW_LOG_LEVEL": "INFO",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("DEERFLOW_CONFIG", None)
-    stderr_path = directory / "gateway.stderr"
-    with stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "deerflow_ext.cli", "serve", "--config", str(config), "--port", str(port)],
-            cwd=directory,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    server = Gateway(f"http://127.0.0.1:{port}", stderr_path, database, process)
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the Gateway exited with {process.returncode}:\n{server.log()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{server.base_url}/health", timeout=2.0).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the Gateway did not answer /health within {STARTUP_TIMEOUT}s:\n{server.log()}")
-            time.sleep(0.2)
+    with serve(directory, _config(directory)) as server:
         yield server
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
 
 
 @dataclass(frozen=True)
@@ -154,15 +89,6 @@ def _stream_run(server: Gateway, prompt: str) -> StreamedRun:
 @pytest.fixture(scope="module")
 def delegated_run(gateway: Gateway) -> StreamedRun:
     return _stream_run(gateway, "delegate: summarise the plan")
-
-
-def _wait(predicate: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
 
 
 def test_every_example_loads_by_name(gateway: Gateway) -> None:
@@ -199,7 +125,7 @@ def test_audit_rows_via_its_router_and_in_its_own_tables(
             rows = client.get("/api/ext/audit/outcomes", params={"run_id": delegated_run.run_id}).json()
         return rows["outcomes"] if len(rows["outcomes"]) >= 2 else []
 
-    rows = _wait(listed)
+    rows = wait(listed)
     assert sorted((r["kind"], r["outcome"]) for r in rows) == [
         ("lead", "completed"),
         ("subagent", "completed"),

@@ -41,7 +41,9 @@ def test_the_example_validates_and_lists_the_examples_disabled() -> None:
         ("audit", "audit", False),
         ("costs", "costs", False),
         ("otel", "otel", False),
+        ("deerflow_tally:install", "deerflow_tally:install", False),  # named by its use
     ]
+    assert config.plugins[-1].package == "deerflow-tally"
     assert {p.name: p.table_prefix for p in config.plugins}["audit"] == "audit_"
     assert config == AppConfig.model_validate(config.model_dump())  # defaults written out are the defaults
     assert config.model_dump(exclude={"plugins"}) == AppConfig().model_dump(exclude={"plugins"})
