@@ -42,16 +42,20 @@ def test_the_installed_contract_is_this_version_with_no_requirements() -> None:
     assert importlib.metadata.requires(CONTRACT) in (None, [])
 
 
-def test_the_host_depends_on_the_contract_of_its_own_tree() -> None:
-    """The direct reference (contract/README.md): the host always gets the contract built from
-    the same checkout, so it can never resolve a contract newer than the one it implements."""
+def test_the_host_pins_the_contract_exactly_and_builds_it_from_its_own_tree() -> None:
+    """DeerFlow's rule (the host pins the contract it implements exactly; a range would let pip
+    pick a newer one), plus where to build it from (contract/README.md): two requirements
+    that pip must meet with one candidate."""
     pyproject = _pyproject(ROOT / "pyproject.toml")
-    assert "deerflow-extension-api @ {root:uri}/contract" in pyproject["project"]["dependencies"]
+    contract = [d for d in pyproject["project"]["dependencies"] if d.startswith(CONTRACT)]
+    assert contract == [f"{CONTRACT}=={API_VERSION}", f"{CONTRACT} @ {{root:uri}}/contract"]
     assert pyproject["tool"]["hatch"]["metadata"]["allow-direct-references"] is True
     assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/deerflow_ext"]
-    installed = [r for r in importlib.metadata.requires("deerflow-ext") or [] if r.startswith(CONTRACT)]
-    assert len(installed) == 1
-    assert installed[0].replace(" ", "").endswith("/contract"), installed
+    installed = sorted(
+        r.replace(" ", "") for r in importlib.metadata.requires("deerflow-ext") or [] if r.startswith(CONTRACT)
+    )
+    assert installed[0] == f"{CONTRACT}=={API_VERSION}"
+    assert installed[1].startswith(f"{CONTRACT}@file://") and installed[1].endswith("/contract"), installed
 
 
 def test_no_file_is_owned_by_both_distributions() -> None:
