@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ExtensionRegistry"]
 
+# The registration methods of the contract's first release (DeerFlow's 0.1): every registry
+# has them. Later releases add methods (0.2: agent_assembly_observer,
+# context_compaction_observer) that a registry written earlier lacks.
+_FIRST_RELEASE = ("middlewares", "task_lifecycle", "system_model_observer", "service", "routers")
+
 
 @runtime_checkable
 class ExtensionRegistry(Protocol):
@@ -30,7 +35,20 @@ class ExtensionRegistry(Protocol):
     say). The host does not inherit these defaults: its registry implements every
     method, and refuses one it does not know with an ``AttributeError`` that fails the
     install, so a contribution is never silently ignored.
+
+    Runtime checks are additive too. ``isinstance(obj, ExtensionRegistry)`` asks for the
+    methods of the contract's first release, not for every method of this one: a
+    registry double written for DeerFlow's 0.1 contract (its example's tests keep one)
+    must not stop being a registry because 0.2 added methods it never calls. Structural
+    *type* checking (mypy) still sees every method.
     """
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> bool:
+        if cls is ExtensionRegistry and all(callable(getattr(other, name, None)) for name in _FIRST_RELEASE):
+            return True
+        undecided: bool = NotImplemented  # the usual checks decide (nominal subclasses, registration)
+        return undecided
 
     def middlewares(self, contributor: MiddlewareContributor) -> None:
         return None

@@ -154,3 +154,36 @@ def test_stores_share_nothing() -> None:
     first.set(Counter(1))
     assert second.get(Counter) is None
     assert (first.scope_id, second.scope_id) == ("task-a", "task-b")
+
+
+class FirstReleaseRegistry:
+    """A registry double written against the contract's first release (DeerFlow's 0.1)."""
+
+    def middlewares(self, contributor: Any) -> None:
+        return None
+
+    def task_lifecycle(self, contributor: Any) -> None:
+        return None
+
+    def system_model_observer(self, observer: Any) -> None:
+        return None
+
+    def service(self, service: Any) -> None:
+        return None
+
+    def routers(self, routers: Any) -> None:
+        return None
+
+
+class Incomplete:
+    def middlewares(self, contributor: Any) -> None:
+        return None
+
+
+def test_runtime_registry_checks_stay_additive() -> None:
+    """0.2 added two registration methods; a registry from before them is still a registry."""
+    assert isinstance(FirstReleaseRegistry(), api.ExtensionRegistry)
+    assert issubclass(FirstReleaseRegistry, api.ExtensionRegistry)
+    assert not isinstance(Incomplete(), api.ExtensionRegistry)
+    assert not isinstance(object(), api.ExtensionRegistry)
+    assert {"agent_assembly_observer", "context_compaction_observer"} <= set(vars(api.ExtensionRegistry))
