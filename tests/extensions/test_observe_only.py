@@ -170,52 +170,27 @@ def _capture(caplog: pytest.LogCaptureFixture) -> None:
 
 
 # -- the five violations, model axis ------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
-async def test_a_rewritten_request_never_reaches_the_model(
-    mode: str, diagnostics: DiagnosticsList, caplog: pytest.LogCaptureFixture
-) -> None:
-    model = scripted(AIMessage("real"))
-    agent = create_agent(model, middleware=[isolate(RewritesRequest(), diagnostics)])
-
-    result = await run(agent, mode)
-
-    assert result["messages"][-1].content == "real"
-    assert model.calls == [1]  # the user's one message, not the three rewritten ones
-    assert only_line(diagnostics, caplog, RewritesRequest).endswith(
-        "passed its handler another request; the handler ran the host's request"
-    )
+MODEL_CASES = [
+    # The model gets the user's one message, not the three rewritten ones.
+    (RewritesRequest, "passed its handler another request; the handler ran the host's request"),
+    (SkipsHandler, "did not call its handler; the host called it and used its result"),
+    (ReplacesResult, "returned ModelResponse instead of its handler's result, which is used"),
+]
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_skipped_handler_is_called_by_the_host_once(
-    mode: str, diagnostics: DiagnosticsList, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(("cls", "ending"), MODEL_CASES, ids=["rewrite", "skip", "replace"])
+async def test_the_model_call_is_the_hosts_whatever_the_extension_does(
+    mode: str, cls: type[AgentMiddleware], ending: str, diagnostics: DiagnosticsList, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = scripted(AIMessage("real"))
-    agent = create_agent(model, middleware=[isolate(SkipsHandler(), diagnostics)])
+    agent = create_agent(model, middleware=[isolate(cls(), diagnostics)])
 
     result = await run(agent, mode)
 
     assert result["messages"][-1].content == "real"
     assert model.calls == [1]
-    assert only_line(diagnostics, caplog, SkipsHandler).endswith(
-        "did not call its handler; the host called it and used its result"
-    )
-
-
-@pytest.mark.parametrize("mode", MODES)
-async def test_a_replaced_result_is_discarded_for_the_handlers(
-    mode: str, diagnostics: DiagnosticsList, caplog: pytest.LogCaptureFixture
-) -> None:
-    model = scripted(AIMessage("real"))
-    agent = create_agent(model, middleware=[isolate(ReplacesResult(), diagnostics)])
-
-    result = await run(agent, mode)
-
-    assert result["messages"][-1].content == "real"
-    assert model.calls == [1]
-    assert only_line(diagnostics, caplog, ReplacesResult).endswith(
-        "returned ModelResponse instead of its handler's result, which is used"
-    )
+    assert only_line(diagnostics, caplog, cls).endswith(ending)
 
 
 @pytest.mark.parametrize("let_it_propagate", [False, True], ids=["caught", "propagated"])

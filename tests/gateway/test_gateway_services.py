@@ -121,7 +121,8 @@ async def test_a_failed_start_is_stopped_too() -> None:
     log: list[str] = []
     services = (Service("a", log), Service("bad", log, start_error=RuntimeError("half started")), Service("c", log))
     diagnostics = DiagnosticsList()
-    attempted = await start_services(extensions_with(services=services), ExtensionRuntimeDeps(), diagnostics=diagnostics)
+    extensions = extensions_with(services=services)
+    attempted = await start_services(extensions, ExtensionRuntimeDeps(), diagnostics=diagnostics)
     await stop_services(attempted, diagnostics=diagnostics)
     assert log == ["start:a", "start:bad", "start:c", "stop:c", "stop:bad", "stop:a"]
     assert _messages(diagnostics) == [("bad", "service start failed: RuntimeError: half started")]

@@ -125,46 +125,53 @@ class RepeatedHandlerCall(RuntimeError):
 class _Watch:
     """One wrap-hook call, as the host sees it: the request it made and what the handler did.
 
-    ``call``/``acall`` is the handler the extension gets. It always runs the host's request
-    (``rewritten`` notes that the extension passed another one), runs at most once (a repeat
-    raises :class:`RepeatedHandlerCall` and is only counted), and records the handler's
-    result or exception so the wrapper can settle the call without a second downstream call.
-    Per call and on the hot path of every model and tool call, hence ``__slots__`` and bound
-    methods instead of a closure per call.
+    ``call``/``acall`` is the handler the extension gets. For an observing extension it always
+    runs the host's request (``rewritten`` notes that the extension passed another one) and
+    runs at most once (a repeat raises :class:`RepeatedHandlerCall` and is only counted); for
+    a deciding one (``intercept: true``) it runs what the extension asks, as often as it
+    asks. Either way it records the handler's result or exception, so the wrapper can settle
+    the call without a second downstream call and tell a downstream failure from the
+    extension's own. Per call and on the hot path of every model and tool call, hence
+    ``__slots__`` and bound methods instead of a closure per call.
     """
 
-    __slots__ = ("calls", "error", "handler", "repeat", "request", "result", "rewritten")
+    __slots__ = ("calls", "deciding", "error", "handler", "repeat", "request", "result", "rewritten")
 
-    def __init__(self, request: Any, handler: Callable[[Any], Any]) -> None:
+    def __init__(self, request: Any, handler: Callable[[Any], Any], deciding: bool) -> None:
         self.request = request
         self.handler = handler
+        self.deciding = deciding
         self.calls = 0
         self.result: Any = _MISSING
         self.error: BaseException | None = None
         self.repeat: RepeatedHandlerCall | None = None
         self.rewritten = False
 
-    def _enter(self, request: Any) -> None:
+    def _enter(self, request: Any) -> Any:
+        """The request the handler runs."""
         self.calls += 1
+        if self.deciding:
+            return request
         if request is not self.request:
             self.rewritten = True
         if self.calls > 1:
             self.repeat = RepeatedHandlerCall("an observing middleware may call its handler once")
             raise self.repeat
+        return self.request
 
     def call(self, request: Any) -> Any:
-        self._enter(request)
+        run = self._enter(request)
         try:
-            self.result = self.handler(self.request)
+            self.result = self.handler(run)
         except BaseException as exc:
             self.error = exc
             raise
         return self.result
 
     async def acall(self, request: Any) -> Any:
-        self._enter(request)
+        run = self._enter(request)
         try:
-            self.result = await self.handler(self.request)
+            self.result = await self.handler(run)
         except BaseException as exc:
             self.error = exc
             raise
@@ -341,9 +348,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     # -- wrap hooks ------------------------------------------------------------------------
     def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
-        if self._intercept:
-            return self._intercept_wrap_hook(hook, request, handler)
-        watch = _Watch(request, handler)
+        watch = _Watch(request, handler, self._intercept)
         returned, failure = _MISSING, None
         try:
             returned = getattr(self._inner, hook)(request, watch.call)
@@ -357,9 +362,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         return handler(request) if settled is _MISSING else settled
 
     async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        if self._intercept:
-            return await self._aintercept_wrap_hook(hook, request, handler)
-        watch = _Watch(request, handler)
+        watch = _Watch(request, handler, self._intercept)
         returned, failure = _MISSING, None
         try:
             returned = await getattr(self._inner, hook)(request, watch.acall)
@@ -379,6 +382,8 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         (re-raised), or ``_MISSING`` when it has not run (the caller then runs it, once).
         Each way the extension tried to decide instead of observe is one diagnostic line.
         """
+        if watch.deciding:
+            return self._decided(hook, watch, returned, failure)
         if watch.rewritten:
             self._report(hook, "passed its handler another request; the handler ran the host's request")
         if watch.calls > 1:
@@ -410,61 +415,19 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             )
         return watch.result
 
-    # -- intercepting wrap hooks (``intercept: true``) ------------------------------------
-    def _intercept_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
-        raised: list[BaseException] = []
+    def _decided(self, hook: str, watch: _Watch, returned: Any, failure: BaseException | None) -> Any:
+        """An intercepting hook's outcome: what it returned, or the run fails (fail closed).
 
-        def tracked(req: Any) -> Any:
-            try:
-                return handler(req)
-            except BaseException as exc:
-                raised.append(exc)
-                raise
-
-        try:
-            result = getattr(self._inner, hook)(request, tracked)
-        except GraphBubbleUp:
-            raise
-        except _CONTAINED as exc:
-            self._closed_on_failure(hook, exc, raised)
-            raise
-        return self._closed_on_result(hook, result)
-
-    async def _aintercept_wrap_hook(
-        self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]
-    ) -> Any:
-        raised: list[BaseException] = []
-
-        async def tracked(req: Any) -> Any:
-            try:
-                return await handler(req)
-            except BaseException as exc:
-                raised.append(exc)
-                raise
-
-        try:
-            result = await getattr(self._inner, hook)(request, tracked)
-        except GraphBubbleUp:
-            raise
-        except _CONTAINED as exc:
-            self._closed_on_failure(hook, exc, raised)
-            raise
-        return self._closed_on_result(hook, result)
-
-    def _closed_on_failure(self, hook: str, exc: BaseException, raised: Sequence[BaseException]) -> None:
-        """Attribute an intercepting hook's own failure; the caller re-raises it (fail closed).
-
-        A downstream failure the extension let through, and a cancellation of the run, are
-        not the extension's: they propagate without a line.
+        Its own failure, or a result LangChain cannot take, is attributed first; a downstream
+        failure it let through is the downstream's and propagates without a line.
         """
-        if any(exc is r for r in raised) or is_host_cancellation(exc):
-            return
-        self._fail(hook, exc)
-
-    def _closed_on_result(self, hook: str, result: Any) -> Any:
-        if isinstance(result, _VALID_RESULTS[hook]):
-            return result
-        raise self._invalid(hook, result)
+        if failure is not None:
+            if failure is not watch.error:
+                self._fail(hook, failure)
+            raise failure
+        if isinstance(returned, _VALID_RESULTS[hook]):
+            return returned
+        raise self._invalid(hook, returned)
 
 
 _VALID_RESULTS: dict[str, tuple[type, ...]] = {

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
+
 from deerflow_extension_api import (
     AgentBuildContext,
     ExtensionData,
@@ -22,7 +24,6 @@ from deerflow_extension_api import (
     TaskOutcome,
     task_store_from_runtime,
 )
-from langchain.agents.middleware import AgentMiddleware
 
 from .counts import Tally, TaskCounts
 

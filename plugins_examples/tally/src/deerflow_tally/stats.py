@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from deerflow_extension_api import ExtensionRuntimeDeps
 from fastapi import APIRouter, Depends, HTTPException
+
+from deerflow_extension_api import ExtensionRuntimeDeps
 
 from .counts import Tally
 
