@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.cli_helpers import install_entry_points, run
 from deerflow_ext import cli
 from deerflow_ext.config.loading import ConfigError, load_app_config
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
@@ -45,9 +46,7 @@ plugins:
 
 @pytest.fixture(autouse=True)
 def installed(monkeypatch: pytest.MonkeyPatch) -> EntryPointIndex:
-    index = EntryPointIndex.from_mapping({"acme_spare": f"{M}:unmarked"})
-    monkeypatch.setattr(EntryPointIndex, "scan", classmethod(lambda cls, group="": index))
-    return index
+    return install_entry_points(monkeypatch, {"acme_spare": f"{M}:unmarked"})
 
 
 @pytest.fixture
@@ -55,12 +54,6 @@ def config_file(tmp_path: Path) -> Path:
     path = tmp_path / "config.yaml"
     path.write_text(DEERFLOW_SHAPED, encoding="utf-8")
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_record_validates_with_its_name_derived_from_use(config_file: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.cli_helpers import install_entry_points, run
 from deerflow_ext import cli
 from deerflow_ext.config.loading import load_app_config
 from deerflow_ext.extensions.discovery import EntryPointIndex
@@ -35,11 +36,9 @@ title:
 
 @pytest.fixture(autouse=True)
 def installed(monkeypatch: pytest.MonkeyPatch) -> EntryPointIndex:
-    index = EntryPointIndex.from_mapping(
-        {"acme_audit": f"{M}:good", "acme_spare": f"{M}:unmarked", "acme_other": f"{M}:older_patch"}
+    return install_entry_points(
+        monkeypatch, {"acme_audit": f"{M}:good", "acme_spare": f"{M}:unmarked", "acme_other": f"{M}:older_patch"}
     )
-    monkeypatch.setattr(EntryPointIndex, "scan", classmethod(lambda cls, group="": index))
-    return index
 
 
 @pytest.fixture
@@ -47,12 +46,6 @@ def config_file(tmp_path: Path) -> Path:
     path = tmp_path / "config.yaml"
     path.write_text(COMMENTED, encoding="utf-8")
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_disable_enable_round_trip_changes_only_the_flag(
