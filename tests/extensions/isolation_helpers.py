@@ -81,3 +81,27 @@ def isolate(
     mw: AgentMiddleware, diagnostics: DiagnosticsList, index: int = 1, *, intercept: bool = False
 ) -> IsolatedMiddleware:
     return IsolatedMiddleware(mw, extension=EXT, index=index, diagnostics=diagnostics, intercept=intercept)
+
+
+class AnswersForTheModel(AgentMiddleware):
+    """A deciding middleware: answers every model call itself (a cache, a canned policy reply)."""
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        from langchain.agents.middleware.types import ModelResponse
+
+        return ModelResponse(result=[AIMessage("answered by the gate")])
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return self.wrap_model_call(request, handler)
+
+
+class _Gate:
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> Any:
+        from deerflow_extension_api import MiddlewarePlacement, Placement
+
+        return [MiddlewarePlacement(AnswersForTheModel(), Placement.MODEL_LOGICAL)]
+
+
+def install_gate(registry: Any, config: Any) -> None:
+    """``use: extensions.isolation_helpers:install_gate``."""
+    registry.middlewares(_Gate())

@@ -432,3 +432,29 @@ async def test_fused_and_carried_members_observe_only_too(
         "passed its handler another request; the handler ran the host's request",
         "returned ModelResponse instead of its handler's result, which is used",
     ]
+
+
+# -- from config.yaml to the run -----------------------------------------------------------------
+@pytest.mark.parametrize(("intercept", "answer"), [(False, "real"), (True, "answered by the gate")])
+async def test_the_records_intercept_flag_decides_who_answers(
+    intercept: bool, answer: str, diagnostics: DiagnosticsList
+) -> None:
+    from deerflow_ext.config.schema import AppConfig
+    from deerflow_ext.extensions.loader import load_extensions
+    from deerflow_ext.extensions.stack import compose_middleware_stack
+    from deerflow_extension_api import AgentBuildContext, AgentScope
+
+    record = {"name": "gate", "use": "extensions.isolation_helpers:install_gate", "intercept": intercept}
+    extensions = load_extensions(AppConfig.model_validate({"plugins": [record]}), diagnostics=diagnostics)
+    assert [c.intercept for c in extensions.middlewares] == [intercept]
+    stack = compose_middleware_stack(
+        [], extensions=extensions, ctx=AgentBuildContext(AgentScope.LEAD), diagnostics=diagnostics
+    )
+    assert [mw.intercepts for mw in stack] == [intercept]
+    model = scripted(AIMessage("real"))
+
+    result = await run(create_agent(model, middleware=stack), "async")
+
+    assert result["messages"][-1].content == answer
+    assert model.calls == ([] if intercept else [1])
+    assert len(diagnostics) == (0 if intercept else 1)
