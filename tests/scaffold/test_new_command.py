@@ -41,7 +41,8 @@ def test_the_package_declares_its_entry_point_and_pins_the_contract(
     assert project["project"]["name"] == "acme-audit"
     assert project["project"]["entry-points"]["deerflow.extensions"] == {"acme_audit": "acme_audit:install"}
     major, minor, *_ = __version__.split(".")
-    assert f"deerflow-ext>={__version__},<{major}.{int(minor) + 1}" in project["project"]["dependencies"]
+    assert f"deerflow-extension-api>={major}.{minor},<{major}.{int(minor) + 1}" in project["project"]["dependencies"]
+    assert not [d for d in project["project"]["dependencies"] if d.startswith("deerflow-ext>")]
     assert f'@extension(api="{API_VERSION}", name="acme_audit")' in (target / "src/acme_audit/__init__.py").read_text()
     assert (target / NOXFILE).read_bytes() == TEMPLATE_NOXFILE.read_bytes()
 
@@ -66,7 +67,7 @@ def test_existing_work_is_never_overwritten(tmp_path: Path, capsys: pytest.Captu
 
 def test_every_example_shares_the_generated_noxfile() -> None:
     examples = sorted((ROOT / "plugins_examples").iterdir())
-    assert [e.name for e in examples] == ["audit", "costs", "observers", "otel"]
+    assert [e.name for e in examples] == ["audit", "costs", "observers", "otel", "tally"]
     for example in examples:
         assert (example / NOXFILE).read_bytes() == TEMPLATE_NOXFILE.read_bytes(), example.name
 

@@ -1,8 +1,8 @@
 """``deerflow-ext extensions new NAME``: a new extension package that passes ``nox`` as generated.
 
 The package is what ``plugins_examples/`` shows, minimal: a ``pyproject.toml`` declaring the
-entry point and pinning the contract (which ships inside ``deerflow-ext``) to this host's
-minor version, an ``install()`` with a lifecycle contributor and a router, ``tests/`` with
+entry point and depending on the contract (``deerflow-extension-api``) by this host's
+release line, an ``install()`` with a lifecycle contributor and a router, ``tests/`` with
 one ordinary test (the ``deerflow_host`` fixture) and one property test
 (``check_same_result``), and the ``noxfile.py`` every example shares. Files are rendered from
 ``template/`` with :class:`string.Template` (``${module}``, ``${entry_point}``, ...); a path
@@ -56,6 +56,7 @@ class Scaffold:
             "module": self.module,
             "distribution": self.distribution,
             "api": API_VERSION,
+            "api_line": ".".join(API_VERSION.split(".")[:2]),
             "host_version": __version__,
             "next_minor": f"{major}.{int(minor) + 1}",
         }

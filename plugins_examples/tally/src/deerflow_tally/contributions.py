@@ -32,10 +32,12 @@ __all__ = ["SystemCallCounter", "TaskFolder", "ToolCallCounter", "ToolCounting"]
 
 def _note_tool_call(request: Any) -> None:
     store = task_store_from_runtime(getattr(request, "runtime", None))
-    counts = store.get(TaskCounts) if store is not None else None
-    if counts is not None:  # no live task (a direct graph call): nothing to count into
-        name = (getattr(request, "tool_call", None) or {}).get("name") or "unknown"
-        counts.tool_called(str(name))
+    if store is None:  # no live task (a direct graph call): nothing to count into
+        return
+    name = (getattr(request, "tool_call", None) or {}).get("name") or "unknown"
+    # get_or_init, not get: the task's on_task_start may have been skipped (another
+    # extension spent the shared budget), and its tool calls must still count.
+    store.get_or_init(TaskCounts, TaskCounts).tool_called(str(name))
 
 
 class ToolCallCounter(AgentMiddleware):  # type: ignore[type-arg]
@@ -61,7 +63,7 @@ class TaskFolder:
     """Gives each task its counts when it starts, and folds them into the tally when it stops."""
 
     async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
-        task_store.set(TaskCounts())
+        task_store.get_or_init(TaskCounts, TaskCounts)
 
     async def on_task_stop(
         self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo, outcome: TaskOutcome
