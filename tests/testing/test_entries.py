@@ -56,3 +56,11 @@ def test_the_yaml_is_a_config_that_loads_back_to_the_same_entries() -> None:
     config = app_config_from_text(text)
     assert [p.record() for p in plugins_of(config)] == [p.record() for p in plugin_records(plugins)[:2]]
     assert [p.enabled for p in config.plugins] == [True, True, False]
+
+
+def test_a_record_carries_package_and_intercept_to_the_loader() -> None:
+    plugin = Plugin("observers", package="deerflow-observers", intercept=True)
+    record = plugin.record()
+    assert record == {"name": "observers", "use": "observers", "package": "deerflow-observers", "intercept": True}
+    (entry,) = app_config_from_text(plugins_yaml([plugin]), "config.yaml").plugins
+    assert (entry.package, entry.intercept) == ("deerflow-observers", True)

@@ -44,6 +44,8 @@ class Plugin:
     enabled: bool = True
     required: bool = False
     table_prefix: str | None = None
+    package: str | None = None
+    intercept: bool = False
 
     @classmethod
     def coerce(cls, item: PluginLike) -> Plugin:
