@@ -264,7 +264,7 @@ def test_runs_through_the_langgraph_api_are_counted_and_observed(gateway: Gatewa
                 ]
         return rows if len(rows) >= 6 else []
 
-    assert sorted(_wait(audited)) == [("lead", "completed")] * 3 + [("subagent", "completed")] * 3
+    assert sorted(wait(audited)) == [("lead", "completed")] * 3 + [("subagent", "completed")] * 3
     log = gateway.log()
     thread = re.escape(thread_id)
     assert len(re.findall(rf"deerflow_observers: lead \S+ in thread {thread} ended completed", log)) == 3
