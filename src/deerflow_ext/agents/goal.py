@@ -21,6 +21,7 @@ from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOper
 
 from .models import effective_model_name
 from .prompts import GOAL_CONTINUATION_PROMPT, render_goal_prompt, render_transcript
+from .system_calls import system_call_config
 
 __all__ = ["GoalVerdict", "continuation_message", "evaluate_goal", "parse_verdict"]
 
@@ -64,7 +65,8 @@ async def evaluate_goal(
         HumanMessage(content=render_transcript(conversation)),
     ]
     request = SystemModelRequest(messages=messages, model_name=effective_model_name(model))
+    config = system_call_config(SystemOperationKind.GOAL)
     response: Any = await observe_system_call(
-        extensions, task_store, SystemOperationKind.GOAL, request, lambda: model.ainvoke(messages)
+        extensions, task_store, SystemOperationKind.GOAL, request, lambda: model.ainvoke(messages, config=config)
     )
     return parse_verdict(getattr(response, "content", response))

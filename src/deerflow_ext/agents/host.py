@@ -16,14 +16,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.types import Checkpointer
 
-from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.config.schema import AppConfig, ModelPurpose
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import ExtensionData
 
 from .context import build_run_context
 from .goal import continuation_message, evaluate_goal
 from .lead import ModelFactory, make_lead_agent
-from .models import create_chat_model
+from .models import create_chat_model, model_name_for
 from .thread_state import ThreadStates
 
 __all__ = [
@@ -116,12 +116,13 @@ class AgentHost:
     ) -> None:
         self.config = config
         self.checkpointer = checkpointer
-        self.model_name = model_name
+        # The lead model: the one asked for, else the entry claiming "lead", else the first.
+        self.model_name = model_name if model_name is not None else model_name_for(config, "lead")
         self.model_factory: ModelFactory = model_factory or (lambda name: create_chat_model(config, name))
         if memory is None and config.memory.enabled:
             from deerflow_ext.memory.manager import MemoryManager
 
-            memory = MemoryManager(config.memory, self.model_factory(model_name))
+            memory = MemoryManager(config.memory, self.model_factory(self.purpose_model_name("memory")))
         self.memory = memory
         self._cached_task_tool: Any | None = None
         self._thread_states: ThreadStates | None = None
@@ -135,6 +136,11 @@ class AgentHost:
                 lambda: self.make_lead_agent(extensions=get_loaded_extensions()), self.checkpointer
             )
         return self._thread_states
+
+    def purpose_model_name(self, purpose: ModelPurpose) -> str | None:
+        """The model ``purpose`` runs on: the entry claiming it, else the lead model."""
+        claimed = model_name_for(self.config, purpose)
+        return claimed if claimed is not None else self.model_name
 
     def make_lead_agent(self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None) -> Any:
         """Build the lead graph (sync) under ``extensions``.
@@ -165,7 +171,7 @@ class AgentHost:
             from deerflow_ext.subagents.task_tool import make_task_tool
 
             self._cached_task_tool = make_task_tool(
-                self.config, model_factory=self.model_factory, model_name=self.model_name
+                self.config, model_factory=self.model_factory, model_name=self.purpose_model_name("subagent")
             )
         return self._cached_task_tool
 
@@ -206,7 +212,7 @@ class AgentHost:
         goal_met: bool | None = None
         continuations = 0
         if request.goal:
-            model = self.model_factory(self.model_name)
+            model = self.model_factory(self.purpose_model_name("goal"))
             evaluation = 0
             while True:
                 evaluation += 1

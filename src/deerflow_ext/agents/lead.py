@@ -11,7 +11,7 @@ synchronous construction sees the run's snapshot, never a concurrently replaced 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents import create_agent
@@ -43,7 +43,7 @@ from .middlewares import (
     TokenUsageMiddleware,
     ToolErrorHandlingMiddleware,
 )
-from .models import create_chat_model, effective_model_name, public_model_parameters
+from .models import create_chat_model, effective_model_name, model_name_for, public_model_parameters
 from .policy import project_policy
 from .prompts import LEAD_SYSTEM_PROMPT, SUBAGENT_SYSTEM_PROMPT
 from .tools import builtin_tools
@@ -70,19 +70,25 @@ def build_host_stack(
     model: BaseChatModel,
     policy: HostPolicySnapshot,
     memory: Any | None = None,
+    system_models: Mapping[str, BaseChatModel] | None = None,
 ) -> list[AgentMiddleware]:
-    """The host's own middlewares in ``HOST_STACK_ORDER`` (subagents skip the lead-only ones)."""
+    """The host's own middlewares in ``HOST_STACK_ORDER`` (subagents skip the lead-only ones).
+
+    ``system_models`` maps a system purpose (``title``, ``summarization``) to the model an
+    operator put it on; a purpose missing from it runs on the agent's own ``model``.
+    """
     lead = scope is AgentScope.LEAD
+    system = system_models or {}
     stack: list[AgentMiddleware] = [
         ThreadDataMiddleware(),
         SandboxLeaseMiddleware(),
-        LLMErrorHandlingMiddleware(),
+        LLMErrorHandlingMiddleware(config.retry.max_retries, config.retry.backoff_seconds),
         ToolErrorHandlingMiddleware(),
-        SummarizationMiddleware(config.summarization, model),
+        SummarizationMiddleware(config.summarization, system.get("summarization", model)),
     ]
     if lead:
         stack += [
-            TitleMiddleware(config.title, model),
+            TitleMiddleware(config.title, system.get("title", model)),
             MemoryMiddleware(memory, enabled=config.memory.enabled),
         ]
     stack += [TokenUsageMiddleware(), TokenBudgetMiddleware(policy)]
@@ -120,6 +126,16 @@ def _policy_values(policy: HostPolicySnapshot) -> dict[str, Any]:
     return dataclasses.asdict(policy)
 
 
+def _system_models(config: AppConfig, factory: ModelFactory) -> dict[str, BaseChatModel]:
+    """The models of the system purposes an entry claims (``purposes:`` in ``models:``)."""
+    models: dict[str, BaseChatModel] = {}
+    for purpose in ("title", "summarization"):
+        name = model_name_for(config, purpose)
+        if name is not None:
+            models[purpose] = factory(name)
+    return models
+
+
 def build_agent(
     config: AppConfig,
     *,
@@ -149,7 +165,14 @@ def build_agent(
     with bound_extensions(ext):
         model = factory(model_name)
         policy = project_policy(config, scope, agent_name)
-        host = build_host_stack(config, scope=scope, model=model, policy=policy, memory=memory)
+        host = build_host_stack(
+            config,
+            scope=scope,
+            model=model,
+            policy=policy,
+            memory=memory,
+            system_models=_system_models(config, factory),
+        )
         ctx = AgentBuildContext(
             scope=scope,
             agent_name=agent_name,

@@ -2,20 +2,45 @@
 
 Real models are one config entry away (``use: langchain_openai:ChatOpenAI`` plus its
 constructor keys); importing them by path keeps every provider package optional.
+
+Two rules are applied to every configured model:
+
+* **One retry policy.** A provider class with a ``max_retries`` knob is constructed with
+  ``max_retries=0``: the host's retry layer (``retry:`` in config.yaml) already retries
+  transient failures, and both together multiply (LangChain's 2 retries inside our 2 made a
+  failing call 9 attempts).
+* **Checked before anything starts** (:func:`check_models`): the class imports, the
+  constructor takes the keys, the credentials it needs are there. Construction only; the
+  provider is never called. Each problem is one ``file:line: field: cause`` line.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import ValidationError
 
-from deerflow_ext.config.schema import AppConfig, ModelEntry
+from deerflow_ext.config.loading import ConfigError, config_line, format_problem
+from deerflow_ext.config.schema import MODEL_PURPOSES, AppConfig, ModelEntry, ModelPurpose
 
 from .model import EMBEDDED_MODEL_NAME, EmbeddedChatModel
 
-__all__ = ["create_chat_model", "effective_model_name", "model_entry", "public_model_parameters"]
+__all__ = [
+    "check_models",
+    "create_chat_model",
+    "describe_models",
+    "effective_model_name",
+    "ensure_models",
+    "model_entry",
+    "model_name_for",
+    "public_model_parameters",
+]
 
 # Constructor keys that must never reach a descriptor or a log line.
 _SECRET_HINTS = ("api_key", "secret", "password", "credential", "authorization")
@@ -36,19 +61,131 @@ def model_entry(config: AppConfig, name: str | None) -> ModelEntry | None:
     raise ValueError(f"unknown model {name!r}; configured models: {known}")
 
 
+def model_name_for(config: AppConfig, purpose: ModelPurpose) -> str | None:
+    """The entry that claims ``purpose``; ``None`` means the default (first) model."""
+    for entry in config.models:
+        if purpose in entry.purposes:
+            return entry.name
+    return None
+
+
+def _import_target(use: str) -> Any:
+    module_name, _, attr = use.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _takes_max_retries(target: Any) -> bool:
+    fields = getattr(target, "model_fields", None)
+    if isinstance(fields, dict):
+        return "max_retries" in fields
+    try:
+        return "max_retries" in inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _construct(entry: ModelEntry, target: Any) -> Any:
+    params = entry.params
+    if _takes_max_retries(target):
+        params["max_retries"] = 0  # the host's retry layer is the one policy
+    return target(**params)
+
+
 def create_chat_model(config: AppConfig, name: str | None = None) -> BaseChatModel:
     """Instantiate the model called ``name`` (or the default one)."""
     entry = model_entry(config, name)
     if entry is None:
         return EmbeddedChatModel()
-    module_name, _, attr = entry.use.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    model = target(**entry.params)
+    model = _construct(entry, _import_target(entry.use))
     if not isinstance(model, BaseChatModel):
         raise TypeError(f"model {entry.name!r}: {entry.use} did not produce a BaseChatModel")
     return model
+
+
+def _distribution_hint(module: str) -> str:
+    # Provider packages follow the module-to-distribution rule (langchain_openai ->
+    # langchain-openai); the hint names the top-level package the import stopped at.
+    return module.split(".")[0].replace("_", "-")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _entry_problems(index: int, entry: ModelEntry) -> list[tuple[tuple[int | str, ...], str]]:
+    here: tuple[int | str, ...] = ("models", index)
+    module_name = entry.use.partition(":")[0]
+    try:
+        target = _import_target(entry.use)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        hint = _distribution_hint(missing)
+        return [((*here, "use"), f"cannot import {module_name}: {missing} is not installed; pip install {hint}")]
+    except AttributeError as exc:
+        return [((*here, "use"), f"{entry.use} does not exist: {_first_line(exc)}")]
+    except Exception as exc:
+        return [((*here, "use"), f"cannot import {module_name}: {_first_line(exc)}")]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = _construct(entry, target)
+    except ValidationError as exc:
+        problems: list[tuple[tuple[int | str, ...], str]] = []
+        for error in exc.errors(include_url=False):
+            loc = error.get("loc") or ()
+            key = str(loc[0]) if loc else None
+            field = (*here, key) if key in entry.params else here
+            problems.append((field, f"{entry.use}: {error.get('msg', 'invalid')}"))
+        return problems
+    except Exception as exc:  # missing credentials, a bad argument combination, ...
+        return [(here, f"{entry.use} cannot be constructed: {_first_line(exc)}")]
+    if not isinstance(model, BaseChatModel):
+        return [((*here, "use"), f"{entry.use} is not a LangChain chat model (got {type(model).__name__})")]
+    # A key the class does not know is passed on to the provider (LangChain warns and moves it
+    # to model_kwargs); the provider then refuses every call. Say so now.
+    return [(here, f"{entry.use}: {' '.join(str(w.message).split())}") for w in caught]
+
+
+def _problems(config: AppConfig) -> list[tuple[tuple[int | str, ...], str]]:
+    return [problem for index, entry in enumerate(config.models) for problem in _entry_problems(index, entry)]
+
+
+def check_models(config: AppConfig, path: str | Path) -> list[str]:
+    """One ``file:line: field: cause`` line per problem with ``models:`` (empty: all good)."""
+    return [format_problem(path, loc, problem) for loc, problem in _problems(config)]
+
+
+def ensure_models(config: AppConfig, path: str | Path) -> None:
+    """:func:`check_models`, raising :class:`ConfigError` (every problem, one line each)."""
+    problems = _problems(config)
+    if not problems:
+        return
+    lines = [format_problem(path, loc, problem) for loc, problem in problems]
+    loc, problem = problems[0]
+    field = ".".join(str(part) for part in loc[2:])
+    raise ConfigError(
+        path, config_line(path, loc), f"models[{loc[1]}]" + (f".{field}" if field else ""), problem, problems=lines
+    )
+
+
+def describe_models(config: AppConfig) -> str:
+    """For the startup line: each model, what it is, and the purposes it serves."""
+    if not config.models:
+        return f"embedded ({EMBEDDED_MODEL_NAME})"
+    claimed = {purpose for entry in config.models for purpose in entry.purposes}
+    lead = model_name_for(config, "lead") or config.models[0].name
+    parts: list[str] = []
+    for entry in config.models:
+        purposes: Sequence[str] = entry.purposes
+        if entry.name == lead:
+            purposes = [*purposes, *(p for p in MODEL_PURPOSES if p not in claimed and p not in purposes)]
+        model_id = entry.params.get("model") or entry.params.get("model_name") or "?"
+        parts.append(f"{entry.name}={entry.use}({model_id}) for {', '.join(purposes) or 'nothing'}")
+    return "; ".join(parts)
 
 
 def effective_model_name(model: BaseChatModel) -> str:

@@ -18,6 +18,7 @@ from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemMode
 
 from .models import effective_model_name
 from .prompts import render_title_prompt
+from .system_calls import system_call_config
 
 __all__ = ["clean_title", "generate_title", "generate_title_sync"]
 
@@ -46,8 +47,9 @@ async def generate_title(
 
     prompt = render_title_prompt(question, answer, max_chars=max_chars)
     request = SystemModelRequest(messages=prompt, model_name=effective_model_name(model))
+    config = system_call_config(SystemOperationKind.TITLE)
     response: Any = await observe_system_call(
-        extensions, task_store, SystemOperationKind.TITLE, request, lambda: model.ainvoke(prompt)
+        extensions, task_store, SystemOperationKind.TITLE, request, lambda: model.ainvoke(prompt, config=config)
     )
     return clean_title(getattr(response, "content", response), max_chars=max_chars)
 
@@ -65,13 +67,14 @@ def generate_title_sync(
     from deerflow_ext.extensions.observe import submit_system_observation
 
     prompt = render_title_prompt(question, answer, max_chars=max_chars)
+    config = system_call_config(SystemOperationKind.TITLE)
     if not extensions.system_model_observers:
-        response: Any = model.invoke(prompt)
+        response: Any = model.invoke(prompt, config=config)
         return clean_title(getattr(response, "content", response), max_chars=max_chars)
     request = SystemModelRequest(messages=prompt, model_name=effective_model_name(model))
     started = time.perf_counter()
     try:
-        response = model.invoke(prompt)
+        response = model.invoke(prompt, config=config)
     except Exception as exc:
         failed = SystemModelResult(error=exc, duration_ms=(time.perf_counter() - started) * 1000.0)
         submit_system_observation(extensions, task_store, SystemOperationKind.TITLE, request, failed)

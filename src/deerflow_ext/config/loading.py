@@ -28,6 +28,8 @@ __all__ = [
     "MAX_NODES",
     "ConfigError",
     "app_config_from_text",
+    "config_line",
+    "format_problem",
     "load_app_config",
     "parse_yaml",
     "read_config_text",
@@ -254,3 +256,21 @@ def load_app_config(path: str | Path) -> AppConfig:
     if text is None:
         return AppConfig()
     return app_config_from_text(text, path)
+
+
+def config_line(path: str | Path, loc: Sequence[int | str]) -> int | None:
+    """The line of ``loc`` (``("models", 0, "temperature")``) in the file at ``path``.
+
+    For checks that run after validation (model construction) and must still point the
+    operator at a line; ``None`` when the file is gone or no longer parses.
+    """
+    try:
+        text = read_config_text(path)
+        return _locate(parse_yaml(text), loc) if text is not None else None
+    except ConfigError:
+        return None
+
+
+def format_problem(path: str | Path, loc: Sequence[int | str], problem: str) -> str:
+    """``file:line: field: problem`` for ``loc``, in :class:`ConfigError`'s own shape."""
+    return _format(str(path), config_line(path, loc), _field_path(loc) or None, problem)

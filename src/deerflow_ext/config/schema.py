@@ -7,17 +7,20 @@ are open: every key besides ``name`` and ``use`` is a constructor argument of th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 __all__ = [
+    "MODEL_PURPOSES",
     "AppConfig",
     "GatewayConfig",
     "GoalConfig",
     "MemoryConfig",
     "ModelEntry",
+    "ModelPurpose",
     "PluginEntry",
+    "RetryConfig",
     "SubagentsConfig",
     "SummarizationConfig",
     "TitleConfig",
@@ -69,17 +72,47 @@ class PluginEntry(_Strict):
         return value
 
 
+ModelPurpose = Literal["lead", "subagent", "title", "memory", "summarization", "goal"]
+"""What a model is used for: the agents' own turns, or one of the host's system calls."""
+
+MODEL_PURPOSES: tuple[ModelPurpose, ...] = get_args(ModelPurpose)
+
+
 class ModelEntry(BaseModel):
-    """A chat model imported by ``use`` (``module:Class``); extra keys are its constructor kwargs."""
+    """A chat model imported by ``use`` (``module:Class``); extra keys are its constructor kwargs.
+
+    ``purposes`` puts some of the work on this model: ``[title, memory, summarization]`` moves
+    the host's own calls to a cheaper one. A purpose no entry claims runs on the lead model:
+    the entry claiming ``lead``, else the first entry.
+    ``max_retries`` is refused: retries are the host's retry layer's (``retry:``), and a
+    provider retrying inside it multiplies the attempts (3 x 3 = 9 calls per failure).
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
     name: str = Field(min_length=1)
     use: str = Field(min_length=1, pattern=r"^[\w.]+:[\w.]+$")
+    purposes: tuple[ModelPurpose, ...] = ()
 
     @property
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _retries_are_the_hosts(self) -> ModelEntry:
+        if "max_retries" in (self.model_extra or {}):
+            raise ValueError(
+                "max_retries is not a model key: retries come from one policy, the retry: section "
+                "(retry.max_retries); remove it here"
+            )
+        return self
+
+
+class RetryConfig(_Strict):
+    """The one retry policy for model calls (the host's retry layer; providers never retry)."""
+
+    max_retries: int = Field(default=2, ge=0, le=10)
+    backoff_seconds: float = Field(default=0.5, ge=0, le=60)
 
 
 class TokenBudgetConfig(_Strict):
@@ -133,6 +166,7 @@ class AppConfig(_Strict):
 
     plugins: list[PluginEntry] = Field(default_factory=list)
     models: list[ModelEntry] = Field(default_factory=list)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
     token_budget: TokenBudgetConfig = Field(default_factory=TokenBudgetConfig)
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     title: TitleConfig = Field(default_factory=TitleConfig)
@@ -155,4 +189,18 @@ class AppConfig(_Strict):
                     f"duplicate {info.field_name} name {entry.name!r}{hint} names label log lines and CLI commands"
                 )
             seen.add(entry.name)
+        return entries
+
+    @field_validator("models")
+    @classmethod
+    def _one_model_per_purpose(cls, entries: list[ModelEntry]) -> list[ModelEntry]:
+        claimed: dict[str, str] = {}
+        for entry in entries:
+            for purpose in entry.purposes:
+                if purpose in claimed:
+                    raise ValueError(
+                        f"purpose {purpose!r} is claimed by both {claimed[purpose]!r} and {entry.name!r}; "
+                        "give each purpose to one model"
+                    )
+                claimed[purpose] = entry.name
         return entries

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_DATA_DIR",
     "Settings",
+    "SettingsError",
     "async_database_url",
     "default_database_url",
+    "load_settings",
     "sqlite_database_path",
     "sync_database_url",
 ]
@@ -96,6 +99,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8001, ge=0, le=65535)
     log_level: str = "INFO"
+    #: ``text`` (one line per record) or ``json`` (one object per line, uvicorn's included).
+    log_format: Literal["text", "json"] = "text"
     #: How long shutdown waits for in-flight HTTP requests before cancelling them. Without a
     #: bound, one hanging request (an extension route that never returns) keeps the Gateway
     #: from ever stopping; the ordered shutdown (drain runs, stop services) runs after it.
@@ -137,3 +142,30 @@ class Settings(BaseSettings):
     @property
     def sync_database_url(self) -> str:
         return sync_database_url(self.database_url)
+
+
+class SettingsError(ValueError):
+    """A ``DEERFLOW_*`` value (or the option standing for it) cannot be used.
+
+    The message is one line naming the variable, what it holds and why it is refused, e.g.
+    ``DEERFLOW_PORT='abc': Input should be a valid integer`` — the operator's next step is to
+    fix that variable, under whichever command found it.
+    """
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """``Settings(**overrides)`` with a bad value reported as one :class:`SettingsError` line.
+
+    ``overrides`` are command-line options (``--port``, ...); they stand for the variable of
+    the same name, which is how the message names them.
+    """
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            name = str(error.get("loc", ("?",))[0])
+            variable = f"DEERFLOW_{name.upper()}"
+            shown = error.get("input")
+            problems.append(f"{variable}={shown!r}: {error.get('msg', 'invalid')}")
+        raise SettingsError("; ".join(problems)) from None

@@ -20,6 +20,7 @@ from langchain_core.messages import HumanMessage
 
 from deerflow_ext.agents.models import effective_model_name
 from deerflow_ext.agents.prompts import render_memory_prompt
+from deerflow_ext.agents.system_calls import system_call_config
 from deerflow_ext.config.schema import MemoryConfig
 from deerflow_ext.extensions import observe
 from deerflow_ext.extensions.snapshot import LoadedExtensions
@@ -125,7 +126,10 @@ class MemoryManager:
 
     def _extract(self, messages: list[Any]) -> str:
         # Runs on DeerMem's worker thread; a synchronous model call is what it expects.
-        reply = self._model.invoke([HumanMessage(content=render_memory_prompt(messages))])
+        reply = self._model.invoke(
+            [HumanMessage(content=render_memory_prompt(messages))],
+            config=system_call_config(SystemOperationKind.MEMORY),
+        )
         content = reply.content
         if isinstance(content, str):
             return content

@@ -231,7 +231,14 @@ async def _lifecycle(
         _absorb_cancel()
         status, outcome, error = RunStatus.INTERRUPTED, TaskOutcome.ABORTED, exc
     except Exception as exc:
-        logger.warning("run %s failed: %s", handle.run_id, _error_text(exc), exc_info=exc)
+        # One line; the traceback only when DEBUG is on (a failing provider would otherwise
+        # put a 150-line stack in the log for every run).
+        logger.warning(
+            "run %s failed: %s",
+            handle.run_id,
+            _error_text(exc),
+            exc_info=exc if logger.isEnabledFor(logging.DEBUG) else None,
+        )
         status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
         await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
 

@@ -16,7 +16,7 @@ from langgraph.types import Command
 
 from ..model import TransientModelError
 
-__all__ = ["LLMErrorHandlingMiddleware", "ToolErrorHandlingMiddleware", "is_transient"]
+__all__ = ["LLMErrorHandlingMiddleware", "ToolErrorHandlingMiddleware", "describe_failure", "is_transient"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,10 @@ _TRANSIENT_NAMES = frozenset(
         "InternalServerError",
         "ServiceUnavailableError",
         "OverloadedError",
+        # langchain-core's provider-neutral taxonomy (langchain-openai 1.x raises these)
+        "ModelConnectionError",
+        "ModelRateLimitError",
+        "ModelTimeoutError",
     }
 )
 
@@ -40,12 +44,23 @@ def is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
+def describe_failure(exc: BaseException, *, limit: int = 300) -> str:
+    """``TypeName: message`` on one line, bounded: provider errors embed whole JSON bodies."""
+    text = " ".join(str(exc).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class LLMErrorHandlingMiddleware(AgentMiddleware):
-    """Retries transient model failures: the *retry layer*.
+    """Retries transient model failures: the *retry layer*, the host's one retry policy.
 
     Everything outside it (``MODEL_LOGICAL``) sees one logical call; everything inside it
     (``MODEL_PHYSICAL``) sees each attempt. A non-transient error, or the last transient
-    one, propagates unchanged so the run fails with the provider's own exception.
+    one, propagates unchanged so the run fails with the provider's own exception. Providers
+    are built with their own retries off (``agents.models``), so ``max_retries=2`` means at
+    most three requests per logical call, and each failed request is one WARNING line (the
+    traceback only at DEBUG, where the run's failure line carries it).
     """
 
     def __init__(self, max_retries: int = 2, backoff_seconds: float = 0.0) -> None:
@@ -59,15 +74,31 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):
     def _delay(self, attempt: int) -> float:
         return self.backoff_seconds * (2**attempt)
 
+    def _gives_up(self, exc: Exception, attempt: int) -> bool:
+        """Log the failed attempt (one line); True when it is not retried."""
+        transient = is_transient(exc)
+        last = attempt >= self.max_retries or not transient
+        if last:
+            why = "giving up" if transient else "not retried (not transient)"
+        else:
+            why = f"retrying in {self._delay(attempt):g}s"
+        logger.warning(
+            "model call failed (attempt %d of %d): %s; %s",
+            attempt + 1,
+            self.max_retries + 1 if transient else attempt + 1,
+            describe_failure(exc),
+            why,
+        )
+        return last
+
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         attempt = 0
         while True:
             try:
                 return handler(request)
             except Exception as exc:
-                if attempt >= self.max_retries or not is_transient(exc):
+                if self._gives_up(exc, attempt):
                     raise
-                logger.warning("model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries)
                 time.sleep(self._delay(attempt))
                 attempt += 1
 
@@ -79,9 +110,8 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):
             try:
                 return await handler(request)
             except Exception as exc:
-                if attempt >= self.max_retries or not is_transient(exc):
+                if self._gives_up(exc, attempt):
                     raise
-                logger.warning("model call failed (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.max_retries)
                 await asyncio.sleep(self._delay(attempt))
                 attempt += 1
 

@@ -34,6 +34,7 @@ from deerflow_extension_api import (
 from ..context import context_value
 from ..models import effective_model_name
 from ..prompts import SUMMARY_MESSAGE_PREFIX, render_summary_prompt
+from ..system_calls import system_call_config
 from .state import HostState
 
 __all__ = ["SUMMARIZATION_TRANSFORM", "SUMMARIZATION_VERSION", "SummarizationMiddleware", "split_for_summary"]
@@ -98,7 +99,9 @@ class SummarizationMiddleware(AgentMiddleware[HostState, Any]):
         if plan is None:
             return None
         to_remove, kept = plan
-        response = self.model.invoke(render_summary_prompt(to_remove))
+        response = self.model.invoke(
+            render_summary_prompt(to_remove), config=system_call_config(SystemOperationKind.SUMMARIZATION)
+        )
         return self._update(self._summary_message(response), kept)
 
     async def abefore_model(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -115,8 +118,13 @@ class SummarizationMiddleware(AgentMiddleware[HostState, Any]):
         source_hashes = tuple(canonical_hash(m.content) for m in to_remove) if hashing else ()
         prompt = render_summary_prompt(to_remove)
         request = SystemModelRequest(messages=prompt, model_name=effective_model_name(self.model))
+        config = system_call_config(SystemOperationKind.SUMMARIZATION)
         response = await observe_system_call(
-            ext, task_store, SystemOperationKind.SUMMARIZATION, request, lambda: self.model.ainvoke(prompt)
+            ext,
+            task_store,
+            SystemOperationKind.SUMMARIZATION,
+            request,
+            lambda: self.model.ainvoke(prompt, config=config),
         )
         summary = self._summary_message(response)
         if hashing:

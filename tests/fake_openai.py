@@ -1,0 +1,223 @@
+"""A small OpenAI-compatible chat server on loopback, for tests and ``.ci/first-run``.
+
+Real provider packages (``langchain-openai``'s ``ChatOpenAI`` over the ``openai`` SDK and
+httpx) talk to it exactly as they talk to the real API, so what the host does with a real
+model — streaming tokens, usage, provider errors and their retries, credentials — is tested
+without a network. Standard library only, so ``.ci/first-run`` can start it from a fresh
+virtualenv: ``python tests/fake_openai.py --port-file PATH [--api-key KEY]``.
+
+It serves ``POST /v1/chat/completions`` (``stream`` true or false, ``stream_options.
+include_usage``) and ``GET /v1/models``. The reply is ``reply(messages)`` — by default
+``Echo: <last user text>`` — split into word tokens when streamed. ``fail_next(n, status)``
+makes the next ``n`` completions fail with an OpenAI-shaped error body; with ``api_key``
+set, a request without that bearer token gets 401. Every completion request body is kept
+in ``requests`` (in arrival order) so tests can count attempts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FakeOpenAI", "echo"]
+
+Reply = Callable[[list[dict[str, Any]]], str]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return "" if content is None else str(content)
+
+
+def echo(messages: list[dict[str, Any]]) -> str:
+    """``Echo: <the last user message>`` (whitespace collapsed, at most 200 characters)."""
+    user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    text = " ".join(_text(user.get("content") if user else "").split())[:200]
+    return f"Echo: {text}" if text else "Echo."
+
+
+def _tokens(text: str) -> Iterator[str]:
+    words = text.split(" ")
+    for index, word in enumerate(words):
+        yield word if index == len(words) - 1 else word + " "
+
+
+class FakeOpenAI:
+    """The server; a context manager that starts it on a free loopback port."""
+
+    def __init__(self, *, reply: Reply = echo, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0):
+        self.reply = reply
+        self.api_key = api_key
+        self.requests: list[dict[str, Any]] = []
+        self._failures: list[tuple[int, str]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def fail_next(self, count: int = 1, status: int = 500, message: str = "the fake provider failed") -> None:
+        with self._lock:
+            self._failures.extend([(status, message)] * count)
+
+    def completions(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.requests)
+
+    def start(self) -> FakeOpenAI:
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next_failure(self) -> tuple[int, str] | None:
+        with self._lock:
+            return self._failures.pop(0) if self._failures else None
+
+
+def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+            return None  # quiet: tests read the host's log, not this one
+
+        def _json(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: int, message: str, kind: str) -> None:
+            self._json(status, {"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+        def _authorised(self) -> bool:
+            if fake.api_key is None or self.headers.get("authorization") == f"Bearer {fake.api_key}":
+                return True
+            self._error(401, "Incorrect API key provided.", "invalid_request_error")
+            return False
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != "/v1/models":
+                self._error(404, f"no route {self.path}", "invalid_request_error")
+            elif self._authorised():
+                self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]})
+
+        def do_POST(self) -> None:
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._error(404, f"no route {self.path}", "invalid_request_error")
+                return
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+            with fake._lock:
+                fake.requests.append(body)
+            if not self._authorised():
+                return
+            failure = fake._next_failure()
+            if failure is not None:
+                self._error(failure[0], failure[1], "server_error" if failure[0] >= 500 else "invalid_request_error")
+                return
+            messages = body.get("messages") or []
+            text = fake.reply(messages)
+            prompt_tokens = sum(len(_text(m.get("content")).split()) for m in messages)
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": len(text.split()),
+                "total_tokens": prompt_tokens + len(text.split()),
+            }
+            model = str(body.get("model") or "fake-model")
+            if body.get("stream"):
+                self._stream(model, text, usage if (body.get("stream_options") or {}).get("include_usage") else None)
+                return
+            self._json(
+                200,
+                {
+                    "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+
+        def _stream(self, model: str, text: str, usage: dict[str, int] | None) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.end_headers()
+            chunk_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+
+            def send(choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> None:
+                chunk = {
+                    "id": chunk_id,
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": choices,
+                    **(extra or {}),
+                }
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+
+            send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+            for token in _tokens(text):
+                send([{"index": 0, "delta": {"content": token}, "finish_reason": None}])
+            send([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+            if usage is not None:
+                send([], {"usage": usage})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
+    parser.add_argument("--api-key", default=None, help="require this bearer token")
+    args = parser.parse_args(argv)
+    fake = FakeOpenAI(api_key=args.api_key, port=args.port)
+    print(f"fake OpenAI server on {fake.base_url}", flush=True)
+    if args.port_file is not None:
+        args.port_file.write_text(str(fake.port))
+    try:
+        fake._server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
