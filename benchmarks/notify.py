@@ -11,7 +11,9 @@ Three loops are timed over 1, 10 and 100 contributors that complete without susp
 * ``notify`` — ``_notify_each`` with the default 3 s budget (ordering, isolation, budget,
   cancellation by origin);
 * ``pluggy`` — ``pm.hook.on_task_start()`` over the same number of *sync* hookimpls, for
-  scale: what pluggy's own (sync, stop-at-first-error, LIFO) call costs.
+  scale: what pluggy's own (sync, stop-at-first-error, LIFO) call costs;
+* ``off``    — ``_notify_each`` with the per-extension metrics switched off
+  (``DEERFLOW_METRICS=0``), so ``notify/off`` is what the ``/metrics`` counting costs.
 
 Two kinds of contributor are timed. ``no-op`` hooks have no suspension point (a hook that
 only writes to its stores is like this), so ``_notify_each`` takes its fast path: nothing can
@@ -36,6 +38,7 @@ from typing import Any
 
 import pluggy
 
+from deerflow_ext.extensions import metrics
 from deerflow_ext.extensions.notify import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution
 from deerflow_extension_api import ExtensionData, TaskInfo
@@ -97,13 +100,24 @@ async def main() -> None:
     info = TaskInfo(task_id="t-1", run_id="r-1", thread_id=None, kind="lead")
     args = (app_store, task_store, info)
     print(f"python {sys.version.split()[0]}; best of {REPEATS}; microseconds per notification")
-    print(f"{'hooks':>8} {'n':>4} {'bare':>9} {'notify':>9} {'pluggy':>9} {'notify/bare':>12} {'pluggy/bare':>12}")
+    print(
+        f"{'hooks':>8} {'n':>4} {'bare':>9} {'notify':>9} {'off':>9} {'pluggy':>9} "
+        f"{'notify/bare':>12} {'off/bare':>9} {'notify/off':>11} {'pluggy/bare':>12}"
+    )
     for kind, n in [("no-op", n) for n in SIZES] + [("awaiting", n) for n in SIZES]:
         objects: list[Any] = [(NoOp if kind == "no-op" else Awaiting)() for _ in range(n)]
         contributions = tuple(
             Contribution(f"bench_{i}:install", f"b{i}", i, f"{i}:bench_{i}:install#1", obj)
             for i, obj in enumerate(objects)
         )
+        unmetered = tuple(
+            Contribution(f"bench_{i}:install", f"b{i}", i, f"{i}:bench_{i}:install#1", obj)
+            for i, obj in enumerate(objects)
+        )
+        # Plans (and their meters) are built on first use: build the unmetered one now.
+        metrics.set_metrics_enabled(False)
+        await _notify_each(unmetered, "on_task_start", args, task_id="t-1")
+        metrics.set_metrics_enabled(True)
         pm = pluggy.PluginManager("bench")
         pm.add_hookspecs(Spec)
         for i in range(n):
@@ -116,18 +130,23 @@ async def main() -> None:
         def notify(contributions: tuple[Contribution[Any], ...] = contributions) -> Awaitable[None]:
             return _notify_each(contributions, "on_task_start", args, task_id="t-1")
 
+        def off(contributions: tuple[Contribution[Any], ...] = unmetered) -> Awaitable[None]:
+            return _notify_each(contributions, "on_task_start", args, task_id="t-1")
+
         def hook(pm: pluggy.PluginManager = pm) -> object:
             return pm.hook.on_task_start(app_store=app_store, task_store=task_store, info=info)
 
-        results: dict[str, float] = {"bare": float("inf"), "notify": float("inf"), "pluggy": float("inf")}
-        for _ in range(3):  # interleave the three so drift affects them alike
+        results = dict.fromkeys(("bare", "notify", "off", "pluggy"), float("inf"))
+        for _ in range(3):  # interleave the four so drift affects them alike
             results["bare"] = min(results["bare"], await _time(bare, None, n))
             results["notify"] = min(results["notify"], await _time(notify, None, n))
+            results["off"] = min(results["off"], await _time(off, None, n))
             results["pluggy"] = min(results["pluggy"], await _time(None, hook, n))
         us = {k: v * 1e6 for k, v in results.items()}
         print(
-            f"{kind:>8} {n:>4} {us['bare']:>9.3f} {us['notify']:>9.3f} {us['pluggy']:>9.3f} "
-            f"{us['notify'] / us['bare']:>11.2f}x {us['pluggy'] / us['bare']:>11.2f}x"
+            f"{kind:>8} {n:>4} {us['bare']:>9.3f} {us['notify']:>9.3f} {us['off']:>9.3f} {us['pluggy']:>9.3f} "
+            f"{us['notify'] / us['bare']:>11.2f}x {us['off'] / us['bare']:>8.2f}x "
+            f"{us['notify'] / us['off']:>10.2f}x {us['pluggy'] / us['bare']:>11.2f}x"
         )
 
 

@@ -6,6 +6,7 @@ importable like installed code: ``extensions.fixtures_plugins:good`` resolves fr
 
 from __future__ import annotations
 
+import logging
 import sys
 import uuid
 from collections.abc import Iterator
@@ -40,3 +41,19 @@ def redis_prefix() -> Iterator[str]:
             client.delete(*keys)
     finally:
         client.close()
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Commands run in-process install the process's logging setup (``deerflow_ext.logs``);
+    put the root logger and the loggers it touches back as they were after each test."""
+    from deerflow_ext.logs import logging_config
+
+    root = logging.getLogger()
+    names = list(logging_config()["loggers"])
+    saved = (list(root.handlers), root.level, {name: logging.getLogger(name).level for name in names})
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    for name, level in saved[2].items():
+        logging.getLogger(name).setLevel(level)

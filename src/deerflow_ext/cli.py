@@ -274,7 +274,7 @@ def _serve(argv: Sequence[str]) -> int:
 
 
 def _run(argv: Sequence[str]) -> int:
-    from deerflow_ext.client import run_command
+    from deerflow_ext.run_console import run_command
 
     return int(run_command(list(argv)))
 

@@ -11,26 +11,22 @@ delivered rather than dropped, and drains it before letting go.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import logging
-import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Checkpointer
 
-from deerflow_ext.agents.host import AgentHost, LeadRunRequest, LeadRunResult
+from deerflow_ext.agents.host import STREAM_MODES, AgentHost, LeadRunRequest, LeadRunResult
 from deerflow_ext.agents.lead import ModelFactory
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import TaskInfo, TaskOutcome
 
-__all__ = ["DeerFlowClient", "StreamEvent", "run_command"]
+__all__ = ["DeerFlowClient", "StreamEvent"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +76,17 @@ class DeerFlowClient:
         return result
 
     async def astream(
-        self, prompt: str, thread_id: str | None = None, *, goal: str | None = None
+        self,
+        prompt: str,
+        thread_id: str | None = None,
+        *,
+        goal: str | None = None,
+        stream_modes: Sequence[str] = STREAM_MODES,
     ) -> AsyncIterator[StreamEvent]:
-        """Stream one run's events; the last one is ``("result", LeadRunResult)``."""
+        """Stream one run's events; the last one is ``("result", LeadRunResult)``.
+
+        ``stream_modes`` are LangGraph's (``values`` is always needed for the result).
+        """
         queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
         thread_id = thread_id or str(uuid.uuid4())
         run_id = str(uuid.uuid4())
@@ -93,7 +97,7 @@ class DeerFlowClient:
         async def worker() -> None:
             try:
                 await queue.put(("metadata", {"run_id": run_id, "thread_id": thread_id}))
-                result = await self._run(prompt, thread_id, run_id, goal, emit)
+                result = await self._run(prompt, thread_id, run_id, goal, emit, stream_modes)
                 await queue.put(("result", result))
             finally:
                 await queue.put(None)
@@ -108,7 +112,9 @@ class DeerFlowClient:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
-    async def _run(self, prompt: str, thread_id: str, run_id: str, goal: str | None, emit: Any) -> LeadRunResult:
+    async def _run(
+        self, prompt: str, thread_id: str, run_id: str, goal: str | None, emit: Any, stream_modes: Sequence[str]
+    ) -> LeadRunResult:
         from deerflow_ext.extensions.notify import notification_loop, notify_task_start, notify_task_stop
 
         ext = self.extensions  # resolved once: store, hooks and construction share it
@@ -128,7 +134,9 @@ class DeerFlowClient:
                     messages=({"role": "user", "content": prompt},),
                     goal=goal,
                 )
-                result = await self.host.run_lead(request, extensions=ext, task_store=task_store, emit=emit)
+                result = await self.host.run_lead(
+                    request, extensions=ext, task_store=task_store, emit=emit, stream_modes=stream_modes
+                )
                 outcome = TaskOutcome.COMPLETED
                 return result
             except asyncio.CancelledError:
@@ -147,95 +155,3 @@ class DeerFlowClient:
 
     def close(self) -> None:
         asyncio.run(self.aclose())
-
-
-# -- CLI -------------------------------------------------------------------------------------
-
-
-# The graph nodes whose updates are steps. Other nodes also return messages (summarization
-# re-emits the messages it keeps, clarification replaces a reply), and reporting those would
-# print steps that did not happen.
-_MODEL_NODE = "model"
-_TOOLS_NODE = "tools"
-_TASK_TOOL = "task"
-
-
-def _progress(event: str, data: Any) -> str | None:
-    """One live line per step: each model call, each tool call, each subagent."""
-    if event != "updates" or not isinstance(data, dict):
-        return None
-    lines: list[str] = []
-    for node, update in data.items():
-        messages = update.get("messages") if isinstance(update, dict) else None
-        for message in messages if isinstance(messages, list) else []:
-            if node == _MODEL_NODE and isinstance(message, AIMessage):
-                lines.append("… model call")
-                for call in message.tool_calls:
-                    if call["name"] == _TASK_TOOL:
-                        lines.append(f"… subagent: {call['args'].get('description', '')}")
-                    else:
-                        lines.append(f"… tool call: {call['name']} {json.dumps(call['args'], default=str)}")
-            elif node == _TOOLS_NODE and isinstance(message, ToolMessage):
-                what = "subagent" if message.name == _TASK_TOOL else f"tool {message.name}"
-                lines.append(f"… {what} {'failed' if message.status == 'error' else 'done'}")
-    return "\n".join(lines) or None
-
-
-def run_command(args: Sequence[str] | None = None) -> int:
-    """``deerflow-ext run PROMPT [--config PATH] [--thread ID]``: answer on stdout, progress on stderr.
-
-    Exit codes follow the ``deerflow-ext`` convention: 2 for a config.yaml that does not
-    validate (the operator fixes the named line), 1 when loading extensions or the run fails.
-    """
-    parser = argparse.ArgumentParser(prog="deerflow-ext run", description="Run the lead agent once, in-process.")
-    parser.add_argument("prompt")
-    parser.add_argument("--config", default=None, help="path of config.yaml (default: $DEERFLOW_CONFIG)")
-    parser.add_argument("--thread", default=None, help="thread id to continue")
-    parsed = parser.parse_args(args)
-
-    from deerflow_ext.cli import EXIT_CONFIG, EXIT_FAILED
-    from deerflow_ext.config.loading import ConfigError, load_app_config
-    from deerflow_ext.extensions.loader import load_extensions
-
-    path = parsed.config
-    if path is None:
-        from deerflow_ext.config.settings import Settings
-
-        path = Settings().config
-    try:
-        config = load_app_config(path)
-        extensions = load_extensions(config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except Exception as exc:  # a required extension failed, a table prefix collided
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    print(extensions.summary, file=sys.stderr)
-    client = DeerFlowClient(config, extensions=extensions)
-
-    async def main() -> LeadRunResult | None:
-        result = None
-        try:
-            async for event, data in client.astream(parsed.prompt, parsed.thread):
-                if event == "metadata":
-                    print(f"… run {data['run_id']} on thread {data['thread_id']}", file=sys.stderr)
-                elif event == "result":
-                    result = data
-                elif (line := _progress(event, data)) is not None:
-                    print(line, file=sys.stderr, flush=True)
-        finally:
-            await client.aclose()
-        return result
-
-    try:
-        result = asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        print(f"error: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    if result is None:
-        return EXIT_FAILED
-    print(result.answer)
-    return 0

@@ -38,7 +38,7 @@ ATTRIBUTION_FIELDS = ("extension", "phase", "hook", "run_id", "thread_id", "mode
 _TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
 # Chatty per-request INFO lines of the HTTP clients model providers use.
-_QUIET_BELOW_DEBUG = ("httpx", "httpx2", "httpcore", "openai", "urllib3")
+_QUIET_BELOW_DEBUG = ("alembic", "httpx", "httpx2", "httpcore", "openai", "urllib3")
 
 
 def _last_line(text: str) -> str:

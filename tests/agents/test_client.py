@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from agent_helpers import Recorder, make_config, recording_extensions
 
-from deerflow_ext.client import DeerFlowClient, run_command
+from deerflow_ext.client import DeerFlowClient
+from deerflow_ext.run_console import run_command
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions, set_loaded_extensions
 from deerflow_extension_api import TaskInfo
 
@@ -69,6 +70,12 @@ def _write_config(tmp_path: Path, text: str) -> Path:
     return config
 
 
+@pytest.fixture(autouse=True)
+def _database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `run` stores threads in the Gateway's database; keep it out of the working directory.
+    monkeypatch.setenv("DEERFLOW_DATABASE_URL", f"sqlite:///{tmp_path / 'deerflow.db'}")
+
+
 def test_run_command_prints_a_line_per_step_and_the_answer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
 ) -> None:
@@ -77,7 +84,7 @@ def test_run_command_prints_a_line_per_step_and_the_answer(
     out, err = capsys.readouterr()
     assert out.strip() == "Done. task returned: Here is my answer to: add numbers"
     lines = err.splitlines()
-    assert lines[0] == "Extensions loaded: 0/0 (none)"
+    assert lines[0].endswith("INFO deerflow_ext.extensions: Extensions loaded: 0/0 (none)")
     assert lines[1].startswith("… run ") and lines[1].endswith(" on thread cli-1")
     assert lines[2:] == ["… model call", "… subagent: add numbers", "… subagent done", "… model call"]
 
@@ -99,9 +106,9 @@ def test_run_command_reports_only_real_steps_when_summarization_rewrites_the_thr
     assert steps == [s.replace("%s", "1 + 1") for s in one_run] + [s.replace("%s", "2 * 3") for s in one_run]
 
 
-def test_run_command_exits_2_on_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_command_exits_1_on_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _write_config(tmp_path, "memory: [not, a, mapping]\n")
-    assert run_command(["hi", "--config", str(config)]) == 2
+    assert run_command(["hi", "--config", str(config)]) == 1
     out, err = capsys.readouterr()
     (line,) = err.splitlines()
     assert line.startswith(f"error: {config}") and "memory" in line

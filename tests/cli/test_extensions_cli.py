@@ -179,10 +179,10 @@ def test_serve_and_run_delegate_their_arguments(monkeypatch: pytest.MonkeyPatch)
 
     serve_mod = types.ModuleType("deerflow_ext.gateway.serve")
     serve_mod.serve_command = serve_command  # type: ignore[attr-defined]
-    client_mod = types.ModuleType("deerflow_ext.client")
+    client_mod = types.ModuleType("deerflow_ext.run_console")
     client_mod.run_command = run_command  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "deerflow_ext.gateway.serve", serve_mod)
-    monkeypatch.setitem(sys.modules, "deerflow_ext.client", client_mod)
+    monkeypatch.setitem(sys.modules, "deerflow_ext.run_console", client_mod)
     assert cli.main(["serve", "--host", "0.0.0.0", "--port", "9000", "--config", "c.yaml"]) == 0
     assert cli.main(["run", "hello", "--thread", "t1"]) == 3
     assert seen == {

@@ -108,9 +108,10 @@ def test_serve_reports_configuration_errors_without_traceback(tmp_path, capsys, 
     (tmp_path / "config.yaml").write_text("plugins: 3\n")
     code = serve_command(["--config", str(tmp_path / "config.yaml"), "--port", "0"])
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == 1
     assert err.startswith("error: ") and "Traceback" not in err
     prefix = "plugins:\n  - name: a\n    use: gateway.gw_fixtures:install_good\n    table_prefix: thread\n"
     (tmp_path / "config.yaml").write_text(prefix)
-    assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 2
-    assert capsys.readouterr().err.startswith("error: ")
+    assert serve_command(["--config", str(tmp_path / "config.yaml"), "--port", "0"]) == 1
+    # The loader's attributed log line, then the one refusal line.
+    assert capsys.readouterr().err.splitlines()[-1].startswith("error: table_prefix 'thread' collides")

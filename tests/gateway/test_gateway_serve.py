@@ -17,36 +17,43 @@ from deerflow_ext.gateway.serve import serve_command, uvicorn_options
 
 
 @pytest.fixture
-def captured_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> list[dict[str, Any]]:
+def captured_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> list[Any]:
+    """uvicorn's configs as ``serve`` hands them over, with the server not actually run."""
     import uvicorn
 
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append(kwargs))
+    configs: list[Any] = []
+
+    def run(self: uvicorn.Server, sockets: Any = None) -> None:
+        configs.append(self.config)
+        self.started = True
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     monkeypatch.setenv("DEERFLOW_DATABASE_URL", f"sqlite:///{tmp_path / 'db'}")
+    monkeypatch.setenv("DEERFLOW_PORT", "0")
     (tmp_path / "config.yaml").write_text("plugins: []\n")
-    return calls
+    return configs
 
 
-def test_serve_bounds_graceful_shutdown_by_default(captured_run: list[dict[str, Any]], tmp_path: Any) -> None:
+def test_serve_bounds_graceful_shutdown_by_default(captured_run: list[Any], tmp_path: Any) -> None:
     assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 0
-    [kwargs] = captured_run
-    assert kwargs["timeout_graceful_shutdown"] == 30.0
+    [config] = captured_run
+    assert config.timeout_graceful_shutdown == 30.0
 
 
 def test_graceful_shutdown_bound_comes_from_the_environment(
-    captured_run: list[dict[str, Any]], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    captured_run: list[Any], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DEERFLOW_GRACEFUL_SHUTDOWN_SECONDS", "2.5")
     assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 0
-    assert captured_run[0]["timeout_graceful_shutdown"] == 2.5
+    assert captured_run[0].timeout_graceful_shutdown == 2.5
 
 
-def test_a_negative_bound_is_a_configuration_error(
-    captured_run: list[dict[str, Any]], tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+def test_a_negative_bound_is_a_startup_error_naming_the_variable(
+    captured_run: list[Any], tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     monkeypatch.setenv("DEERFLOW_GRACEFUL_SHUTDOWN_SECONDS", "-1")
-    assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 2
-    assert capsys.readouterr().err.startswith("error: invalid DEERFLOW_* setting")
+    assert serve_command(["--config", str(tmp_path / "config.yaml")]) == 1
+    assert capsys.readouterr().err.startswith("error: DEERFLOW_GRACEFUL_SHUTDOWN_SECONDS='-1': ")
     assert captured_run == []
 
 

@@ -63,19 +63,43 @@ def _target(path: str | Path) -> Path:
     return p.resolve() if p.is_symlink() else p
 
 
+def _acquire(lock_path: Path) -> int:
+    """An fd holding ``flock`` on the file that *is* ``lock_path`` now.
+
+    The holder deletes the lock file on release (nothing is left beside config.yaml), so a
+    waiter may wake up holding a lock on a file that no longer has that name; it then tries
+    again on the current one. This is the usual lock-and-unlink protocol.
+    """
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_ino == os.stat(lock_path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
 @contextmanager
 def config_lock(path: str | Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``<config>.lock`` (a separate file, so readers never block)."""
+    """Hold an exclusive lock on ``<config>.lock`` (a separate file, so readers never block);
+    the lock file is removed again when the edit is done."""
     target = _target(path)
     lock_path = target.with_name(target.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _acquire(lock_path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.unlink(lock_path)
+        except FileNotFoundError:
+            pass
         finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
 
@@ -390,6 +414,12 @@ def _cut(text: str, root: CommentedMap, seq: CommentedSeq, index: int) -> str | 
         return None
     lines = _lines(text)
     start, end = _item_span(lines, root, seq, index)
+    # The comment lines right above an entry describe it: they go with it, and so does the
+    # blank line that separated them from what came before.
+    while start > 0 and lines[start - 1].strip().startswith("#"):
+        start -= 1
+    if start > 0 and not lines[start - 1].strip() and (end >= len(lines) or not lines[end].strip()):
+        start -= 1
     rest = lines[:start] + lines[end:]
     if len(seq) == 1:
         # The section would be left as ``plugins:`` (null); say "no plugins" explicitly.

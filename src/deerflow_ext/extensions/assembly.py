@@ -37,6 +37,7 @@ from deerflow_extension_api import (
 from .. import __version__
 from .diagnostics import log_extension_failure
 from .isolation import IsolatedMiddleware
+from .metrics import time_call
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
@@ -87,16 +88,21 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
         logger.exception("agent assembly descriptor could not be built; assembly observers not called")
         return
     for contribution in observers:
+        timing = time_call(contribution.extension, "on_agent_assembled")
         try:
             returned = contribution.contributor.on_agent_assembled(extensions.app_store, descriptor)
         except (Exception, asyncio.CancelledError) as exc:
             # An observer's own CancelledError is its failure; only the host's propagates.
+            if timing is not None:
+                timing.done(failed=True, cancelled=isinstance(exc, asyncio.CancelledError))
             if is_host_cancellation(exc):
                 raise
             log_extension_failure(
                 contribution.extension, f"on_agent_assembled raised {type(exc).__name__}: {exc}", exc=exc
             )
             continue
+        if timing is not None:
+            timing.done()
         if inspect.isawaitable(returned):
             # An async observer cannot run here (construction is synchronous): say so instead
             # of leaving an un-awaited coroutine warning with no attribution.

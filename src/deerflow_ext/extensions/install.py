@@ -28,7 +28,13 @@ from pathlib import Path
 
 import importlib_metadata
 
-from deerflow_ext.config.editing import ConfigEditError, add_plugin, find_plugin, remove_plugin
+from deerflow_ext.config.editing import (
+    ConfigEditError,
+    add_plugin,
+    find_plugin,
+    remove_plugin,
+    set_plugin_enabled,
+)
 from deerflow_ext.config.loading import load_app_config
 from deerflow_ext.config.schema import PluginEntry
 
@@ -174,6 +180,8 @@ class InstallResult:
     distribution: str
     version: str
     changes: tuple[DistributionChange, ...] = field(default=())
+    existing: bool = False
+    """The record was already in config.yaml (as after ``cp config.example.yaml``) and was enabled."""
 
 
 def preflight(config_path: Path, name: str | None) -> None:
@@ -207,7 +215,12 @@ def install_extension(
         change, entry_point = _find_entry_point(source, changes)
         entry = PluginEntry(name=name or entry_point.name, use=entry_point.name, enabled=True, required=False)
         step = 3
-        add_plugin(config_path, entry)
+        configured = _configured_entry(config_path, entry_point, name)
+        if configured is not None:
+            set_plugin_enabled(config_path, configured.name, True)
+            entry = configured.model_copy(update={"enabled": True})
+        else:
+            add_plugin(config_path, entry)
     except InstallError as exc:
         raise _rolled_back(exc, _changes_since(before), pip) from None
     except KeyboardInterrupt:
@@ -215,7 +228,24 @@ def install_extension(
     except Exception as exc:  # an invalid --name, a config write that failed: still undone
         detail = str(exc) if isinstance(exc, ConfigEditError) else f"{type(exc).__name__}: {exc}"
         raise _rolled_back(InstallError(step, detail), _changes_since(before), pip) from exc
-    return InstallResult(entry, change.name, change.after.version, tuple(changes))
+    return InstallResult(entry, change.name, change.after.version, tuple(changes), existing=configured is not None)
+
+
+def _configured_entry(
+    config_path: Path, entry_point: importlib_metadata.EntryPoint, name: str | None
+) -> PluginEntry | None:
+    """The one record already naming this entry point (by its name or its value), if any.
+
+    ``config.example.yaml`` ships a record per example, disabled; installing the example
+    then means enabling that record, not adding a second one under the same name.
+    """
+    uses = {entry_point.name, entry_point.value}
+    matches = [
+        entry
+        for entry in load_app_config(config_path).plugins
+        if entry.use in uses and (name is None or entry.name == name)
+    ]
+    return matches[0] if len(matches) == 1 else None
 
 
 def _changes_since(before: Mapping[str, InstalledDistribution]) -> list[DistributionChange]:

@@ -49,6 +49,7 @@ import asyncio
 import functools
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 from weakref import WeakKeyDictionary
@@ -60,6 +61,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .metrics import HookStats, hook_label, hook_stats, metrics_enabled
 from .origin import is_host_cancellation
 
 if TYPE_CHECKING:
@@ -118,6 +120,9 @@ def node_slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"
 
 
+_perf_counter = time.perf_counter
+
+
 class RepeatedHandlerCall(RuntimeError):
     """Raised into an observe-only wrap hook that calls its handler a second time."""
 
@@ -132,10 +137,11 @@ class _Watch:
     asks. Either way it records the handler's result or exception, so the wrapper can settle
     the call without a second downstream call and tell a downstream failure from the
     extension's own. Per call and on the hot path of every model and tool call, hence
-    ``__slots__`` and bound methods instead of a closure per call.
+    ``__slots__`` and bound methods instead of a closure per call. ``seconds`` is the time
+    spent downstream, which the metrics subtract so a wrap hook is charged for its own work.
     """
 
-    __slots__ = ("calls", "deciding", "error", "handler", "repeat", "request", "result", "rewritten")
+    __slots__ = ("calls", "deciding", "error", "handler", "repeat", "request", "result", "rewritten", "seconds")
 
     def __init__(self, request: Any, handler: Callable[[Any], Any], deciding: bool) -> None:
         self.request = request
@@ -146,6 +152,7 @@ class _Watch:
         self.error: BaseException | None = None
         self.repeat: RepeatedHandlerCall | None = None
         self.rewritten = False
+        self.seconds = 0.0
 
     def _enter(self, request: Any) -> Any:
         """The request the handler runs."""
@@ -161,20 +168,26 @@ class _Watch:
 
     def call(self, request: Any) -> Any:
         run = self._enter(request)
+        started = _perf_counter()
         try:
             self.result = self.handler(run)
         except BaseException as exc:
             self.error = exc
             raise
+        finally:
+            self.seconds += _perf_counter() - started
         return self.result
 
     async def acall(self, request: Any) -> Any:
         run = self._enter(request)
+        started = _perf_counter()
         try:
             self.result = await self.handler(run)
         except BaseException as exc:
             self.error = exc
             raise
+        finally:
+            self.seconds += _perf_counter() - started
         return self.result
 
 
@@ -228,6 +241,10 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self._placement = placement
         self._intercept = intercept
         self._name = f"ext_{node_slug(extension)}_{node_slug(type(inner).__name__)}_{index}"
+        # Per-hook counters (metrics.py), resolved once here rather than on every call.
+        self._stats: dict[str, HookStats] = (
+            {hook: hook_stats(extension, hook_label(hook)) for hook in type(self)._hooks} if metrics_enabled() else {}
+        )
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
         self.tools = list(self._mirror("tools", []))
@@ -299,6 +316,11 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         diagnostics.record(self._extension, _PHASE, f"{type(self._inner).__name__}.{hook} {problem}", exc=exc)
 
     def _fail(self, hook: str, exc: BaseException) -> None:
+        stats = self._stats.get(hook)
+        if stats is not None:
+            stats.failures += 1
+            if isinstance(exc, asyncio.CancelledError):
+                stats.cancellations += 1
         closed = "; the run fails (intercept: true fails closed)" if self._intercept else ""
         self._report(hook, f"raised {type(exc).__name__}: {exc}{closed}", exc)
 
@@ -310,26 +332,45 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     # -- node hooks ------------------------------------------------------------------------
     def _run_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
+        started = _perf_counter()
         try:
             update = getattr(self._inner, hook)(state, runtime)
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
             return self._state_failure(hook, exc)
+        finally:
+            self._count(hook, _perf_counter() - started)
         return self._checked_update(hook, update)
 
     async def _arun_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
+        started = _perf_counter()
         try:
             update = await getattr(self._inner, hook)(state, runtime)
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
             return self._state_failure(hook, exc)
+        finally:
+            self._count(hook, _perf_counter() - started)
         return self._checked_update(hook, update)
+
+    def _count(self, hook: str, seconds: float) -> None:
+        """One call of ``hook`` and the time it took (the extension's own, metrics.py)."""
+        stats = self._stats.get(hook)
+        if stats is not None:
+            stats.calls += 1
+            stats.seconds += seconds
+
+    def _cancelled(self, hook: str) -> None:
+        stats = self._stats.get(hook)
+        if stats is not None:
+            stats.cancellations += 1
 
     def _state_failure(self, hook: str, exc: BaseException) -> None:
         """A node hook's own failure: no update (fail open), or the run's end (intercept)."""
         if is_host_cancellation(exc):
+            self._cancelled(hook)
             raise exc
         self._fail(hook, exc)
         if self._intercept:
@@ -350,28 +391,36 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
         watch = _Watch(request, handler, self._intercept)
         returned, failure = _MISSING, None
+        started = _perf_counter()
         try:
             returned = getattr(self._inner, hook)(request, watch.call)
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
             if exc is not watch.error and is_host_cancellation(exc):
+                self._cancelled(hook)
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
+        finally:
+            self._count(hook, _perf_counter() - started - watch.seconds)
         settled = self._settle(hook, watch, returned, failure)
         return handler(request) if settled is _MISSING else settled
 
     async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         watch = _Watch(request, handler, self._intercept)
         returned, failure = _MISSING, None
+        started = _perf_counter()
         try:
             returned = await getattr(self._inner, hook)(request, watch.acall)
         except GraphBubbleUp:
             raise
         except _CONTAINED as exc:
             if exc is not watch.error and is_host_cancellation(exc):
+                self._cancelled(hook)
                 raise  # the run itself is being cancelled (stop, shutdown)
             failure = exc
+        finally:
+            self._count(hook, _perf_counter() - started - watch.seconds)
         settled = self._settle(hook, watch, returned, failure)
         return await handler(request) if settled is _MISSING else settled
 

@@ -48,6 +48,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .diagnostics import log_extension_failure, logger
+from .metrics import NotificationMeter, count_skip, meter_for
 
 if TYPE_CHECKING:
     from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
@@ -80,6 +81,7 @@ import (an environment lookup per notification would cost more than a no-op hook
 """
 
 _monotonic = time.monotonic
+_perf_counter = time.perf_counter
 # asyncio.current_task() looks the running loop up again in pure Python on 3.11; passing the
 # loop _notify_each already holds keeps the public API at the cost of the private dict.
 _current_task = asyncio.current_task
@@ -181,6 +183,7 @@ class _Plan(NamedTuple):
     contributions: tuple[Contribution[Any], ...]  # those implementing the method, in order
     calls: tuple[Callable[..., Awaitable[object]], ...]  # their bound methods, same order
     may_suspend: bool  # False when no call can suspend: see _cannot_suspend
+    meter: NotificationMeter | None  # per-contributor counts and time (metrics.py); None when off
 
 
 _YIELD_VALUE = dis.opmap["YIELD_VALUE"]
@@ -221,9 +224,13 @@ def _build_plan(contributions: Sequence[Contribution[Any]], method: str) -> _Pla
     pairs = [(c, fn) for c in contributions if (fn := getattr(c.contributor, method, None)) is not None]
     calls = tuple(fn for _, fn in pairs)
     may_suspend = not all(_cannot_suspend(fn) for fn in calls)
-    plan = _Plan(contributions, tuple(c for c, _ in pairs), calls, may_suspend)
+    meter = meter_for([c.extension for c, _ in pairs], method) if calls else None
+    plan = _Plan(contributions, tuple(c for c, _ in pairs), calls, may_suspend, meter)
     by_source = _plans.setdefault(method, {})
     if len(by_source) >= _PLANS_LIMIT:
+        for evicted in by_source.values():
+            if evicted.meter is not None:
+                evicted.meter.flush()
         by_source.clear()
     by_source[id(contributions)] = plan
     return plan
@@ -248,8 +255,16 @@ def _describe(exc: BaseException) -> str:
 def _report_spent(plan: _Plan, start: int, method: str, task_id: str, budget: float, *, timed_out: bool) -> None:
     """Warn for the contributor the deadline interrupted (if any) and skip every later one."""
     spent = f"the {_seconds(budget)} notification budget was spent"
+    meter = plan.meter
     for i in range(start, len(plan.contributions)):
         verb = "timed out" if timed_out and i == start else "skipped"
+        if meter is not None:
+            stats = meter.stats[i]
+            if verb == "skipped":
+                count_skip(stats)
+            else:
+                stats.overruns += 1
+                stats.cancellations += 1
         log_extension_failure(
             plan.contributions[i].extension,
             f"{method} {verb} for task {task_id}; {spent}",
@@ -264,8 +279,11 @@ async def _notify_each(
     *,
     task_id: str,
     budget: float | None = None,
+    timing: tuple[Callable[..., Awaitable[object]], ...] | None = None,
 ) -> None:
     """Call ``method(*args)`` on each contributor under the spec's fail-open rules.
+
+    ``timing`` is internal: the plan's calls wrapped to be timed (see :func:`_measured`).
 
     ``budget`` defaults to :data:`DEFAULT_NOTIFY_BUDGET`; ``math.inf`` means unbounded (the
     inline system-model observations, which the spec gives no budget). The only exceptions
@@ -288,9 +306,17 @@ async def _notify_each(
     calls = plan[2]  # plan.calls
     if not calls:
         return
+    meter = plan[4]  # plan.meter: one countdown per notification (metrics.py)
+    if meter is not None:
+        if timing is None:
+            meter.left -= 1
+            if not meter.left:
+                await _measured(contributions, plan, meter, method, args, task_id, budget)
+                return
+        else:
+            calls = timing
     if budget is None:
         budget = DEFAULT_NOTIFY_BUDGET
-    trace = TRACE_EXTENSIONS
     if not plan[3] and budget > 0:  # no call can suspend (plan.may_suspend)
         # Each call completes in the step that starts it: nothing can cancel it, no deadline
         # can pass while the loop is ours, and a cancellation of the host task requested
@@ -298,16 +324,15 @@ async def _notify_each(
         # a CancelledError included, is the contributor's own, except the two that always
         # propagate. Like a contributor that blocks the loop on the full path, one that runs
         # long here spends the budget without being interrupted.
+        if TRACE_EXTENSIONS:
+            calls = _traced(plan, calls, method, task_id)
         for call in calls:
-            if trace:
-                _trace(plan, calls, call, method, task_id)
             try:
                 await call(*args)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as exc:
-                extension = plan[1][_index_of(calls, call)].extension  # plan.contributions
-                log_extension_failure(extension, f"{method} raised {_describe(exc)}", exc=exc)
+                _contained(plan, _index_of(calls, call), method, exc)
         return
     loop = _get_running_loop()  # RuntimeError outside a loop
     task = _current_task(loop)
@@ -331,7 +356,7 @@ async def _notify_each(
     fn: Callable[..., Awaitable[object]] | None = None
     try:
         for fn in remaining:
-            if trace:
+            if TRACE_EXTENSIONS:
                 _trace(plan, calls, fn, method, task_id)
             try:
                 await fn(*args)
@@ -341,6 +366,8 @@ async def _notify_each(
                 ours = state[_CANCELS]
                 if task.cancelling() > baseline + ours:
                     # The host task itself is being cancelled: propagate, call nobody else.
+                    if meter is not None:
+                        meter.stats[_index_of(calls, fn)].cancellations += 1
                     if isinstance(exc, asyncio.CancelledError):
                         raise
                     raise asyncio.CancelledError() from exc
@@ -348,8 +375,7 @@ async def _notify_each(
                 if ours:
                     _report_spent(plan, index, method, task_id, budget, timed_out=True)
                     return
-                extension = plan.contributions[index].extension
-                log_extension_failure(extension, f"{method} raised {_describe(exc)}", exc=exc)
+                _contained(plan, index, method, exc)
                 continue
         if state[2]:  # _CANCELS
             # The loop ended early because the watchdog emptied ``remaining``: the running
@@ -367,6 +393,73 @@ async def _notify_each(
                 # a spent budget never looks like a cancellation to the host.
                 for _ in range(state[_CANCELS]):
                     task.uncancel()
+
+
+def _contained(plan: _Plan, index: int, method: str, exc: BaseException) -> None:
+    """A contributor's own exception: logged with its attribution, counted, and contained."""
+    if plan.meter is not None:
+        stats = plan.meter.stats[index]
+        stats.failures += 1
+        if isinstance(exc, asyncio.CancelledError):
+            stats.cancellations += 1
+    log_extension_failure(plan.contributions[index].extension, f"{method} raised {_describe(exc)}", exc=exc)
+
+
+def _timed(fn: Callable[..., Awaitable[object]], elapsed: list[float], index: int) -> Callable[..., Awaitable[object]]:
+    async def call(*args: Any) -> object:
+        started = _perf_counter()
+        try:
+            return await fn(*args)
+        finally:
+            elapsed[index] += _perf_counter() - started
+
+    return call
+
+
+async def _measured(
+    contributions: Sequence[Contribution[Any]],
+    plan: _Plan,
+    meter: NotificationMeter,
+    method: str,
+    args: tuple[Any, ...],
+    task_id: str,
+    budget: float | None,
+) -> None:
+    """One notification with every contributor timed (metrics.py says which ones are).
+
+    The timed wrappers are built once per plan and reused; their clock readings go into the
+    meter's ``elapsed`` list, which is cleared for each measured notification.
+    """
+    timing = meter.timing
+    if timing is None:
+        timing = meter.timing = tuple(_timed(fn, meter.elapsed, i) for i, fn in enumerate(plan.calls))
+    elapsed = meter.elapsed
+    for i in range(len(elapsed)):
+        elapsed[i] = 0.0
+    try:
+        await _notify_each(contributions, method, args, task_id=task_id, budget=budget, timing=timing)
+    finally:
+        meter.timed(elapsed)
+
+
+def _traced(
+    plan: _Plan, calls: tuple[Callable[..., Awaitable[object]], ...], method: str, task_id: str
+) -> tuple[Callable[..., Awaitable[object]], ...]:
+    """``calls``, each logging its call first (``DEERFLOW_TRACE_EXTENSIONS=1``).
+
+    Wrapping once per traced notification keeps the per-contributor check out of the fast
+    path's loop. A wrapper returns the inner call's awaitable itself, so it adds no
+    suspension point: the fast path's reasoning still holds.
+    """
+
+    def traced(fn: Callable[..., Awaitable[object]]) -> Callable[..., Awaitable[object]]:
+        def call(*args: Any) -> Awaitable[object]:
+            _trace(plan, calls, fn, method, task_id)
+            return fn(*args)
+
+        return call
+
+    return tuple(traced(fn) for fn in calls)
 
 
 def _trace(plan: _Plan, calls: tuple[Any, ...], fn: object, method: str, task_id: str) -> None:

@@ -39,6 +39,7 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 from .carry import carry_fused_groups
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
+from .metrics import time_call
 from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
@@ -134,6 +135,7 @@ def _collect(
     sequence = 0
     for contribution in extensions.middlewares:
         extension = contribution.extension
+        timing = time_call(extension, "contribute_middlewares")
         try:
             placements = _validated(
                 contribution.contributor.contribute_middlewares(extensions.app_store, ctx)
@@ -141,6 +143,8 @@ def _collect(
         except (Exception, asyncio.CancelledError) as exc:
             # The contributor's own CancelledError (an internal timeout, say) is a failure
             # like any other; only a cancellation of the host task propagates (origin.py).
+            if timing is not None:
+                timing.done(failed=True, cancelled=isinstance(exc, asyncio.CancelledError))
             if is_host_cancellation(exc):
                 raise
             diagnostics.record(
@@ -150,6 +154,8 @@ def _collect(
                 exc=exc,
             )
             continue
+        if timing is not None:
+            timing.done()
         for item in placements:
             if ctx.scope not in item.scope:
                 continue

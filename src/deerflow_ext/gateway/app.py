@@ -30,6 +30,7 @@ from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
 from ..config.schema import AppConfig
 from ..extensions.diagnostics import DiagnosticsList, set_diagnostics
+from ..extensions.discovery import EntryPointIndex
 from ..extensions.gateway import (
     DEFAULT_SERVICE_START_TIMEOUT,
     DEFAULT_SERVICE_STOP_TIMEOUT,
@@ -96,14 +97,16 @@ def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
     return AgentHost(config, checkpointer=checkpointer)
 
 
-def load_gateway_extensions(config: AppConfig, diagnostics: DiagnosticsList) -> LoadedExtensions:
+def load_gateway_extensions(
+    config: AppConfig, diagnostics: DiagnosticsList, entry_points: EntryPointIndex | None = None
+) -> LoadedExtensions:
     """Load ``config.plugins`` once; load errors propagate to stop startup.
 
     The loader itself logs the summary line, so the Gateway does not repeat it.
     """
     from ..extensions.loader import load_extensions
 
-    return load_extensions(config, diagnostics=diagnostics)
+    return load_extensions(config, entry_points=entry_points, diagnostics=diagnostics)
 
 
 async def _scale_out(
@@ -154,8 +157,10 @@ def create_app(
         opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)
     diagnostics = DiagnosticsList()
     set_diagnostics(diagnostics)
+    # One entry-point scan serves loading and, later, /api/extensions and /health.
+    entry_points = EntryPointIndex.scan()
     if extensions is None:
-        extensions = load_gateway_extensions(config, diagnostics)
+        extensions = load_gateway_extensions(config, diagnostics, entry_points)
     set_loaded_extensions(extensions)
 
     app = FastAPI(title="deerflow-ext Gateway", version=package_version("deerflow-ext"), lifespan=_lifespan)
@@ -163,6 +168,7 @@ def create_app(
     app.state.config = config
     app.state.extensions = extensions
     app.state.extension_diagnostics = diagnostics
+    app.state.entry_points = entry_points
     app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
     app.state.agent_host_factory = agent_host_factory or _default_agent_host
     app.state.options = opts

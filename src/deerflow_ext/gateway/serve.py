@@ -1,9 +1,11 @@
 """``deerflow-ext serve``: run the Gateway under uvicorn.
 
-A configuration problem is an operator's problem, not a bug: it is printed as one
-``error: ...`` line and the command exits 2, without a traceback. The app is built before
-uvicorn starts so that such errors surface here, synchronously, rather than inside
-uvicorn's startup logging.
+Everything that can refuse a start is checked before uvicorn runs, in the order of
+:mod:`deerflow_ext.preflight` — variables, config file, models, database, Redis, port — and then the
+extensions are loaded (``create_app``). Each refusal is one ``error: ...`` line and exit code
+1 (:mod:`deerflow_ext.exitcodes`), never a traceback (that is ``DEERFLOW_LOG_LEVEL=DEBUG``'s).
+The listening socket is bound here and handed to uvicorn, so a port in use is found before
+migrations run, and the startup line can say where the Gateway really listens (``--port 0``).
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "uvicorn_options"]
+from ..exitcodes import EXIT_OK, EXIT_STARTUP
 
-CONFIG_ERROR_EXIT = 2
+__all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "startup_line", "uvicorn_options"]
+
+logger = logging.getLogger("deerflow_ext.gateway")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -33,15 +38,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     return parser
 
 
-def _settings(args: argparse.Namespace) -> Any:
-    from ..config.settings import Settings
-
-    overrides: dict[str, Any] = {}
-    for name in ("config", "host", "port"):
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    return Settings(**overrides)
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: value for name in ("config", "host", "port") if (value := getattr(args, name, None)) is not None}
 
 
 def uvicorn_options(settings: Any) -> dict[str, Any]:
@@ -67,63 +65,85 @@ def build_app_from_env() -> Any:
     return create_app()
 
 
-def _check_redis(url: str | None) -> None:
-    """Before uvicorn starts: an unreachable ``DEERFLOW_REDIS_URL`` is one ``error:`` line."""
-    if not url:
-        return
-    import redis
+def startup_line(settings: Any, config: Any, extensions: Any, address: str) -> str:
+    """What is running: version, config file, database (password hidden), models, extensions, address."""
+    from .. import __version__
+    from ..agents.models import describe_models
+    from ..preflight import redacted_url
 
-    from ..runtime.redis_stream import RedisUnavailableError
+    path = settings.config
+    config_text = str(path.resolve()) if path.exists() else f"{path} (not found: built-in defaults)"
+    loaded = ", ".join(extensions.loaded)
+    return (
+        f"deerflow-ext {__version__} starting: config {config_text}; "
+        f"database {redacted_url(settings.database_url)}; models {describe_models(config)}; "
+        f"extensions {len(extensions.loaded)}/{extensions.total} loaded ({loaded}); listening on {address}"
+    )
 
-    try:
-        redis.Redis.from_url(url, socket_connect_timeout=3).ping()
-    except redis.RedisError as exc:
-        raise RedisUnavailableError(f"DEERFLOW_REDIS_URL: cannot reach Redis at {url} ({exc})") from exc
+
+def _address(settings: Any, sock: socket.socket | None) -> str:
+    host, port = settings.host, settings.port
+    if sock is not None:
+        host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in str(host) else f"http://{host}:{port}"
 
 
 def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int:
     """Run the Gateway until interrupted; returns the process exit code."""
     if args is None or not isinstance(args, argparse.Namespace):
         args = add_serve_arguments(argparse.ArgumentParser(prog="deerflow-ext serve")).parse_args(args)
-    from pydantic import ValidationError
-
-    from ..config.loading import ConfigError
-    from ..extensions.loader import ExtensionLoadError
-    from ..extensions.tables import TablePrefixCollisionError
-    from ..runtime.redis_stream import RedisUnavailableError
+    from ..config.settings import SettingsError, load_settings
+    from ..logs import configure_logging
+    from ..preflight import bind_listener, check_database, check_redis, error_line, load_startup_config, refusals
 
     try:
-        settings = _settings(args)
-    except ValidationError as exc:
-        print(f"error: invalid DEERFLOW_* setting: {exc.errors()[0].get('msg')}", file=sys.stderr)
-        return CONFIG_ERROR_EXIT
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        settings = load_settings(**_overrides(args))
+    except SettingsError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return EXIT_STARTUP
+    log_config = configure_logging(settings.log_level, settings.log_format)
     workers = max(1, int(getattr(args, "workers", 1) or 1))
-    if workers > 1 and settings.async_database_url.startswith("sqlite"):
-        print("error: --workers > 1 needs PostgreSQL; set DEERFLOW_DATABASE_URL", file=sys.stderr)
-        return CONFIG_ERROR_EXIT
 
     from . import create_app
 
+    sock: socket.socket | None = None
     try:
-        app = create_app(settings)
-        _check_redis(settings.redis_url)
-    except (ConfigError, ExtensionLoadError, TablePrefixCollisionError, RedisUnavailableError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return CONFIG_ERROR_EXIT
+        if workers > 1 and settings.async_database_url.startswith("sqlite"):
+            from ..preflight import StartupError
+
+            raise StartupError("--workers > 1 needs PostgreSQL; set DEERFLOW_DATABASE_URL")
+        config = load_startup_config(settings, config_path=getattr(args, "config", None))
+        check_database(settings.database_url)
+        check_redis(settings.redis_url)
+        sock = bind_listener(settings.host, settings.port)
+        app = create_app(settings, config=config)
+    except refusals() as exc:
+        if sock is not None:
+            sock.close()
+        print(error_line(exc), file=sys.stderr)
+        return EXIT_STARTUP
+    logger.info("%s", startup_line(settings, config, app.state.extensions, _address(settings, sock)))
 
     import uvicorn
 
     if workers > 1:
-        # Workers import the app themselves; the settings travel through the environment.
+        # Workers import the app themselves and bind through uvicorn's supervisor; the probe
+        # above already proved the port free. The settings travel through the environment.
+        sock.close()
         os.environ["DEERFLOW_CONFIG"] = str(settings.config)
         os.environ["DEERFLOW_DATABASE_URL"] = settings.database_url
         uvicorn.run(
             "deerflow_ext.gateway.serve:build_app_from_env",
             factory=True,
             workers=workers,
+            log_config=log_config,
             **uvicorn_options(settings),
         )
-        return 0
-    uvicorn.run(app, **uvicorn_options(settings))
-    return 0
+        return EXIT_OK
+    server = uvicorn.Server(uvicorn.Config(app, log_config=log_config, **uvicorn_options(settings)))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    # uvicorn reports a failed lifespan startup itself (one line below DEBUG: see logs.py).
+    return EXIT_OK if server.started else EXIT_STARTUP

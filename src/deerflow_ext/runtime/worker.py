@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ from ..persistence.models import RunStatus, ThreadStatus
 from ..persistence.records import HostStore, RunTokens
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
+from .metrics import record_run
 from .stream_modes import DEFAULT_STREAM_MODES, StreamProjection, graph_stream_modes
 
 __all__ = [
@@ -150,6 +152,7 @@ def _error_text(exc: BaseException) -> str:
 async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) -> None:
     """Run one lead run to its end; never raises for the run's own failures."""
     status, outcome = RunStatus.INTERRUPTED, TaskOutcome.ABORTED
+    started: float | None = None
     try:
         try:
             if spec.delay > 0:
@@ -157,6 +160,7 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             async with deps.coordinator.hold(handle.thread_id, handle.run_id):
                 await deps.store.mark_started(handle.run_id, handle.thread_id)
                 handle.phase = RunPhase.RUNNING
+                started = time.monotonic()
                 status, outcome = await _lifecycle(handle, spec, deps)
         except asyncio.CancelledError:
             if handle.phase is not RunPhase.QUEUED:
@@ -176,6 +180,7 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
             await _persist_unstarted(handle, deps, status=status, error=f"not admitted: {_error_text(exc)}")
     finally:
+        record_run(outcome.value, None if started is None else time.monotonic() - started)
         handle.phase = RunPhase.DONE
         try:
             await handle.stream.close({"run_id": handle.run_id, "status": status.value, "outcome": outcome.value})

@@ -3,6 +3,7 @@
 from .assistants import router as assistants_router
 from .extensions_config import router as extensions_config_router
 from .health import router as health_router
+from .operator import router as operator_router
 from .runs import router as runs_router
 from .threads import router as threads_router
 
@@ -11,8 +12,16 @@ __all__ = [
     "assistants_router",
     "extensions_config_router",
     "health_router",
+    "operator_router",
     "runs_router",
     "threads_router",
 ]
 
-HOST_ROUTERS = (health_router, assistants_router, threads_router, runs_router, extensions_config_router)
+HOST_ROUTERS = (
+    health_router,
+    assistants_router,
+    threads_router,
+    runs_router,
+    extensions_config_router,
+    operator_router,
+)

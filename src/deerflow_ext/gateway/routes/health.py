@@ -1,8 +1,12 @@
-"""Liveness and server info: answer as soon as the process serves HTTP.
+"""Liveness, server info, and whether the Gateway runs the deployment the operator configured.
 
-``/health`` is the Gateway's own; ``/ok`` and ``/api/info`` are what LangGraph Platform
-clients probe (LangChain's agent-chat-ui checks ``/info`` under its API URL before it
-starts a conversation).
+``/health`` is the Gateway's own. It is always 200 while the process serves HTTP:
+``{"status": "ok"}``, or ``{"status": "degraded", "reasons": [...]}`` when an enabled
+extension failed to load (or is not installed) or a contributed service failed to start.
+Degraded is not down: the Gateway serves runs without that extension, and a load balancer
+should keep sending traffic; an operator (or an alert on ``status``) reads the reasons.
+``/ok`` and ``/api/info`` are what LangGraph Platform clients probe (LangChain's
+agent-chat-ui checks ``/info`` under its API URL before it starts a conversation).
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+
+from ...extensions.inventory import problems_of
+from .operator import entry_reports
 
 __all__ = ["package_version", "router"]
 
@@ -24,8 +31,26 @@ def package_version(distribution: str) -> str:
         return "0+unknown"
 
 
+def _failed_services(request: Request) -> list[str]:
+    """Services whose start failed or timed out: the start attempt recorded a diagnostic."""
+    state = request.app.state
+    failed = {
+        d.extension
+        for d in state.extension_diagnostics.snapshot()
+        if d.phase == "service" and d.message.startswith("service start")
+    }
+    return [
+        f"service of extension {c.label} ({c.extension}) failed to start"
+        for c in state.extensions.services
+        if c.extension in failed
+    ]
+
+
 @router.get("/health")
-async def health() -> dict[str, str]:
+async def health(request: Request) -> dict[str, Any]:
+    reasons = [*problems_of(entry_reports(request)), *_failed_services(request)]
+    if reasons:
+        return {"status": "degraded", "reasons": reasons}
     return {"status": "ok"}
 
 

@@ -1,0 +1,226 @@
+"""What each extension's hooks cost: calls, failures, time, budget overruns, cancellations.
+
+Kept here as plain counters per ``(extension, hook)``, and exposed in Prometheus format by
+the Gateway (``GET /metrics``, ``gateway/metrics.py``) through a custom prometheus-client
+collector that reads them at scrape time. So the hot paths never touch prometheus-client's
+locks and label lookups: a hook call costs an attribute increment or two.
+
+Where the counters are kept:
+
+* middleware hooks (``isolation.py``): every call is counted and timed; a wrap hook's time is
+  its own, the downstream model or tool call it wraps excluded;
+* notifications (``notify.py``: lifecycle hooks, system-model and compaction observers):
+  these are the one place where even that is too dear — a no-op lifecycle hook costs ~70 ns,
+  a clock read ~40 ns. Each notification plan carries a :class:`NotificationMeter`: every
+  notification bumps one counter (the per-contributor call counts are derived from it
+  when read), and per-contributor time is *measured* on every notification while a plan is
+  young (its first ``WARMUP`` notifications) or expensive (a measured notification took
+  ``SLOW_SECONDS`` or more), and on every ``STRIDE``-th otherwise, scaled by ``STRIDE``.
+  A hook that costs anything worth knowing is therefore timed on every call; only hooks too
+  cheap to matter are sampled. Failures, overruns, skips and cancellations are always
+  counted exactly (they are rare paths).
+
+``DEERFLOW_METRICS=0`` switches it off (no meters, no counting): the benchmark compares both.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = [
+    "SLOW_SECONDS",
+    "STRIDE",
+    "WARMUP",
+    "CallTiming",
+    "HookStats",
+    "NotificationMeter",
+    "count_skip",
+    "hook_label",
+    "hook_stats",
+    "meter_for",
+    "metrics_enabled",
+    "set_metrics_enabled",
+    "snapshot",
+    "time_call",
+]
+
+STRIDE = 256
+WARMUP = 16
+SLOW_SECONDS = 0.0005  # a notification this slow is timed on every call from then on
+
+
+class HookStats:
+    """Counters for one ``(extension, hook)``; mutated in place by the call sites."""
+
+    __slots__ = ("calls", "cancellations", "extension", "failures", "hook", "overruns", "seconds", "skips")
+
+    def __init__(self, extension: str, hook: str) -> None:
+        self.extension = extension
+        self.hook = hook
+        self.calls = 0
+        self.failures = 0
+        self.seconds = 0.0
+        self.overruns = 0
+        self.skips = 0
+        self.cancellations = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"HookStats({self.extension!r}, {self.hook!r}, calls={self.calls}, failures={self.failures}, "
+            f"seconds={self.seconds:.6f}, overruns={self.overruns}, skips={self.skips}, "
+            f"cancellations={self.cancellations})"
+        )
+
+
+_enabled = os.environ.get("DEERFLOW_METRICS", "1").strip().lower() not in ("0", "false", "no", "off")
+_stats: dict[tuple[str, str], HookStats] = {}
+_lock = threading.Lock()
+_meters: weakref.WeakSet[NotificationMeter] = weakref.WeakSet()
+
+
+def metrics_enabled() -> bool:
+    return _enabled
+
+
+def set_metrics_enabled(enabled: bool) -> None:
+    """Switch the counting on or off (benchmarks and tests; the Gateway reads the variable)."""
+    global _enabled
+    _enabled = enabled
+
+
+def hook_stats(extension: str, hook: str) -> HookStats:
+    """The counters of ``(extension, hook)``, created on first use."""
+    key = (extension, hook)
+    stats = _stats.get(key)
+    if stats is None:
+        with _lock:
+            stats = _stats.setdefault(key, HookStats(extension, hook))
+    return stats
+
+
+class NotificationMeter:
+    """One notification plan's meter; see the module docstring for the sampling rule.
+
+    The notification path only decrements ``left``; when it reaches zero that notification is
+    measured (:meth:`timed`), which also closes the current *period* of ``period``
+    notifications. ``done`` counts notifications in closed periods, ``flushed`` how many of
+    them are already in the contributors' ``calls``.
+    """
+
+    __slots__ = ("__weakref__", "done", "elapsed", "flushed", "left", "period", "stats", "timing")
+
+    def __init__(self, stats: tuple[HookStats, ...]) -> None:
+        self.stats = stats
+        self.elapsed = [0.0] * len(stats)
+        self.timing: tuple[Any, ...] | None = None  # the plan's timed calls, built on first use
+        self.done = 0
+        self.flushed = 0
+        self.period = 1
+        self.left = 1
+
+    @property
+    def count(self) -> int:
+        """Notifications so far, the current period's included."""
+        return self.done + (self.period - self.left)
+
+    def flush(self) -> None:
+        """Move the notifications counted since the last flush into each contributor's calls.
+
+        A contributor the budget skipped is taken off its ``calls`` where the skip is
+        reported (:func:`count_skip`), so ``calls`` stays exact.
+        """
+        count = self.count
+        pending = count - self.flushed
+        if pending:
+            self.flushed = count
+            for stats in self.stats:
+                stats.calls += pending
+
+    def timed(self, elapsed: Sequence[float]) -> None:
+        """Record the measured notification that closes a period; choose the next period."""
+        scale = self.period
+        total = 0.0
+        for stats, seconds in zip(self.stats, elapsed, strict=False):
+            stats.seconds += seconds * scale
+            total += seconds
+        self.done += self.period
+        self.period = 1 if total >= SLOW_SECONDS or self.done < WARMUP else STRIDE
+        self.left = self.period
+        self.flush()
+
+
+class CallTiming:
+    """One call being timed (sync call sites that run once per construction or start)."""
+
+    __slots__ = ("started", "stats")
+
+    def __init__(self, stats: HookStats) -> None:
+        self.stats = stats
+        self.started = time.perf_counter()
+
+    def done(self, *, failed: bool = False, cancelled: bool = False) -> None:
+        stats = self.stats
+        stats.calls += 1
+        stats.seconds += time.perf_counter() - self.started
+        if failed:
+            stats.failures += 1
+        if cancelled:
+            stats.cancellations += 1
+
+
+def time_call(extension: str, hook: str) -> CallTiming | None:
+    """Start timing one call of ``hook`` by ``extension``; None when metrics are off."""
+    return CallTiming(hook_stats(extension, hook)) if _enabled else None
+
+
+def hook_label(hook: str) -> str:
+    """The label a hook's two sides share: ``awrap_model_call`` counts as ``wrap_model_call``."""
+    return _LABELS.get(hook, hook)
+
+
+_LABELS = {
+    "abefore_agent": "before_agent",
+    "abefore_model": "before_model",
+    "aafter_model": "after_model",
+    "aafter_agent": "after_agent",
+    "awrap_model_call": "wrap_model_call",
+    "awrap_tool_call": "wrap_tool_call",
+}
+
+
+def count_skip(stats: HookStats) -> None:
+    """A contributor the budget skipped: counted, and not a call (see :meth:`NotificationMeter.flush`)."""
+    stats.skips += 1
+    stats.calls -= 1
+
+
+def meter_for(extensions: Sequence[str], hook: str) -> NotificationMeter | None:
+    """A meter over the contributors ``extensions`` (attributions, in call order); None when off."""
+    if not _enabled:
+        return None
+    meter = NotificationMeter(tuple(hook_stats(extension, hook) for extension in extensions))
+    with _lock:
+        _meters.add(meter)
+    return meter
+
+
+def snapshot() -> Iterator[HookStats]:
+    """Every counter, with pending notification counts flushed first (read at scrape time)."""
+    with _lock:
+        meters = list(_meters)
+        stats = list(_stats.values())
+    for meter in meters:
+        meter.flush()
+    yield from stats
+
+
+def reset_for_tests() -> None:
+    """Forget every counter (tests only: the process's counters are otherwise monotonic)."""
+    with _lock:
+        _stats.clear()
+        _meters.clear()

@@ -1,0 +1,52 @@
+"""The operator's live views: ``GET /api/extensions`` and ``GET /metrics``.
+
+Both sit on one router guarded by :func:`~deerflow_ext.gateway.access.operator_access`, so
+an authentication dependency added there applies to both. ``/api/extensions`` describes every
+``plugins:`` entry as the running Gateway loaded it (``extensions/inventory.py``), with its
+most recent diagnostics; ``/metrics`` is the Prometheus exposition of ``runtime/metrics.py``
+(404 when ``DEERFLOW_METRICS=0`` switched the counting off).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+
+from ...extensions.inventory import describe_entries
+from ...extensions.metrics import metrics_enabled
+from ...runtime import metrics as run_metrics
+from ..access import operator_access
+
+__all__ = ["entry_reports", "router"]
+
+router = APIRouter(tags=["operator"], dependencies=[Depends(operator_access)])
+
+
+def entry_reports(request: Request) -> list[Any]:
+    """The running Gateway's view of its ``plugins:`` entries (also used by ``/health``)."""
+    state = request.app.state
+    return describe_entries(
+        state.config.plugins,
+        state.entry_points,
+        extensions=state.extensions,
+        diagnostics=state.extension_diagnostics.snapshot(),
+    )
+
+
+@router.get("/api/extensions")
+async def list_extensions(request: Request) -> dict[str, Any]:
+    extensions = request.app.state.extensions
+    return {
+        "summary": extensions.summary,
+        "loaded": len(extensions.loaded),
+        "total": extensions.total,
+        "extensions": [report.as_dict() for report in entry_reports(request)],
+    }
+
+
+@router.get("/metrics")
+async def metrics() -> Response:
+    if not metrics_enabled():
+        raise HTTPException(status_code=404, detail="metrics are switched off (DEERFLOW_METRICS=0)")
+    return Response(content=run_metrics.render(), media_type=run_metrics.CONTENT_TYPE)
