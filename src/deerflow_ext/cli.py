@@ -1,39 +1,47 @@
 """``deerflow-ext``: the operator's command line.
 
 Every command that reads ``config.yaml`` reports a broken file as one ``error: <file>:<line>:
-<field>: <problem>`` line on stderr (exit 2), never a traceback: the operator's next step is
-to open that line, and a stack trace only hides it. ``extensions doctor`` runs the same
-loader the Gateway runs — no database, no server — and prints the same lines the Gateway
-would log, so "would this deployment start?" can be answered before restarting it.
-``extensions install`` / ``remove`` change the environment as well as the file, so they ask
-first (``--yes`` to skip, required without a terminal) and live in ``extensions.install``.
+<field>: <problem>`` line on stderr (exit 1, :mod:`deerflow_ext.exitcodes`), never a
+traceback: the operator's next step is to open that line, and a stack trace only hides it. A
+bad ``DEERFLOW_*`` variable is refused the same way under every command. ``extensions
+doctor`` runs the checks and the loader the Gateway runs — no database, no server — and
+prints the same lines the Gateway would log, so "would this deployment start?" can be
+answered before restarting it. ``extensions install`` / ``remove`` change the environment as
+well as the file, so they ask first (``--yes`` to skip, required without a terminal) and
+live in ``extensions.install``. Output piped into ``head`` stops quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from deerflow_ext import __version__
 from deerflow_ext.authoring import add_authoring_commands
 from deerflow_ext.config.editing import ConfigEditError, PluginNotFoundError, add_plugin, set_plugin_enabled
 from deerflow_ext.config.loading import ConfigError, load_app_config
-from deerflow_ext.config.settings import Settings
+from deerflow_ext.config.settings import Settings, SettingsError, load_settings
+from deerflow_ext.exitcodes import EXIT_OK, EXIT_STARTUP
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_OK", "build_parser", "main"]
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
+# Kept for callers of the former names; the values live in deerflow_ext.exitcodes.
+EXIT_FAILED = EXIT_STARTUP
+EXIT_CONFIG = EXIT_STARTUP
 
 Handler = Callable[[argparse.Namespace], int]
 
+_RESTART = "restart the Gateway to apply it (extensions load once, at startup)"
+
 
 def _settings() -> Settings:
-    return Settings()
+    return load_settings()
 
 
 def _config_path(args: argparse.Namespace) -> Path:
@@ -47,41 +55,44 @@ def _error(message: str) -> None:
 # -- extensions list ------------------------------------------------------------------------
 def _cmd_list(args: argparse.Namespace) -> int:
     from deerflow_ext.extensions.discovery import EntryPointIndex
+    from deerflow_ext.extensions.inventory import describe_entries
 
     config = load_app_config(_config_path(args))
     index = EntryPointIndex.scan()
-    header = ("NAME", "USE", "ENTRY POINT", "ENABLED", "REQUIRED", "VERSION", "DISTRIBUTION")
+    reports = describe_entries(config.plugins, index)
+    configured = {r.extension for r in reports} | {r.use for r in reports}
+    unconfigured = [i for i in index if i.name not in configured and i.value not in configured]
+    if args.json:
+        data = {
+            "configured": [r.as_dict() for r in reports],
+            "installed_not_configured": [
+                {"entry_point": i.name, "use": i.value, "distribution": i.distribution, "version": i.version}
+                for i in unconfigured
+            ],
+        }
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    header = ("NAME", "USE", "ENTRY POINT", "STATUS", "REQUIRED", "VERSION", "DISTRIBUTION")
+    missing = "not installed"
     rows: list[tuple[str, ...]] = []
-    shown: set[str] = set()
-    for entry in config.plugins:
-        info = index.describe(entry.use)
-        ep_name = info.name if info is not None and info.name in index else "-"
-        if ep_name != "-":
-            shown.add(ep_name)
+    for r in reports:
+        info = index.describe(r.use)
         rows.append(
             (
-                entry.name,
-                entry.use,
-                ep_name,
-                "yes" if entry.enabled else "no",
-                "yes" if entry.required else "no",
-                (info.version if info is not None else None) or "-",
-                _distribution_cell(info.distribution if info is not None else None, entry.package),
+                r.name,
+                r.use,
+                info.name if info is not None and info.name in index else "-",
+                r.status,
+                "yes" if r.required else "no",
+                r.version or (missing if not r.installed else "-"),
+                _distribution_cell(r.distribution, r.package)
+                if r.installed
+                else (f"{r.package} ({missing})" if r.package else missing),
             )
         )
-    for installed in index:
-        if installed.name not in shown:
-            rows.append(
-                (
-                    "-",
-                    installed.value,
-                    installed.name,
-                    "not configured",
-                    "-",
-                    installed.version or "-",
-                    installed.distribution or "-",
-                )
-            )
+    rows += [
+        ("-", i.value, i.name, "not configured", "-", i.version or "-", i.distribution or "-") for i in unconfigured
+    ]
     _print_table(header, rows, sys.stdout)
     return EXIT_OK
 
@@ -108,6 +119,7 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: Text
 # -- extensions enable / disable ------------------------------------------------------------
 def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
     from deerflow_ext.extensions.discovery import EntryPointIndex
+    from deerflow_ext.extensions.inventory import is_installed
 
     path = _config_path(args)
     index = EntryPointIndex.scan()
@@ -118,14 +130,23 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
         if enabled and args.name in index:
             # An installed but unconfigured extension: enabling it means adding its entry.
             add_plugin(path, {"name": args.name, "use": args.name})
-            print(f"{word} {args.name} (added to {path})")
+            print(f"{word} {args.name} (added to {path}); {_RESTART}")
             return EXIT_OK
         _error(str(exc))
-        return EXIT_FAILED
+        return EXIT_STARTUP
     except ConfigEditError as exc:
         _error(str(exc))
-        return EXIT_FAILED
-    print(f"{word} {args.name}" if changed else f"{args.name} is already {word}")
+        return EXIT_STARTUP
+    print(f"{word} {args.name}; {_RESTART}" if changed else f"{args.name} is already {word}")
+    if enabled:
+        entry = next((e for e in load_app_config(path).plugins if e.name == args.name or e.use == args.name), None)
+        if entry is not None and not is_installed(entry.use, index):
+            print(
+                f"warning: {entry.use!r} is not installed: the Gateway will log it as failed"
+                f"{' and refuse to start (required: true)' if entry.required else ''}; "
+                f"install it first (deerflow-ext extensions install SOURCE)",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 
@@ -146,14 +167,15 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from deerflow_ext.extensions.discovery import EntryPointIndex
     from deerflow_ext.extensions.loader import ExtensionLoadError, load_extensions
     from deerflow_ext.extensions.tables import TablePrefixCollisionError
+    from deerflow_ext.preflight import error_line, load_startup_config
 
     path = _config_path(args)
     try:
-        config = load_app_config(path)
+        config = load_startup_config(_settings(), config_path=args.config)
     except ConfigError as exc:
-        _error(str(exc))
-        print("The Gateway would not start: config.yaml is invalid.")
-        return EXIT_FAILED
+        print(error_line(exc), file=sys.stderr)
+        print(f"The Gateway would not start: {path} is invalid.")
+        return EXIT_STARTUP
     if not path.exists():
         print(f"{path} does not exist: the Gateway starts with no extensions.")
 
@@ -179,7 +201,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if verdict is not None:
         print(verdict)
         print("The Gateway would not start.")
-        return EXIT_FAILED
+        return EXIT_STARTUP
     print("The Gateway would start.")
     return EXIT_OK
 
@@ -203,7 +225,7 @@ def _confirm(question: str, assume_yes: bool) -> bool | None:
 
 def _refuse_without_tty(action: str) -> int:
     _error(f"stdin is not a terminal, so nobody can confirm the {action}; re-run with --yes to confirm it")
-    return EXIT_FAILED
+    return EXIT_STARTUP
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -220,7 +242,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         return _refuse_without_tty("install")
     if not answer:
         print("aborted: nothing installed", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_STARTUP
     try:
         result = install_extension(args.source, path, name=args.name)
     except InstallError as exc:
@@ -230,9 +252,13 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if not exc.restored:
             _error("the environment could not be fully restored (see above)")
         print(f"{path} unchanged", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_STARTUP
     print(f"installed {result.distribution} {result.version}")
-    print(f"added plugins entry {result.entry.name!r} (use: {result.entry.use}) to {path}; restart the Gateway")
+    if result.existing:
+        what = f"the existing plugins entry {result.entry.name!r} (use: {result.entry.use})"
+        print(f"enabled {what} in {path}; {_RESTART}")
+    else:
+        print(f"added plugins entry {result.entry.name!r} (use: {result.entry.use}) to {path}; {_RESTART}")
     return EXIT_OK
 
 
@@ -248,13 +274,13 @@ def _cmd_remove(args: argparse.Namespace) -> int:
         return _refuse_without_tty("removal")
     if not answer:
         print("aborted: nothing removed", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_STARTUP
     try:
         result = remove_extension(path, removal, index)
     except RuntimeError as exc:
         _error(str(exc))
-        return EXIT_FAILED
-    print(f"removed plugins entry {removal.entry.name!r} from {path}")
+        return EXIT_STARTUP
+    print(f"removed plugins entry {removal.entry.name!r} from {path}; {_RESTART}")
     if result.uninstalled:
         print(f"uninstalled {removal.distribution}")
     else:
@@ -297,7 +323,12 @@ def _add_yes(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="deerflow-ext", description="DeerFlow extension host")
+    parser = argparse.ArgumentParser(
+        prog="deerflow-ext",
+        description="DeerFlow extension host",
+        epilog="exit codes: 0 ok, 1 startup refused (one error line says why), 2 usage, 3 run failed, 130 interrupted",
+    )
+    parser.add_argument("--version", action="version", version=f"deerflow-ext {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     # serve / run: listed here for --help; main() delegates their arguments untouched.
@@ -312,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     ext_commands = extensions.add_subparsers(dest="ext_command", metavar="ACTION", required=True)
 
     ext_list = ext_commands.add_parser("list", help="installed entry points and configured entries")
+    ext_list.add_argument("--json", action="store_true", help="one JSON document instead of a table")
     _add_config(ext_list)
     ext_list.set_defaults(handler=_cmd_list)
 
@@ -345,20 +377,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        # The reader went away (`deerflow-ext extensions list | head`): stop quietly. stdout
+        # is pointed at /dev/null so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _main(arguments: list[str]) -> int:
     if arguments and arguments[0] in DELEGATED:
         return DELEGATED[arguments[0]](arguments[1:])
     parser = build_parser()
     args = parser.parse_args(arguments)
     handler: Handler = args.handler
     try:
+        _settings()  # a bad DEERFLOW_* value is refused under every command, naming the variable
         return handler(args)
-    except ConfigError as exc:
+    except SettingsError as exc:
         _error(str(exc))
-        return EXIT_CONFIG
+        return EXIT_STARTUP
+    except ConfigError as exc:
+        for problem in exc.problems:
+            _error(problem)
+        return EXIT_STARTUP
     except ConfigEditError as exc:
         _error(str(exc))
-        return EXIT_FAILED
+        return EXIT_STARTUP
 
 
 if __name__ == "__main__":

@@ -90,24 +90,24 @@ def test_list_shows_installed_and_configured_side_by_side(
         "USE",
         "ENTRY",
         "POINT",
-        "ENABLED",
+        "STATUS",
         "REQUIRED",
         "VERSION",
         "DISTRIBUTION",
     ]
-    assert lines[1].split()[:5] == ["audit", "acme_audit", "acme_audit", "yes", "yes"]
-    assert lines[2].split()[:5] == ["costs", f"{M}:unmarked", "acme_spare", "no", "no"]
+    assert lines[1].split()[:5] == ["audit", "acme_audit", "acme_audit", "enabled", "yes"]
+    assert lines[2].split()[:5] == ["costs", f"{M}:unmarked", "acme_spare", "disabled", "no"]
     # acme_spare is configured through its value, so only acme_other is listed as unconfigured.
     assert lines[3].split()[:6] == ["-", f"{M}:older_patch", "acme_other", "not", "configured", "-"]
     assert len(lines) == 4
 
 
-def test_config_errors_exit_2_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_errors_exit_1_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("plugins:\n  - name: a\n    use: x\n    enabled: maybe\n")
     for argv in (["extensions", "list"], ["extensions", "disable", "a"]):
         code, _, err = run(capsys, *argv, "--config", str(path))
-        assert code == 2
+        assert code == 1
         assert err.startswith(f"error: {path}:4: plugins[0].enabled: Input should be a valid boolean")
         assert "Traceback" not in err
 
@@ -160,8 +160,19 @@ def test_doctor_invalid_config_exits_1(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 1 and err.startswith(f"error: {path}:1: plugins:") and "would not start" in out
 
 
-def test_doctor_missing_file_would_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "extensions", "doctor", "--config", str(tmp_path / "absent.yaml"))
+def test_doctor_refuses_a_config_path_that_does_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    absent = tmp_path / "absent.yaml"
+    code, out, err = run(capsys, "extensions", "doctor", "--config", str(absent))
+    assert code == 1 and err == f"error: {absent}: does not exist (named by --config); create it or fix the path\n"
+    assert "would not start" in out
+
+
+def test_doctor_without_a_config_file_would_start_on_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the default ./config.yaml is absent: a first run
+    monkeypatch.delenv("DEERFLOW_CONFIG", raising=False)
+    code, out, _ = run(capsys, "extensions", "doctor")
     assert code == 0 and "Extensions loaded: 0/0 (none)" in out
 
 

@@ -273,6 +273,24 @@ def test_entry_name_already_configured_fails_step_3_and_uninstalls(venv: Venv, t
     assert venv.installed("acme-dup") == []
 
 
+def test_installing_an_extension_whose_entry_is_already_configured_enables_that_entry(
+    venv: Venv, tmp_path: Path
+) -> None:
+    # As after `cp config.example.yaml config.yaml`: the example's record is there, disabled.
+    config = tmp_path / "config.yaml"
+    original = "plugins:\n  # the example\n  - name: example\n    use: acme_example\n    enabled: false\n"
+    config.write_text(original, encoding="utf-8")
+    wheel = Package("acme-example", "1.0", ["acme_example"]).wheel(tmp_path)
+
+    result = venv.cli("install", str(wheel), "--yes", "--config", str(config), cwd=tmp_path)
+
+    assert result.code == 0, result.err
+    assert "enabled the existing plugins entry 'example' (use: acme_example)" in result.out
+    assert config.read_text(encoding="utf-8") == original.replace("enabled: false", "enabled: true")
+    assert venv.installed("acme-example") == ["1.0"]
+    assert not (tmp_path / "config.yaml.lock").exists(), "the edit lock is removed again"
+
+
 def test_refused_upgrade_reinstalls_the_previous_version(venv: Venv, tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -318,7 +336,10 @@ def test_remove_deletes_the_record_then_uninstalls(venv: Venv, config: Path, tmp
     result = venv.cli("remove", "gone", "--yes", "--config", str(config), cwd=tmp_path)
 
     assert result.code == 0, result.err
-    assert result.out.splitlines() == [f"removed plugins entry 'gone' from {config}", "uninstalled acme-gone"]
+    assert result.out.splitlines() == [
+        f"removed plugins entry 'gone' from {config}; restart the Gateway to apply it (extensions load once, at startup)",
+        "uninstalled acme-gone",
+    ]
     assert config.read_text(encoding="utf-8") == EXISTING
     assert venv.installed("acme-gone") == []
 

@@ -204,3 +204,23 @@ def test_concurrent_editors_never_lose_or_tear_an_edit(tmp_path: Path) -> None:
     assert all(p.enabled is (ADDS % 2 == 0) for p in plugins[:WRITERS])
     assert path.read_text().startswith("# shared\nplugins:\n")
     assert not [f for f in tmp_path.iterdir() if f.suffix == ".tmp"]
+
+
+def test_removing_an_entry_removes_the_comment_that_describes_it(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "config.example.yaml"
+    path = tmp_path / "config.yaml"
+    path.write_text(example.read_text(encoding="utf-8"), encoding="utf-8")
+    remove_plugin(path, "audit")
+    text = path.read_text(encoding="utf-8")
+    assert "audit_task_outcomes" not in text and "must be audited" not in text  # its comment went with it
+    assert "\n\n\n" not in text.split("# ---", 2)[1]  # and no doubled blank line was left behind
+    assert [p.name for p in load_app_config(path).plugins] == ["observers", "costs", "otel"]
+    remove_plugin(path, "otel")
+    assert "OpenTelemetry spans" not in path.read_text(encoding="utf-8")
+    assert "Tokens and tool calls per task" in path.read_text(encoding="utf-8")
+
+
+def test_edits_leave_no_lock_file_behind(config_file: Path) -> None:
+    set_plugin_enabled(config_file, "audit", False)
+    remove_plugin(config_file, "costs")
+    assert sorted(p.name for p in config_file.parent.iterdir()) == ["config.yaml"]

@@ -46,8 +46,10 @@ class EntryReport:
     name: str
     use: str
     extension: str  # the attribution every log line uses
+    package: str | None  # the record's informational ``package:`` (DeerFlow's record shape)
     enabled: bool
     required: bool
+    intercept: bool
     status: str
     installed: bool
     distribution: str | None
@@ -122,8 +124,10 @@ def describe_entries(
                 name=entry.name,
                 use=entry.use,
                 extension=extension,
+                package=entry.package,
                 enabled=entry.enabled,
                 required=entry.required,
+                intercept=entry.intercept,
                 status=status,
                 installed=installed,
                 distribution=info.distribution if info is not None else None,
