@@ -62,7 +62,7 @@ class DiagnosticsList:
         level: int = logging.ERROR,
     ) -> Diagnostic:
         diagnostic = Diagnostic(extension, phase, message, type(exc).__name__ if exc is not None else None)
-        logger.log(level, "%s", diagnostic, exc_info=_exc_info(exc))
+        logger.log(level, "%s", diagnostic, exc_info=_exc_info(exc), extra={"extension": extension, "phase": phase})
         with self._lock:
             self._items.append(diagnostic)
         return diagnostic
@@ -101,7 +101,7 @@ def log_extension_failure(
     extension: str, message: str, *, exc: BaseException | None = None, level: int = logging.ERROR
 ) -> None:
     """Log a failure attributed to ``extension`` without adding it to the live list."""
-    logger.log(level, "Extension %s: %s", extension, message, exc_info=_exc_info(exc))
+    logger.log(level, "Extension %s: %s", extension, message, exc_info=_exc_info(exc), extra={"extension": extension})
 
 
 _current = DiagnosticsList()

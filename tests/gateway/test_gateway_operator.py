@@ -1,0 +1,180 @@
+"""The operator's views over a real uvicorn: ``/api/extensions``, ``/health`` degraded, ``/metrics``.
+
+Extensions are loaded by the real loader from a config file; the runs are real lead runs on
+the embedded model, so the metrics count hooks that really ran.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents.middleware import AgentMiddleware
+
+from conftest import live_server, read_sse
+from deerflow_ext.config.loading import load_app_config
+from deerflow_ext.extensions import metrics
+from deerflow_ext.gateway import create_app
+from deerflow_extension_api import MiddlewarePlacement, Placement
+
+ME = "gateway.test_gateway_operator"
+
+
+class Timer:
+    async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
+        return None
+
+    async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
+        return None
+
+
+class Passing(AgentMiddleware):
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+
+class Contributor:
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> list[MiddlewarePlacement]:
+        return [MiddlewarePlacement(Passing(), Placement.STANDARD)]
+
+
+class BrokenService:
+    async def start(self, deps: Any) -> None:
+        raise RuntimeError("the queue is down")
+
+    async def stop(self) -> None:
+        return None
+
+
+def install_metered(registry: Any, config: Mapping[str, Any]) -> None:
+    registry.task_lifecycle(Timer())
+    registry.middlewares(Contributor())
+
+
+def install_broken_service(registry: Any, config: Mapping[str, Any]) -> None:
+    registry.service(BrokenService())
+
+
+def install_raises(registry: Any, config: Mapping[str, Any]) -> None:
+    raise ValueError("bad threshold")
+
+
+CONFIG = f"""\
+plugins:
+  - name: metered
+    use: {ME}:install_metered
+    table_prefix: metered_
+  - name: off
+    use: {ME}:install_metered
+    enabled: false
+  - name: broken
+    use: {ME}:install_raises
+  - name: absent
+    use: no_such_package_xyz:install
+"""
+
+
+def _app(settings_for: Any, tmp_path: Path, text: str) -> Any:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return create_app(settings_for(config=path), config=load_app_config(path))
+
+
+def _counter(text: str, name: str, **labels: str) -> float:
+    """One sample of ``name`` in a Prometheus exposition (0 when absent)."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def test_extensions_lists_every_entry_with_status_package_contributions_and_diagnostics(
+    settings_for: Any, tmp_path: Path
+) -> None:
+    app = _app(settings_for, tmp_path, CONFIG)
+    async with live_server(app) as server, server.client() as client:
+        body = (await client.get("/api/extensions")).json()
+    assert body["summary"] == f"Extensions loaded: 1/4 ({ME}:install_metered)"
+    by_name = {e["name"]: e for e in body["extensions"]}
+    assert [e["name"] for e in body["extensions"]] == ["metered", "off", "broken", "absent"]
+    assert {n: e["status"] for n, e in by_name.items()} == {
+        "metered": "loaded",
+        "off": "disabled",
+        "broken": "failed",
+        "absent": "not installed",
+    }
+    assert by_name["metered"]["contributions"] == {"middlewares": 1, "task_lifecycle": 1}
+    assert by_name["metered"]["table_prefix"] == "metered_"
+    assert by_name["metered"]["extension"] == f"{ME}:install_metered"
+    (diagnostic,) = by_name["broken"]["diagnostics"]
+    assert diagnostic["phase"] == "load" and "install() failed: ValueError: bad threshold" in diagnostic["message"]
+    assert by_name["absent"]["installed"] is False and by_name["absent"]["diagnostics"]
+    assert by_name["off"]["installed"] is True and by_name["off"]["contributions"] == {}
+
+
+async def test_health_is_degraded_but_200_when_an_extension_or_a_service_failed(
+    settings_for: Any, tmp_path: Path
+) -> None:
+    text = CONFIG + f"  - name: svc\n    use: {ME}:install_broken_service\n"
+    app = _app(settings_for, tmp_path, text)
+    async with live_server(app) as server, server.client() as client:
+        response = await client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "degraded",
+        "reasons": [
+            f"extension broken ({ME}:install_raises) failed",
+            "extension absent (no_such_package_xyz:install) not installed",
+            f"service of extension svc ({ME}:install_broken_service) failed to start",
+        ],
+    }
+
+
+async def test_health_is_ok_when_everything_enabled_loaded(settings_for: Any, tmp_path: Path) -> None:
+    app = _app(settings_for, tmp_path, f"plugins:\n  - name: metered\n    use: {ME}:install_metered\n")
+    async with live_server(app) as server, server.client() as client:
+        assert (await client.get("/health")).json() == {"status": "ok"}
+
+
+async def test_metrics_count_runs_and_each_extensions_hooks(settings_for: Any, tmp_path: Path) -> None:
+    app = _app(settings_for, tmp_path, f"plugins:\n  - name: metered\n    use: {ME}:install_metered\n")
+    ext = f"{ME}:install_metered"
+    async with live_server(app) as server, server.client() as client:
+        before = (await client.get("/metrics")).text
+        for _ in range(2):
+            thread = (await client.post("/api/threads", json={})).json()["thread_id"]
+            async with client.stream(
+                "POST",
+                f"/api/threads/{thread}/runs/stream",
+                json={"input": {"messages": [{"role": "user", "content": "hello"}]}},
+            ) as response:
+                events = await read_sse(response)
+            assert events[-1][0] == "end"
+        response = await client.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain")
+    after = response.text
+
+    def delta(name: str, **labels: str) -> float:
+        return _counter(after, name, **labels) - _counter(before, name, **labels)
+
+    assert delta("deerflow_runs_total", outcome="completed") == 2
+    assert delta("deerflow_run_duration_seconds_count", outcome="completed") == 2
+    for hook in ("on_task_start", "on_task_stop"):
+        assert delta("deerflow_extension_hook_calls_total", extension=ext, hook=hook) == 2
+        assert delta("deerflow_extension_hook_failures_total", extension=ext, hook=hook) == 0
+    assert delta("deerflow_extension_hook_calls_total", extension=ext, hook="wrap_model_call") == 2
+    assert delta("deerflow_extension_hook_seconds_total", extension=ext, hook="wrap_model_call") > 0
+    assert delta("deerflow_extension_hook_calls_total", extension=ext, hook="contribute_middlewares") == 2
+
+
+async def test_metrics_switched_off_is_404(settings_for: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "_enabled", False)
+    app = _app(settings_for, tmp_path, "plugins: []\n")
+    async with live_server(app) as server, server.client() as client:
+        assert (await client.get("/metrics")).status_code == 404
