@@ -15,6 +15,10 @@ repeats' per-run means, with the best shown too.
 Targets (issue 7): every-kind <= 1.10x the bare run; routers/services 1.00x (within noise),
 because the spec says an extension that registers only services, routers or assembly
 observers costs a run nothing (no task store, no notifications).
+
+A fourth arm runs the every-kind extensions with the per-extension hook metrics switched
+off (``DEERFLOW_METRICS=0``, what ``GET /metrics`` reads): ``every-kind x10`` minus it is
+what that instrumentation costs a run (issue 15).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions import metrics
 from deerflow_ext.extensions.registry import HostRegistry
 from deerflow_ext.extensions.snapshot import LoadedExtensions
 from deerflow_extension_api import MiddlewarePlacement, Placement
@@ -118,11 +123,18 @@ def build(install: Any) -> LoadedExtensions:
     return registry.freeze(loaded=tuple(loaded), total=EXTENSIONS)
 
 
+UNMETERED = "every-kind, metrics off"
+
+
 async def _time_runs(client: DeerFlowClient, runs: int, tag: str) -> float:
-    start = time.perf_counter()
-    for i in range(runs):
-        await client.arun(f"tell me about item {i}")  # a fresh thread per run, in every arm
-    return (time.perf_counter() - start) / runs
+    metrics.set_metrics_enabled(tag != UNMETERED)
+    try:
+        start = time.perf_counter()
+        for i in range(runs):
+            await client.arun(f"tell me about item {i}")  # a fresh thread per run, in every arm
+        return (time.perf_counter() - start) / runs
+    finally:
+        metrics.set_metrics_enabled(True)
 
 
 async def main(runs: int, repeats: int) -> None:
@@ -131,6 +143,7 @@ async def main(runs: int, repeats: int) -> None:
         "none": LoadedExtensions.empty(),
         "every-kind x10": build(_every_kind),
         "routers+services x10": build(_routers_services),
+        UNMETERED: build(_every_kind),  # its own snapshot: notification plans are per snapshot
     }
     clients = {name: DeerFlowClient(config, extensions=ext) for name, ext in arms.items()}
     for name, client in clients.items():  # warm-up: imports, graph caches, first-call paths
@@ -149,14 +162,19 @@ async def main(runs: int, repeats: int) -> None:
     print(f"python {sys.version.split()[0]}; {repeats} interleaved repeats x {runs} runs; ms per lead run")
     # extra ms: the extensions' absolute cost per run (median minus the bare median); the
     # ratio alone moves whenever the bare run itself gets faster or slower.
-    print(f"{'arm':<22}{'median':>9}{'best':>9}{'median/none':>13}{'best/none':>11}{'extra ms':>10}")
+    print(f"{'arm':<24}{'median':>9}{'best':>9}{'median/none':>13}{'best/none':>11}{'extra ms':>10}")
     for name, values in samples.items():
         med, best = statistics.median(values), min(values)
         print(
-            f"{name:<22}{med * 1e3:>9.2f}{best * 1e3:>9.2f}{med / base_median:>13.3f}{best / base_best:>11.3f}"
+            f"{name:<24}{med * 1e3:>9.2f}{best * 1e3:>9.2f}{med / base_median:>13.3f}{best / base_best:>11.3f}"
             f"{(med - base_median) * 1e3:>10.2f}"
         )
     print(f"noise: spread of the bare arm's repeats = {noise * 100:.1f}% of its median")
+    metered, unmetered = statistics.median(samples["every-kind x10"]), statistics.median(samples[UNMETERED])
+    print(
+        f"hook metrics (every-kind x10 vs {UNMETERED}): {(metered - unmetered) * 1e3:+.3f} ms per run, "
+        f"{metered / unmetered:.3f}x"
+    )
     print("targets: every-kind x10 <= 1.10x; routers+services x10 1.00x within noise")
 
 

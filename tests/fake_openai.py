@@ -55,9 +55,18 @@ def _tokens(text: str) -> Iterator[str]:
 class FakeOpenAI:
     """The server; a context manager that starts it on a free loopback port."""
 
-    def __init__(self, *, reply: Reply = echo, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        *,
+        reply: Reply = echo,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        delay: float = 0.0,
+    ) -> None:
         self.reply = reply
         self.api_key = api_key
+        self.delay = delay  # seconds before each completion answers (a slow provider)
         self.requests: list[dict[str, Any]] = []
         self._failures: list[tuple[int, str]] = []
         self._lock = threading.Lock()
@@ -103,7 +112,7 @@ class FakeOpenAI:
 
 def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+        def log_message(self, format: str, *args: Any) -> None:
             return None  # quiet: tests read the host's log, not this one
 
         def _json(self, status: int, body: dict[str, Any]) -> None:
@@ -127,7 +136,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") != "/v1/models":
                 self._error(404, f"no route {self.path}", "invalid_request_error")
             elif self._authorised():
-                self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]})
+                model = {"id": "fake-model", "object": "model", "owned_by": "fake"}
+                self._json(200, {"object": "list", "data": [model]})
 
         def do_POST(self) -> None:
             if self.path.rstrip("/") != "/v1/chat/completions":
@@ -140,8 +150,11 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             failure = fake._next_failure()
             if failure is not None:
-                self._error(failure[0], failure[1], "server_error" if failure[0] >= 500 else "invalid_request_error")
+                kind = "server_error" if failure[0] >= 500 else "invalid_request_error"
+                self._error(failure[0], failure[1], kind)
                 return
+            if fake.delay:
+                time.sleep(fake.delay)
             messages = body.get("messages") or []
             text = fake.reply(messages)
             prompt_tokens = sum(len(_text(m.get("content")).split()) for m in messages)
@@ -208,8 +221,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", type=Path, help="write the bound port here once listening")
     parser.add_argument("--api-key", default=None, help="require this bearer token")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each completion answers")
     args = parser.parse_args(argv)
-    fake = FakeOpenAI(api_key=args.api_key, port=args.port)
+    fake = FakeOpenAI(api_key=args.api_key, port=args.port, delay=args.delay)
     print(f"fake OpenAI server on {fake.base_url}", flush=True)
     if args.port_file is not None:
         args.port_file.write_text(str(fake.port))

@@ -59,6 +59,7 @@ class StepConsole:
         self._open_line = False  # tokens printed on stdout without a newline yet
         self._step: str | None = None
         self._step_started = 0.0
+        self._noted = 0.0  # elapsed time of the last "still running" line of this step
         self._spinning = False
 
     # -- stream events --------------------------------------------------------------------
@@ -111,7 +112,7 @@ class StepConsole:
     # -- lines ----------------------------------------------------------------------------
     def _start(self, what: str) -> None:
         self._end_answer_line()
-        self._step, self._step_started = what, time.monotonic()
+        self._step, self._step_started, self._noted = what, time.monotonic(), 0.0
         self._line(f"… {what}")
 
     def _line(self, text: str) -> None:
@@ -140,7 +141,8 @@ class StepConsole:
             self.err.write(f"\r\033[K… {self._step} ({elapsed:.0f}s)")
             self.err.flush()
             self._spinning = True
-        elif int(elapsed) % int(_NOTE_EVERY) == 0:
+        elif elapsed - self._noted >= _NOTE_EVERY:
+            self._noted = elapsed
             print(f"… still running: {self._step} ({elapsed:.0f}s)", file=self.err, flush=True)
 
     def finish(self) -> None:

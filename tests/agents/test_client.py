@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,8 @@ import pytest
 from agent_helpers import Recorder, make_config, recording_extensions
 
 from deerflow_ext.client import DeerFlowClient
-from deerflow_ext.run_console import run_command
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions, set_loaded_extensions
+from deerflow_ext.run_console import run_command
 from deerflow_extension_api import TaskInfo
 
 
@@ -137,3 +138,69 @@ async def test_lead_hooks_bracket_construction_and_the_persisted_run(recorder: R
     assert seen == {"built_at_start": 0, "at_stop": ("Hello there", result.answer)}
     (descriptor,) = recorder.descriptors
     assert descriptor.agent_name == "lead"  # the name TaskInfo carries, so observers can join them
+
+
+def _openai_config(tmp_path: Path, fake: Any, **extra: Any) -> Path:
+    lines = [
+        "memory:\n  enabled: false\n",
+        "retry:\n  backoff_seconds: 0\n",
+        "models:\n  - name: gpt\n    use: langchain_openai:ChatOpenAI\n    model: gpt-test\n",
+        f"    api_key: k\n    base_url: {fake.base_url}\n",
+        *(f"    {k}: {v}\n" for k, v in extra.items()),
+    ]
+    return _write_config(tmp_path, "".join(lines))
+
+
+def test_run_streams_the_answers_tokens_and_continues_a_stored_thread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
+) -> None:
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        config = _openai_config(tmp_path, fake, streaming="true")
+        assert run_command(["first question", "--config", str(config), "--thread", "kept"]) == 0
+        assert run_command(["second question", "--config", str(config), "--thread", "kept"]) == 0
+        bodies = fake.completions()
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["Echo: first question", "Echo: second question"]
+    assert all(body["stream"] for body in bodies)
+    # The second run's model call saw the first exchange: the thread was stored and continued.
+    lead_calls = [b for b in bodies if "deerflow:title" not in json.dumps(b)]
+    seen = [m.get("content") for m in lead_calls[-1]["messages"] if m["role"] in ("user", "assistant")]
+    assert seen == ["first question", "Echo: first question", "second question"]
+    assert "Traceback" not in err
+
+
+def test_run_shows_progress_for_a_long_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    restore_process_extensions: None,
+) -> None:
+    from deerflow_ext import run_console
+    from fake_openai import FakeOpenAI
+
+    monkeypatch.setattr(run_console, "_SLOW_AFTER", 0.1)
+    monkeypatch.setattr(run_console, "_NOTE_EVERY", 0.5)
+    with FakeOpenAI(delay=2.5) as fake:
+        config = _openai_config(tmp_path, fake)
+        config.write_text(config.read_text() + "title:\n  enabled: false\n")
+        assert run_command(["slow one", "--config", str(config)]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "Echo: slow one"
+    assert any(line.startswith("… still running: model call (") for line in err.splitlines()), err
+
+
+def test_a_failing_provider_fails_the_run_with_one_line_and_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
+) -> None:
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        fake.fail_next(5, status=503, message="try later")
+        config = _openai_config(tmp_path, fake)
+        assert run_command(["hello", "--config", str(config)]) == 3
+        assert len(fake.completions()) == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines()[-1].startswith("error: run failed: ") and "try later" in err.splitlines()[-1]
+    assert "Traceback" not in err
+    assert len([line for line in err.splitlines() if "model call failed" in line]) == 3

@@ -337,7 +337,8 @@ def test_remove_deletes_the_record_then_uninstalls(venv: Venv, config: Path, tmp
 
     assert result.code == 0, result.err
     assert result.out.splitlines() == [
-        f"removed plugins entry 'gone' from {config}; restart the Gateway to apply it (extensions load once, at startup)",
+        f"removed plugins entry 'gone' from {config}; "
+        "restart the Gateway to apply it (extensions load once, at startup)",
         "uninstalled acme-gone",
     ]
     assert config.read_text(encoding="utf-8") == EXISTING

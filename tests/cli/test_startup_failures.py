@@ -63,7 +63,9 @@ def assert_refused(done: Done, line: str) -> None:
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_a_bad_variable_is_named_under_every_command(home: Path, command: list[str]) -> None:
     done = deerflow(home, *command, env={"DEERFLOW_PORT": "eighty"})
-    assert_refused(done, "error: DEERFLOW_PORT='eighty': Input should be a valid integer, unable to parse string as an integer")
+    assert_refused(
+        done, "error: DEERFLOW_PORT='eighty': Input should be a valid integer, unable to parse string as an integer"
+    )
 
 
 def test_a_bad_variable_is_named_under_the_editing_commands_too(home: Path) -> None:
@@ -138,7 +140,8 @@ def test_an_unreachable_postgresql_is_named_with_its_password_hidden(home: Path,
 def test_a_database_directory_that_cannot_be_created_is_named(home: Path) -> None:
     (home / "afile").write_text("not a directory")
     done = deerflow(home, "serve", env={"DEERFLOW_DATABASE_URL": f"sqlite:///{home / 'afile' / 'db' / 'x.db'}"})
-    assert_refused(done, f"error: database directory {home / 'afile' / 'db'} cannot be created: {home / 'afile'} is not a directory")
+    directory, blocker = home / "afile" / "db", home / "afile"
+    assert_refused(done, f"error: database directory {directory} cannot be created: {blocker} is not a directory")
 
 
 @pytest.fixture
@@ -156,7 +159,9 @@ def read_only_dir(home: Path) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("command", COMMANDS[:2], ids=" ".join)
-def test_a_database_directory_that_is_not_writable_is_named(read_only_dir: Path, home: Path, command: list[str]) -> None:
+def test_a_database_directory_that_is_not_writable_is_named(
+    read_only_dir: Path, home: Path, command: list[str]
+) -> None:
     done = deerflow(home, *command, env={"DEERFLOW_DATABASE_URL": f"sqlite:///{read_only_dir / 'deerflow.db'}"})
     assert_refused(done, f"error: database directory {read_only_dir} is not writable (SQLite writes deerflow.db there)")
 
@@ -167,7 +172,9 @@ def test_a_port_in_use_is_found_before_migrations(home: Path) -> None:
         taken.listen(1)
         port = taken.getsockname()[1]
         done = deerflow(home, "serve", "--port", str(port))
-    assert_refused(done, f"error: port {port} on 127.0.0.1 is already in use (another Gateway?); set --port or DEERFLOW_PORT")
+    assert_refused(
+        done, f"error: port {port} on 127.0.0.1 is already in use (another Gateway?); set --port or DEERFLOW_PORT"
+    )
     assert not (home / "data" / "deerflow.db").exists(), "nothing was migrated before the port was checked"
     assert "startup complete" not in done.err
 
