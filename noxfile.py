@@ -81,6 +81,6 @@ def bench(session: nox.Session) -> None:
     """Benchmarks print ratios measured side by side in one run (see benchmarks/RESULTS.md)."""
     session.install("-e", ".[test]", "stevedore")
     # scaleout.py needs PostgreSQL, so it runs only when named: nox -s bench -- scaleout
-    names = session.posargs or ["notify", "run_overhead", "load", "gateway", "sse"]
+    names = session.posargs or ["notify", "run_overhead", "metrics", "load", "gateway", "sse"]
     for name in names:
         session.run("python", f"benchmarks/{name}.py")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -208,3 +209,71 @@ def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert info.value.code == 0
     assert all(word in out for word in ("serve", "run", "extensions"))
+
+
+# -- operator conveniences ------------------------------------------------------------------------
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from deerflow_ext import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out == f"deerflow-ext {__version__}\n"
+
+
+def test_list_json_describes_each_entry_and_what_is_installed_but_not_configured(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "extensions", "list", "--json", "--config", str(config_file))
+    assert code == 0
+    data = json.loads(out)
+    audit, costs = data["configured"]
+    assert (audit["name"], audit["status"], audit["installed"], audit["table_prefix"]) == (
+        "audit",
+        "enabled",
+        True,
+        "acme_",
+    )
+    assert (costs["name"], costs["status"]) == ("costs", "disabled")
+    assert [i["entry_point"] for i in data["installed_not_configured"]] == ["acme_other"]
+
+
+def test_a_configured_but_uninstalled_entry_is_listed_as_not_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("plugins:\n  - name: gone\n    use: acme_gone\n")
+    code, out, _ = run(capsys, "extensions", "list", "--config", str(path))
+    assert code == 0
+    row = out.splitlines()[1].split()
+    assert row == ["gone", "acme_gone", "-", "not", "installed", "no", "not", "installed", "not", "installed"]
+
+
+def test_enable_and_disable_say_a_restart_is_needed_and_enable_warns_when_not_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("plugins:\n  - name: gone\n    use: acme_gone\n    enabled: false\n    required: true\n")
+    code, out, err = run(capsys, "extensions", "enable", "gone", "--config", str(path))
+    assert code == 0
+    assert out.strip() == "enabled gone; restart the Gateway to apply it (extensions load once, at startup)"
+    assert err.startswith("warning: 'acme_gone' is not installed: the Gateway will log it as failed and refuse")
+    code, out, err = run(capsys, "extensions", "disable", "gone", "--config", str(path))
+    assert code == 0 and "restart the Gateway" in out and err == ""
+
+
+def test_output_into_a_closed_pipe_stops_quietly(tmp_path: Path) -> None:
+    import subprocess
+
+    config = tmp_path / "config.yaml"
+    config.write_text("plugins: []\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "deerflow_ext.cli", "extensions", "doctor", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before anything is written (`| head -0`)
+    err = process.stderr.read()
+    assert process.wait(60) == 0
+    assert err == ""
