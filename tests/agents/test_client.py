@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +206,27 @@ def test_a_failing_provider_fails_the_run_with_one_line_and_exit_3(
     assert err.splitlines()[-1].startswith("error: run failed: ") and "try later" in err.splitlines()[-1]
     assert "Traceback" not in err
     assert len([line for line in err.splitlines() if "model call failed" in line]) == 3
+
+
+class _LoggingTimer:
+    async def on_task_start(self, app_store: Any, task_store: Any, info: TaskInfo) -> None:
+        logging.getLogger("acme.timer").info("task %s started", info.kind)
+
+
+def install_logging_timer(registry: Any, config: Any) -> None:
+    registry.task_lifecycle(_LoggingTimer())
+
+
+def test_run_logs_observer_lines_and_hook_tracing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    restore_process_extensions: None,
+) -> None:
+    from deerflow_ext.extensions import notify
+
+    monkeypatch.setattr(notify, "TRACE_EXTENSIONS", True)
+    use = "agents.test_client:install_logging_timer"
+    config = _write_config(tmp_path, f"memory:\n  enabled: false\nplugins:\n  - name: timer\n    use: {use}\n")
+    assert run_command(["hello", "--config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r" INFO acme\.timer: task lead started$", err, re.MULTILINE), err
+    assert f"INFO deerflow_ext.extensions: Extension {use}: calling on_task_start for task " in err

@@ -6,6 +6,7 @@ the embedded model, so the metrics count hooks that really ran.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -178,3 +179,38 @@ async def test_metrics_switched_off_is_404(settings_for: Any, tmp_path: Path, mo
     app = _app(settings_for, tmp_path, "plugins: []\n")
     async with live_server(app) as server, server.client() as client:
         assert (await client.get("/metrics")).status_code == 404
+
+
+async def test_a_failing_provider_fails_the_run_with_its_reason_and_one_log_line_per_call(
+    settings_for: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        fake.fail_next(3, status=502, message="bad gateway upstream")
+        text = (
+            "retry:\n  backoff_seconds: 0\n"
+            "models:\n  - name: gpt\n    use: langchain_openai:ChatOpenAI\n    model: gpt-x\n"
+            f"    api_key: k\n    base_url: {fake.base_url}\n"
+        )
+        app = _app(settings_for, tmp_path, text)
+        caplog.set_level(logging.INFO)
+        async with live_server(app) as server, server.client() as client:
+            thread = (await client.post("/api/threads", json={})).json()["thread_id"]
+            async with client.stream(
+                "POST",
+                f"/api/threads/{thread}/runs/stream",
+                json={"input": {"messages": [{"role": "user", "content": "hello"}]}},
+            ) as response:
+                events = await read_sse(response)
+            run_id = events[0][1]["run_id"]
+            run = (await client.get(f"/api/threads/{thread}/runs/{run_id}")).json()
+            assert (await client.get("/health")).json() == {"status": "ok"}  # the Gateway stays up
+        assert len(fake.completions()) == 3
+    (error,) = [data for name, data, _ in events if name == "error"]
+    assert "bad gateway upstream" in error["message"]
+    assert run["status"] == "error" and "bad gateway upstream" in run["error"]
+    failures = [r for r in caplog.records if "model call failed" in r.getMessage()]
+    runs = [r for r in caplog.records if r.getMessage().startswith(f"run {run_id} failed: ")]
+    assert len(failures) == 3 and len(runs) == 1
+    assert all(r.exc_info is None for r in [*failures, *runs]), "tracebacks are for DEBUG"
