@@ -310,7 +310,7 @@ async def _notify_each(
     if meter is not None:
         if timing is None:
             meter.left -= 1
-            if not meter.left:
+            if meter.left <= 0:  # (not `not`: a racing thread may take it below zero)
                 await _measured(contributions, plan, meter, method, args, task_id, budget)
                 return
         else:

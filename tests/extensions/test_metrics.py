@@ -1,0 +1,81 @@
+"""Per-extension hook counters: exact counts, sampled time for cheap hooks, every call for slow ones."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from deerflow_ext.extensions import metrics
+from deerflow_ext.extensions.notify import _notify_each
+from deerflow_ext.extensions.snapshot import Contribution
+from deerflow_extension_api import ExtensionData, TaskInfo
+
+ARGS = (ExtensionData("app"), ExtensionData("task"), TaskInfo(task_id="t", run_id="r", thread_id=None, kind="lead"))
+
+
+def _contributions(*contributors: Any) -> tuple[tuple[Contribution[Any], ...], list[str]]:
+    names = [f"m{uuid.uuid4().hex[:8]}:install" for _ in contributors]
+    pairs = enumerate(zip(names, contributors, strict=True))
+    return tuple(Contribution(name, f"x{i}", i, f"{i}:{name}#1", c) for i, (name, c) in pairs), names
+
+
+def _stats(name: str, hook: str = "on_task_start") -> metrics.HookStats:
+    list(metrics.snapshot())  # flush pending notification counts, as a scrape does
+    return metrics.hook_stats(name, hook)
+
+
+class Cheap:
+    async def on_task_start(self, *args: Any) -> None:
+        return None
+
+
+class Slow:
+    async def on_task_start(self, *args: Any) -> None:
+        await asyncio.sleep(0.002)
+
+
+class Raises:
+    async def on_task_start(self, *args: Any) -> None:
+        raise ValueError("no")
+
+
+async def test_cheap_hooks_are_counted_exactly_and_their_time_is_sampled() -> None:
+    contributions, (a, b) = _contributions(Cheap(), Cheap())
+    for _ in range(1000):
+        await _notify_each(contributions, "on_task_start", ARGS, task_id="t")
+    for name in (a, b):
+        stats = _stats(name)
+        assert (stats.calls, stats.failures, stats.skips) == (1000, 0, 0)
+        assert 0 < stats.seconds < 0.5
+
+
+async def test_a_slow_hook_is_timed_on_every_call() -> None:
+    contributions, (cheap, slow) = _contributions(Cheap(), Slow())
+    started = time.perf_counter()
+    for _ in range(metrics.WARMUP + 20):
+        await _notify_each(contributions, "on_task_start", ARGS, task_id="t")
+    elapsed = time.perf_counter() - started
+    stats = _stats(slow)
+    assert stats.calls == metrics.WARMUP + 20
+    # Every call measured (a sampled estimate would be off by up to a whole stride).
+    assert (metrics.WARMUP + 20) * 0.002 <= stats.seconds <= elapsed
+    assert _stats(cheap).seconds < stats.seconds / 10
+
+
+async def test_failures_and_budget_overruns_and_skips_are_counted() -> None:
+    contributions, (raises, slow, skipped) = _contributions(Raises(), Slow(), Cheap())
+    await _notify_each(contributions, "on_task_start", ARGS, task_id="t", budget=0.001)
+    assert (_stats(raises).calls, _stats(raises).failures) == (1, 1)
+    assert (_stats(slow).calls, _stats(slow).overruns, _stats(slow).cancellations) == (1, 1, 1)
+    assert (_stats(skipped).calls, _stats(skipped).skips) == (0, 1)
+
+
+async def test_switched_off_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "_enabled", False)
+    contributions, (name,) = _contributions(Cheap())
+    await _notify_each(contributions, "on_task_start", ARGS, task_id="t")
+    assert (name, "on_task_start") not in metrics._stats
