@@ -196,12 +196,14 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     from .agents.middlewares.errors import describe_failure
     from .config.settings import SettingsError, load_settings
     from .extensions.loader import load_extensions
+    from .extensions.metrics import set_metrics_enabled
     from .logs import configure_logging
     from .preflight import check_database, error_line, load_startup_config, refusals
 
     try:
         settings = load_settings(**({"config": args.config} if args.config is not None else {}))
         configure_logging(settings.log_level, settings.log_format)
+        set_metrics_enabled(settings.metrics)
         config = load_startup_config(settings, config_path=args.config)
         check_database(settings.database_url)
         extensions = load_extensions(config)  # logs the summary line

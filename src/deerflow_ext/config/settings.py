@@ -101,6 +101,8 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     #: ``text`` (one line per record) or ``json`` (one object per line, uvicorn's included).
     log_format: Literal["text", "json"] = "text"
+    #: Per-extension hook counters and ``GET /metrics`` (``DEERFLOW_METRICS=0`` switches both off).
+    metrics: bool = True
     #: How long shutdown waits for in-flight HTTP requests before cancelling them. Without a
     #: bound, one hanging request (an extension route that never returns) keeps the Gateway
     #: from ever stopping; the ordered shutdown (drain runs, stop services) runs after it.

@@ -20,12 +20,12 @@ Where the counters are kept:
   cheap to matter are sampled. Failures, overruns, skips and cancellations are always
   counted exactly (they are rare paths).
 
-``DEERFLOW_METRICS=0`` switches it off (no meters, no counting): the benchmark compares both.
+``DEERFLOW_METRICS=0`` switches it off (no meters, no counting; ``serve`` and ``run`` apply it
+at startup through :func:`set_metrics_enabled`): the benchmarks compare both.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
@@ -77,7 +77,8 @@ class HookStats:
         )
 
 
-_enabled = os.environ.get("DEERFLOW_METRICS", "1").strip().lower() not in ("0", "false", "no", "off")
+# On unless switched off: `serve` and `run` apply DEERFLOW_METRICS (Settings.metrics) at startup.
+_enabled = True
 _stats: dict[tuple[str, str], HookStats] = {}
 _lock = threading.Lock()
 _meters: weakref.WeakSet[NotificationMeter] = weakref.WeakSet()

@@ -60,9 +60,13 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
 
 def build_app_from_env() -> Any:
     """uvicorn factory for ``--workers N``: each worker process builds its own app."""
+    from ..config.settings import load_settings
+    from ..extensions.metrics import set_metrics_enabled
     from . import create_app
 
-    return create_app()
+    settings = load_settings()
+    set_metrics_enabled(settings.metrics)
+    return create_app(settings)
 
 
 def startup_line(settings: Any, config: Any, extensions: Any, address: str) -> str:
@@ -93,6 +97,7 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
     if args is None or not isinstance(args, argparse.Namespace):
         args = add_serve_arguments(argparse.ArgumentParser(prog="deerflow-ext serve")).parse_args(args)
     from ..config.settings import SettingsError, load_settings
+    from ..extensions.metrics import set_metrics_enabled
     from ..logs import configure_logging
     from ..preflight import bind_listener, check_database, check_redis, error_line, load_startup_config, refusals
 
@@ -102,6 +107,7 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
         print(error_line(exc), file=sys.stderr)
         return EXIT_STARTUP
     log_config = configure_logging(settings.log_level, settings.log_format)
+    set_metrics_enabled(settings.metrics)
     workers = max(1, int(getattr(args, "workers", 1) or 1))
 
     from . import create_app
