@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -208,15 +207,6 @@ def test_a_failing_provider_fails_the_run_with_one_line_and_exit_3(
     assert len([line for line in err.splitlines() if "model call failed" in line]) == 3
 
 
-class _LoggingTimer:
-    async def on_task_start(self, app_store: Any, task_store: Any, info: TaskInfo) -> None:
-        logging.getLogger("acme.timer").info("task %s started", info.kind)
-
-
-def install_logging_timer(registry: Any, config: Any) -> None:
-    registry.task_lifecycle(_LoggingTimer())
-
-
 def test_run_logs_observer_lines_and_hook_tracing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
     restore_process_extensions: None,
@@ -224,7 +214,7 @@ def test_run_logs_observer_lines_and_hook_tracing(
     from deerflow_ext.extensions import notify
 
     monkeypatch.setattr(notify, "TRACE_EXTENSIONS", True)
-    use = "agents.test_client:install_logging_timer"
+    use = "agents.run_fixtures:install_logging_timer"
     config = _write_config(tmp_path, f"memory:\n  enabled: false\nplugins:\n  - name: timer\n    use: {use}\n")
     assert run_command(["hello", "--config", str(config)]) == 0
     err = capsys.readouterr().err

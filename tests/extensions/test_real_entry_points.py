@@ -181,7 +181,7 @@ def test_installed_package_loads_by_entry_point_name(tmp_path: Path) -> None:
         "probe",
         "acme_probe",
         "acme_probe",
-        "yes",
+        "enabled",
         "no",
         "1.2.3",
         "acme-probe",

@@ -8,59 +8,17 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain.agents.middleware import AgentMiddleware
 
 from conftest import live_server, read_sse
 from deerflow_ext.config.loading import load_app_config
 from deerflow_ext.extensions import metrics
 from deerflow_ext.gateway import create_app
-from deerflow_extension_api import MiddlewarePlacement, Placement
 
-ME = "gateway.test_gateway_operator"
-
-
-class Timer:
-    async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
-        return None
-
-    async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
-        return None
-
-
-class Passing(AgentMiddleware):
-    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
-        return await handler(request)
-
-
-class Contributor:
-    def contribute_middlewares(self, app_store: Any, ctx: Any) -> list[MiddlewarePlacement]:
-        return [MiddlewarePlacement(Passing(), Placement.STANDARD)]
-
-
-class BrokenService:
-    async def start(self, deps: Any) -> None:
-        raise RuntimeError("the queue is down")
-
-    async def stop(self) -> None:
-        return None
-
-
-def install_metered(registry: Any, config: Mapping[str, Any]) -> None:
-    registry.task_lifecycle(Timer())
-    registry.middlewares(Contributor())
-
-
-def install_broken_service(registry: Any, config: Mapping[str, Any]) -> None:
-    registry.service(BrokenService())
-
-
-def install_raises(registry: Any, config: Mapping[str, Any]) -> None:
-    raise ValueError("bad threshold")
+ME = "gateway.operator_fixtures"
 
 
 CONFIG = f"""\

@@ -120,7 +120,13 @@ async def test_gateway_survives_fault(tmp_path: Path, caplog: pytest.LogCaptureF
     app = _app(tmp_path, kind, mode)
     async with live_server(app, start_timeout=3.0) as live:
         async with live.client() as client:
-            assert (await client.get("/health")).json() == {"status": "ok"}
+            # A service that failed to start degrades the Gateway (still 200, and it still serves).
+            expected_health: dict[str, Any] = (
+                {"status": "degraded", "reasons": ["service of extension faulty (faulty_ext:install) failed to start"]}
+                if kind == "service_start"
+                else {"status": "ok"}
+            )
+            assert (await client.get("/health")).json() == expected_health
             row = await _fault_run(client, kind, mode)
             status, outcome = _expected_status(kind, mode)
             assert (row["status"], row["outcome"]) == (status, outcome), row
@@ -139,7 +145,7 @@ async def test_gateway_survives_fault(tmp_path: Path, caplog: pytest.LogCaptureF
                 assert (await client.get("/faulty/ok")).json() == {"ok": "faulty"}
 
             # Still serving: health, and a clean run on another thread.
-            assert (await client.get("/health")).json() == {"status": "ok"}
+            assert (await client.get("/health")).json() == expected_health
             events = await asyncio.wait_for(stream_run(client, await new_thread(client), "a clean prompt"), 20)
             assert events[0][0] == "metadata" and events[-1][0] == "end", events
             assert events[-1][1]["status"] == "success", events[-1]
