@@ -14,9 +14,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["add_authoring_commands"]
+from deerflow_ext.exitcodes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+__all__ = ["add_authoring_commands"]
 
 
 def _cmd_check(args: argparse.Namespace, config_path: Callable[[argparse.Namespace], Path]) -> int:

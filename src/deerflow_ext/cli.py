@@ -27,12 +27,11 @@ from deerflow_ext.authoring import add_authoring_commands
 from deerflow_ext.config.editing import ConfigEditError, PluginNotFoundError, add_plugin, set_plugin_enabled
 from deerflow_ext.config.loading import ConfigError, load_app_config
 from deerflow_ext.config.settings import Settings, SettingsError, load_settings
-from deerflow_ext.exitcodes import EXIT_OK, EXIT_STARTUP
+from deerflow_ext.exitcodes import EXIT_FAILED, EXIT_OK, EXIT_STARTUP
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_OK", "build_parser", "main"]
 
-# Kept for callers of the former names; the values live in deerflow_ext.exitcodes.
-EXIT_FAILED = EXIT_STARTUP
+# The former name of a config.yaml refusal; the values live in deerflow_ext.exitcodes.
 EXIT_CONFIG = EXIT_STARTUP
 
 Handler = Callable[[argparse.Namespace], int]

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from deerflow_ext.exitcodes import EXIT_FAILED, EXIT_OK
+
 from .entries import Plugin
 
 __all__ = ["DEFAULT_EXAMPLES", "plugins_of", "run_check"]
@@ -31,8 +33,6 @@ DEFAULT_EXAMPLES = 10
 as many, at a hundredth of the cost each."""
 
 CHEAP_FACTOR = 5
-
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def plugins_of(config: Any) -> list[Plugin]:
