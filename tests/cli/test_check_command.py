@@ -49,10 +49,11 @@ def test_nothing_enabled_is_nothing_to_check(tmp_path: Path, capsys: pytest.Capt
     assert capsys.readouterr().out == f"{config}: no enabled plugins, nothing to check\n"
 
 
-def test_an_invalid_config_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_invalid_config_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A config.yaml the Gateway would refuse exits 1 under every command (deerflow_ext.exitcodes).
     config = tmp_path / "config.yaml"
     config.write_text("plugins:\n  - name: a\n    use: b\n    enable: true\n", encoding="utf-8")
-    assert cli.main(["extensions", "check", "--config", str(config)]) == 2
+    assert cli.main(["extensions", "check", "--config", str(config)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and "enable" in err
 

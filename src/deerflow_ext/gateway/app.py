@@ -157,9 +157,11 @@ def create_app(
         opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)
     diagnostics = DiagnosticsList()
     set_diagnostics(diagnostics)
-    # One entry-point scan serves loading and, later, /api/extensions and /health.
-    entry_points = EntryPointIndex.scan()
+    # One entry-point scan serves loading and, later, /api/extensions and /health (which scan
+    # on first use when the snapshot was handed in and nothing was loaded here).
+    entry_points: EntryPointIndex | None = None
     if extensions is None:
+        entry_points = EntryPointIndex.scan()
         extensions = load_gateway_extensions(config, diagnostics, entry_points)
     set_loaded_extensions(extensions)
 

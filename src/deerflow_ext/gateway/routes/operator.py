@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 
+from ...extensions.discovery import EntryPointIndex
 from ...extensions.inventory import describe_entries
 from ...extensions.metrics import metrics_enabled
 from ...runtime import metrics as run_metrics
@@ -26,6 +27,8 @@ router = APIRouter(tags=["operator"], dependencies=[Depends(operator_access)])
 def entry_reports(request: Request) -> list[Any]:
     """The running Gateway's view of its ``plugins:`` entries (also used by ``/health``)."""
     state = request.app.state
+    if state.entry_points is None:
+        state.entry_points = EntryPointIndex.scan()
     return describe_entries(
         state.config.plugins,
         state.entry_points,
