@@ -42,6 +42,14 @@ def _app(settings_for: Any, tmp_path: Path, text: str) -> Any:
     return create_app(settings_for(config=path), config=load_app_config(path))
 
 
+async def _stream_run(client: Any, text: str = "hello") -> tuple[str, list[Any]]:
+    """A new thread and one streamed run on it: ``(thread_id, events)``."""
+    thread = (await client.post("/api/threads", json={})).json()["thread_id"]
+    body = {"input": {"messages": [{"role": "user", "content": text}]}}
+    async with client.stream("POST", f"/api/threads/{thread}/runs/stream", json=body) as response:
+        return thread, await read_sse(response)
+
+
 def _counter(text: str, name: str, **labels: str) -> float:
     """One sample of ``name`` in a Prometheus exposition (0 when absent)."""
     for line in text.splitlines():
@@ -107,13 +115,7 @@ async def test_metrics_count_runs_and_each_extensions_hooks(settings_for: Any, t
     async with live_server(app) as server, server.client() as client:
         before = (await client.get("/metrics")).text
         for _ in range(2):
-            thread = (await client.post("/api/threads", json={})).json()["thread_id"]
-            async with client.stream(
-                "POST",
-                f"/api/threads/{thread}/runs/stream",
-                json={"input": {"messages": [{"role": "user", "content": "hello"}]}},
-            ) as response:
-                events = await read_sse(response)
+            _, events = await _stream_run(client)
             assert events[-1][0] == "end"
         response = await client.get("/metrics")
     assert response.headers["content-type"].startswith("text/plain")
@@ -154,13 +156,7 @@ async def test_a_failing_provider_fails_the_run_with_its_reason_and_one_log_line
         app = _app(settings_for, tmp_path, text)
         caplog.set_level(logging.INFO)
         async with live_server(app) as server, server.client() as client:
-            thread = (await client.post("/api/threads", json={})).json()["thread_id"]
-            async with client.stream(
-                "POST",
-                f"/api/threads/{thread}/runs/stream",
-                json={"input": {"messages": [{"role": "user", "content": "hello"}]}},
-            ) as response:
-                events = await read_sse(response)
+            thread, events = await _stream_run(client)
             run_id = events[0][1]["run_id"]
             run = (await client.get(f"/api/threads/{thread}/runs/{run_id}")).json()
             assert (await client.get("/health")).json() == {"status": "ok"}  # the Gateway stays up

@@ -24,20 +24,10 @@ from deerflow_ext.config.schema import PluginEntry
 
 from .diagnostics import Diagnostic
 from .discovery import EntryPointIndex
-from .snapshot import LoadedExtensions
+from .snapshot import CONTRIBUTION_KINDS, LoadedExtensions
 
-__all__ = ["CONTRIBUTION_KINDS", "EntryReport", "describe_entries", "is_installed", "problems_of"]
+__all__ = ["EntryReport", "describe_entries", "is_installed", "problems_of"]
 
-#: ``LoadedExtensions`` fields that hold contributions, in the contract's order.
-CONTRIBUTION_KINDS = (
-    "middlewares",
-    "task_lifecycle",
-    "system_model_observers",
-    "assembly_observers",
-    "compaction_observers",
-    "services",
-    "routers",
-)
 _RECENT = 20  # diagnostics shown per entry
 
 

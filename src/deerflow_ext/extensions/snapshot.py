@@ -28,6 +28,7 @@ from deerflow_extension_api import (
 )
 
 __all__ = [
+    "CONTRIBUTION_KINDS",
     "EXTENSION_SNAPSHOT_CONTEXT_KEY",
     "Contribution",
     "LoadedExtensions",
@@ -68,6 +69,18 @@ class TablePrefix:
     prefix: str
     extension: str
     label: str
+
+
+#: The ``LoadedExtensions`` fields that hold contributions, in the contract's order.
+CONTRIBUTION_KINDS: tuple[str, ...] = (
+    "middlewares",
+    "task_lifecycle",
+    "system_model_observers",
+    "assembly_observers",
+    "compaction_observers",
+    "services",
+    "routers",
+)
 
 
 @dataclass(frozen=True)

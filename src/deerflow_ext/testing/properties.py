@@ -47,6 +47,7 @@ from hypothesis import given as given_
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from deerflow_ext.extensions.snapshot import CONTRIBUTION_KINDS
 from deerflow_extension_api import AgentBuildContext, AgentScope
 
 from .entries import Plugin, PluginLike, plugin_records, plugins_yaml
@@ -406,15 +407,7 @@ def check_stack_ordering(
 
 # -- 3. install rollback --------------------------------------------------------------------------
 INSTALL_ROLLBACK = "a failing install leaves the registry exactly as before it"
-_FIELDS = (
-    "middlewares",
-    "task_lifecycle",
-    "system_model_observers",
-    "assembly_observers",
-    "compaction_observers",
-    "services",
-    "routers",
-)
+_FIELDS = CONTRIBUTION_KINDS
 
 
 def _registry(entries: Sequence[Plugin], app_config: Any) -> Any:
