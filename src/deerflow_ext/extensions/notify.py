@@ -211,7 +211,6 @@ _plans: dict[str, dict[int, _Plan]] = {}
 _PLANS_LIMIT = 256
 
 
-_NO_PLANS: dict[int, _Plan] = {}
 
 
 def _build_plan(contributions: Sequence[Contribution[Any]], method: str) -> _Plan:
@@ -300,8 +299,11 @@ async def _notify_each(
     cannot be told apart from a successful notification without checking after every call,
     which the fast path cannot afford) and then ``CancelledError`` is raised.
     """
-    plan = _plans.get(method, _NO_PLANS).get(id(contributions))
-    if plan is None or plan[0] is not contributions:  # plan.source, by index: the hot path
+    try:  # subscripts, not .get(): the specialised dict lookups are the cheapest on this path
+        plan = _plans[method][id(contributions)]
+        if plan[0] is not contributions:  # plan.source, by index: the hot path
+            plan = _build_plan(contributions, method)
+    except KeyError:
         plan = _build_plan(contributions, method)
     calls = plan[2]  # plan.calls
     if not calls:
