@@ -20,7 +20,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Checkpointer
 
-from deerflow_ext.agents.host import STREAM_MODES, AgentHost, LeadRunRequest, LeadRunResult
+from deerflow_ext.agents.host import DEFAULT_GRAPH_STREAM_MODES, AgentHost, LeadRunRequest, LeadRunResult
 from deerflow_ext.agents.lead import ModelFactory
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
@@ -81,11 +81,11 @@ class DeerFlowClient:
         thread_id: str | None = None,
         *,
         goal: str | None = None,
-        stream_modes: Sequence[str] = STREAM_MODES,
+        stream_modes: Sequence[str] = DEFAULT_GRAPH_STREAM_MODES,
     ) -> AsyncIterator[StreamEvent]:
         """Stream one run's events; the last one is ``("result", LeadRunResult)``.
 
-        ``stream_modes`` are LangGraph's (``values`` is always needed for the result).
+        ``stream_modes`` are LangGraph's (``values`` is always streamed: the result is read from it).
         """
         queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
         thread_id = thread_id or str(uuid.uuid4())
@@ -133,10 +133,9 @@ class DeerFlowClient:
                     run_id=run_id,
                     messages=({"role": "user", "content": prompt},),
                     goal=goal,
+                    stream_modes=tuple(stream_modes),
                 )
-                result = await self.host.run_lead(
-                    request, extensions=ext, task_store=task_store, emit=emit, stream_modes=stream_modes
-                )
+                result = await self.host.run_lead(request, extensions=ext, task_store=task_store, emit=emit)
                 outcome = TaskOutcome.COMPLETED
                 return result
             except asyncio.CancelledError:
