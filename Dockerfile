@@ -1,12 +1,6 @@
 # deerflow-ext Gateway image: `docker build -t deerflow-ext .` then `docker compose up`
 # (compose.yaml: the Gateway on PostgreSQL, with Redis). Extensions are Python packages:
 # build a derived image that pip-installs them, and mount a config.yaml that enables them.
-FROM python:3.11-slim AS build
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY src ./src
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
-
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -16,10 +10,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     DEERFLOW_HOST=0.0.0.0 \
     DEERFLOW_PORT=8001 \
     DEERFLOW_LOG_FORMAT=json
-COPY --from=build /wheels /wheels
+# The source stays in the image: the host names its contract distribution by a direct
+# reference to contract/ (pyproject.toml), which pip builds from here, as `pip install .` does.
+WORKDIR /opt/deerflow-ext
+COPY pyproject.toml README.md ./
+COPY contract ./contract
+COPY src ./src
 # [openai]: langchain-openai, so `use: langchain_openai:ChatOpenAI` works out of the box.
-RUN pip install --no-cache-dir "$(ls /wheels/deerflow_ext-*.whl)[openai]" \
-    && rm -rf /wheels \
+RUN pip install --no-cache-dir ".[openai]" \
     && useradd --system --uid 10001 --home-dir /var/lib/deerflow deerflow \
     && mkdir -p /var/lib/deerflow /etc/deerflow \
     && chown deerflow /var/lib/deerflow

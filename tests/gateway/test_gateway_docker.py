@@ -61,8 +61,11 @@ def test_the_build_context_holds_every_file_the_dockerfile_copies() -> None:
     for source in sources:
         assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
         assert not _ignored(source.rstrip("/")), f"COPY {source}: excluded by .dockerignore"
-    # The package build needs what pyproject.toml names and nothing the context leaves out.
-    assert not _ignored("src/deerflow_ext/cli.py") and _ignored(".venv/bin/python") and _ignored("tests/conftest.py")
+    # The package build needs what pyproject.toml names and nothing the context leaves out:
+    # the host, and the contract distribution its direct reference points at.
+    assert not _ignored("src/deerflow_ext/cli.py") and not _ignored("contract/pyproject.toml")
+    assert "{root:uri}/contract" in (ROOT / "pyproject.toml").read_text()
+    assert _ignored(".venv/bin/python") and _ignored("tests/conftest.py")
 
 
 def test_the_images_environment_is_valid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
