@@ -12,7 +12,6 @@ registered it is never called and no descriptor, hash or schema is ever computed
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
@@ -36,6 +35,7 @@ from deerflow_extension_api import (
 
 from .. import __version__
 from .diagnostics import log_extension_failure
+from .exits import EXTENSION_FAILURES, describe_exit
 from .isolation import IsolatedMiddleware
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
@@ -76,7 +76,8 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
 
     Never raises an ``Exception``: an observer that fails is logged (attributed, not added to
     the diagnostics list) and the agent is built anyway; a descriptor the host cannot build
-    is logged and skipped. ``KeyboardInterrupt`` / ``SystemExit`` propagate.
+    is logged and skipped. An observer's ``KeyboardInterrupt`` / ``SystemExit`` is such a
+    failure too (``exits.py``); only the host's own cancellation propagates.
     """
     observers = extensions.assembly_observers
     if not observers:
@@ -89,12 +90,12 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
     for contribution in observers:
         try:
             returned = contribution.contributor.on_agent_assembled(extensions.app_store, descriptor)
-        except (Exception, asyncio.CancelledError) as exc:
+        except EXTENSION_FAILURES as exc:
             # An observer's own CancelledError is its failure; only the host's propagates.
             if is_host_cancellation(exc):
                 raise
             log_extension_failure(
-                contribution.extension, f"on_agent_assembled raised {type(exc).__name__}: {exc}", exc=exc
+                contribution.extension, f"on_agent_assembled raised {describe_exit(exc)}", exc=exc
             )
             continue
         if inspect.isawaitable(returned):

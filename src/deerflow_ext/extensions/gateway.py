@@ -33,6 +33,7 @@ from typing import Any
 from deerflow_extension_api import ExtensionRuntimeDeps
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .exits import EXTENSION_FAILURES
 from .origin import cancellation_requests, is_host_cancellation
 from .snapshot import Contribution, LoadedExtensions
 
@@ -102,7 +103,7 @@ async def start_services(
         except TimeoutError as exc:
             message = f"service start timed out after {start_timeout:.1f}s"
             diags.record(contribution.extension, "service", message, exc=exc)
-        except (Exception, asyncio.CancelledError) as exc:
+        except EXTENSION_FAILURES as exc:  # its KeyboardInterrupt/SystemExit too: exits.py
             if is_host_cancellation(exc):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service start failed: {_describe(exc)}", exc=exc)
@@ -130,7 +131,7 @@ async def stop_services(
         except TimeoutError as exc:
             message = f"service stop timed out after {stop_timeout:.1f}s"
             diags.record(contribution.extension, "service", message, exc=exc)
-        except (Exception, asyncio.CancelledError) as exc:
+        except EXTENSION_FAILURES as exc:  # its KeyboardInterrupt/SystemExit too: exits.py
             if is_host_cancellation(exc, baseline):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)

@@ -40,12 +40,15 @@ The wrapper has three jobs:
 * **Judge a CancelledError by its origin** (spec, Cancellation; see ``origin.py``). One the
   extension raised itself — an internal timeout built on cancellation — is contained like
   any other failure: otherwise it would end an otherwise healthy run as an error. A genuine
-  cancellation of the run's task propagates, and so do ``KeyboardInterrupt``/``SystemExit``.
+  cancellation of the run's task propagates.
+* **Contain ``KeyboardInterrupt``/``SystemExit``** the extension's code raises, like any
+  other failure (``exits.py``): LangGraph may run a node in a task of its own, and from
+  there either would leave the event loop and end the Gateway. The downstream call's own
+  (a tool the host does not wrap) still propagates unchanged, to the run's boundary.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 import threading
@@ -60,6 +63,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .exits import EXTENSION_FAILURES
 from .origin import is_host_cancellation
 
 if TYPE_CHECKING:
@@ -96,10 +100,10 @@ _PHASE = "middleware"
 _MISSING: Any = object()
 _MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
 _TOOL_RESULTS = (ToolMessage, Command)
-# What the wrapper contains: any Exception, and a CancelledError the extension raised itself
-# (``is_host_cancellation`` sends a real cancellation of the run on). KeyboardInterrupt and
-# SystemExit are never caught.
-_CONTAINED = (Exception, asyncio.CancelledError)
+# What the wrapper contains: any Exception, a CancelledError the extension raised itself
+# (``is_host_cancellation`` sends a real cancellation of the run on), and the process exits
+# (exits.py: an extension cannot stop the Gateway).
+_CONTAINED = EXTENSION_FAILURES
 
 
 def implemented_hooks(cls: type) -> frozenset[str]:

@@ -48,6 +48,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .diagnostics import log_extension_failure, logger
+from .exits import PROCESS_EXITS, attribute_exit, contain_exit
 
 if TYPE_CHECKING:
     from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
@@ -270,7 +271,8 @@ async def _notify_each(
     ``budget`` defaults to :data:`DEFAULT_NOTIFY_BUDGET`; ``math.inf`` means unbounded (the
     inline system-model observations, which the spec gives no budget). The only exceptions
     that leave this function are a genuine cancellation of the calling task,
-    ``KeyboardInterrupt`` and ``SystemExit``.
+    ``KeyboardInterrupt`` and ``SystemExit``; the latter two carry the contributor that
+    raised them (:func:`~.exits.exit_origin`), and the caller's boundary contains them.
 
     The budget is enforced where a contributor suspends: the shared watchdog cancels the
     contributor awaiting at the deadline. Nothing in asyncio can interrupt a contributor that
@@ -303,7 +305,8 @@ async def _notify_each(
                 _trace(plan, calls, call, method, task_id)
             try:
                 await call(*args)
-            except (KeyboardInterrupt, SystemExit):
+            except PROCESS_EXITS as exc:
+                attribute_exit(exc, plan[1][_index_of(calls, call)].extension, method)
                 raise
             except BaseException as exc:
                 extension = plan[1][_index_of(calls, call)].extension  # plan.contributions
@@ -335,7 +338,10 @@ async def _notify_each(
                 _trace(plan, calls, fn, method, task_id)
             try:
                 await fn(*args)
-            except (KeyboardInterrupt, SystemExit):
+            except PROCESS_EXITS as exc:
+                # The spec's rule: it propagates and nobody else is called. Who raised it
+                # travels with it, for the boundary that contains it (see exits.py).
+                attribute_exit(exc, plan.contributions[_index_of(calls, fn)].extension, method)
                 raise
             except BaseException as exc:
                 ours = state[_CANCELS]
@@ -452,7 +458,7 @@ class NotificationLoop:
 
     def _spawn(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]], what: str) -> None:
         try:
-            task = asyncio.get_running_loop().create_task(coro_factory())
+            task = asyncio.get_running_loop().create_task(_contained(coro_factory(), what))
         except Exception:
             logger.exception("could not start %s", what)
             return
@@ -475,13 +481,18 @@ class NotificationLoop:
         On the notification loop itself, or when none is registered (or it is no longer
         running), the coroutine runs inline. Otherwise it is scheduled there and awaited
         across loops; cancelling the caller cancels the remote task, whose notification then
-        sees a genuine cancellation and stops calling contributors.
+        sees a genuine cancellation and stops calling contributors. A ``KeyboardInterrupt``
+        or ``SystemExit`` an extension raised there is carried back and re-raised in the
+        caller's task: raised in the remote task, it would leave the notification loop.
         """
         target = self._loop
         if target is None or target is asyncio.get_running_loop() or not target.is_running():
             return await coro_factory()
-        future = asyncio.run_coroutine_threadsafe(coro_factory(), target)
-        return await asyncio.wrap_future(future)
+        future = asyncio.run_coroutine_threadsafe(_carried(coro_factory()), target)
+        outcome = await asyncio.wrap_future(future)
+        if isinstance(outcome, _CarriedExit):
+            raise outcome.exc  # in the caller's task, whose boundary contains it
+        return outcome
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - the documented API
         """Wait up to ``timeout`` seconds for submitted fire-and-forget work to finish.
@@ -507,6 +518,26 @@ class NotificationLoop:
     def __repr__(self) -> str:
         state = "accepting" if self.accepting else "closed"
         return f"NotificationLoop(loop={self._loop!r}, {state}, inflight={len(self._inflight)})"
+
+
+class _CarriedExit(NamedTuple):
+    exc: BaseException
+
+
+async def _carried(coro: Coroutine[Any, Any, T]) -> T | _CarriedExit:
+    """``coro``'s result, or the process exit it raised, as a value (see ``run``)."""
+    try:
+        return await coro
+    except PROCESS_EXITS as exc:
+        return _CarriedExit(exc)
+
+
+async def _contained(coro: Coroutine[Any, Any, Any], what: str) -> None:
+    """Fire-and-forget work has no caller to hand a process exit to: it ends here, logged."""
+    try:
+        await coro
+    except PROCESS_EXITS as exc:
+        contain_exit(exc, where=what)
 
 
 notification_loop = NotificationLoop()

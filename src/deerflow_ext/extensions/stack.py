@@ -26,7 +26,6 @@ present in documented order, or at the end.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 
 from .carry import carry_fused_groups
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .exits import EXTENSION_FAILURES
 from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
 from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
@@ -138,9 +138,10 @@ def _collect(
             placements = _validated(
                 contribution.contributor.contribute_middlewares(extensions.app_store, ctx)
             )
-        except (Exception, asyncio.CancelledError) as exc:
+        except EXTENSION_FAILURES as exc:
             # The contributor's own CancelledError (an internal timeout, say) is a failure
             # like any other; only a cancellation of the host task propagates (origin.py).
+            # Its KeyboardInterrupt/SystemExit too: it cannot stop the Gateway (exits.py).
             if is_host_cancellation(exc):
                 raise
             diagnostics.record(

@@ -7,6 +7,11 @@
 5. ``notify_task_stop`` while the thread is still held.
 6. Release the thread, then publish the stream end.
 
+A ``KeyboardInterrupt``/``SystemExit`` from extension code never leaves the run task (it
+would leave the event loop and end the Gateway): from a lifecycle notification it is the
+extension's failure and the run goes on; reaching the run itself, it ends the run ``error``.
+Either way it is logged with the extension's name (``extensions/exits.py``).
+
 A cancel (stop button, follow-up interrupt, shutdown) is *absorbed* once it has been mapped
 to the ``aborted`` outcome: the worker calls ``Task.uncancel()`` so persistence and
 ``on_task_stop`` run to completion instead of being cut short by the same cancel. A second
@@ -23,6 +28,7 @@ from typing import Any, Protocol
 
 from deerflow_extension_api import TaskInfo, TaskOutcome
 
+from ..extensions.exits import PROCESS_EXITS, contain_exit
 from ..extensions.snapshot import publish_snapshot
 from ..persistence.models import RunStatus, ThreadStatus
 from ..persistence.records import HostStore, RunTokens
@@ -212,10 +218,15 @@ async def _lifecycle(
 
     result: Any = None
     error: BaseException | None = None
+    error_text: str | None = None
+    where = f"run {handle.run_id}"
     try:
         # No task store means no lifecycle contributor: nothing to notify.
         if task_store is not None:
-            await notify_task_start(extensions, task_store, info, **budget)
+            try:
+                await notify_task_start(extensions, task_store, info, **budget)
+            except PROCESS_EXITS as exc:  # an extension's: fail open, like any hook failure
+                contain_exit(exc, where=where)
 
         projection = StreamProjection(spec.stream_modes)
 
@@ -234,9 +245,14 @@ async def _lifecycle(
         logger.warning("run %s failed: %s", handle.run_id, _error_text(exc), exc_info=exc)
         status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
         await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
+    except PROCESS_EXITS as exc:
+        # Reached the run itself (a contributed tool, say): the run fails, the loop lives on.
+        error_text = contain_exit(exc, where=where)
+        status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
+        await handle.stream.publish("error", {"error": type(exc).__name__, "message": error_text})
 
     handle.phase = RunPhase.FINALIZING
-    await _persist(handle, deps, status, outcome, result, error)
+    await _persist(handle, deps, status, outcome, result, error, error_text)
     await _run_completion_hooks(
         deps,
         RunCompletion(
@@ -248,6 +264,8 @@ async def _lifecycle(
             await notify_task_stop(extensions, task_store, info, outcome, **budget)
         except asyncio.CancelledError:
             raise
+        except PROCESS_EXITS as exc:  # an extension's; the run is already persisted
+            contain_exit(exc, where=where)
         except Exception:  # notify contains contributor failures; this is the host's own
             logger.exception("run %s: on_task_stop notification failed", handle.run_id)
     return status, outcome
@@ -267,18 +285,19 @@ async def _persist(
     outcome: TaskOutcome,
     result: Any,
     error: BaseException | None,
+    error_text: str | None = None,
 ) -> None:
     # A database failure here is logged, not raised: on_task_stop must still run, and the
     # startup recovery marks a row stuck in "running" as interrupted on the next start.
+    if error is not None and error_text is None:
+        error_text = "interrupted" if status is RunStatus.INTERRUPTED else _error_text(error)
     try:
         await deps.store.finish_run(
             handle.run_id,
             status=status.value,
             outcome=outcome.value,
             answer=getattr(result, "answer", None),
-            error=None
-            if error is None
-            else ("interrupted" if status is RunStatus.INTERRUPTED else _error_text(error)),
+            error=error_text,
             tokens=_tokens(result) if result is not None else None,
             thread_id=handle.thread_id,
             thread_status=_THREAD_STATUS[status].value,
