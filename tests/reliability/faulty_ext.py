@@ -4,9 +4,10 @@
 "exit"}`` puts one fault in one place; everything else the extension registers behaves.
 ``cancel`` is a *self-inflicted* ``asyncio.CancelledError`` (raised by the contributor, not by
 the host), ``interrupt`` raises ``KeyboardInterrupt``, ``exit`` calls ``sys.exit(7)``. The
-``subagent_start`` / ``subagent_stop`` kinds fault only in a subagent's lifecycle hooks. Faults in the agent's own path fire only for
-prompts containing ``FAULT`` where the contributor can see the prompt (``wrap``,
-``system``), so a second, clean run shows whether the Gateway still serves.
+``subagent_start`` / ``subagent_stop`` kinds fault only in a subagent's lifecycle hooks. Faults
+in the agent's own path fire only for prompts containing ``FAULT`` where the contributor can
+see the prompt (``wrap``, ``system``), so a second, clean run shows whether the Gateway still
+serves.
 """
 
 from __future__ import annotations
