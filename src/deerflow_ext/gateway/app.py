@@ -217,6 +217,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         orphaned = await store.interrupt_orphaned_runs()
         if orphaned:
             logger.warning("marked %d run(s) left by a stopped process as interrupted", len(orphaned))
+        settled = await store.settle_idle_busy_threads()
+        if settled:
+            logger.warning("%d thread(s) were busy with no run in flight; status repaired", len(settled))
         async with open_checkpointer(url) as checkpointer:
             notification_loop.register(asyncio.get_running_loop())
             try:

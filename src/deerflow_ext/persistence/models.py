@@ -18,6 +18,7 @@ __all__ = [
     "CHECKPOINT_TABLES",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
+    "THREAD_STATUS_AFTER",
     "Base",
     "RunOutcome",
     "RunRow",
@@ -45,6 +46,14 @@ class RunStatus(enum.StrEnum):
     SUCCESS = "success"
     ERROR = "error"
     INTERRUPTED = "interrupted"
+
+
+THREAD_STATUS_AFTER: dict[str, ThreadStatus] = {
+    RunStatus.SUCCESS: ThreadStatus.IDLE,
+    RunStatus.INTERRUPTED: ThreadStatus.INTERRUPTED,
+    RunStatus.ERROR: ThreadStatus.ERROR,
+}
+"""A thread's status once its latest run ended with the given status."""
 
 
 class RunOutcome(enum.StrEnum):

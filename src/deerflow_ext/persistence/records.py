@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from .engine import SessionFactory
-from .models import RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
+from .models import THREAD_STATUS_AFTER, RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
 
 __all__ = [
     "PROCESS_OWNER",
@@ -372,6 +372,38 @@ class HostStore:
                 .values(status=ThreadStatus.INTERRUPTED.value, updated_at=now)
             )
             return tuple(run_ids)
+
+
+    async def settle_idle_busy_threads(self) -> Sequence[str]:
+        """Threads ``busy`` without any ``pending``/``running`` run: give each its last run's status.
+
+        ``busy`` means "a run holds it"; with no live run nothing will ever clear it. Earlier
+        versions could leave that behind (a cancel landing while a run was being admitted),
+        and a thread stuck ``busy`` looks hung to every client. Safe with several processes:
+        a run goes ``running`` and its thread ``busy`` in one transaction, and back together.
+        Returns the ids of the threads it changed.
+        """
+        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+        async with self.session_factory.begin() as session:
+            has_live_run = select(RunRow.id).where(RunRow.thread_id == ThreadRow.id, RunRow.status.in_(live)).exists()
+            busy = (
+                await session.scalars(
+                    select(ThreadRow.id).where(ThreadRow.status == ThreadStatus.BUSY.value, ~has_live_run)
+                )
+            ).all()
+            for thread_id in busy:
+                last = await session.scalar(
+                    select(RunRow.status)
+                    .where(RunRow.thread_id == thread_id)
+                    .order_by(RunRow.created_at.desc(), RunRow.id.desc())
+                    .limit(1)
+                )
+                await session.execute(
+                    update(ThreadRow)
+                    .where(ThreadRow.id == thread_id, ThreadRow.status == ThreadStatus.BUSY.value)
+                    .values(status=THREAD_STATUS_AFTER.get(last or "", ThreadStatus.IDLE).value, updated_at=utcnow())
+                )
+            return tuple(busy)
 
 
 _SCAN_BATCH = 500

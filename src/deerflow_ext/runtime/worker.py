@@ -1,6 +1,8 @@
 """The lead-run worker: the spec's exact order around the finalizing barrier.
 
-1. Hold the thread (admission), mark the run started. Cancelled before this: no hooks.
+1. Hold the thread (admission), mark the run started. Cancelled before this: no hooks. A
+   stop arriving *while* it is marked takes effect right after ``on_task_start`` (see
+   ``RunHandle.interrupt``): never a half-marked run.
 2. ``notify_task_start`` — before the agent is built.
 3. ``AgentHost.run_lead`` — the agent, goal continuations included.
 4. Persist status and token usage, sync the thread's title and status, completion hooks.
@@ -30,7 +32,7 @@ from deerflow_extension_api import TaskInfo, TaskOutcome
 
 from ..extensions.exits import PROCESS_EXITS, contain_exit
 from ..extensions.snapshot import publish_snapshot
-from ..persistence.models import RunStatus, ThreadStatus
+from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
 from ..persistence.records import HostStore, RunTokens
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
@@ -149,6 +151,11 @@ def _absorb_cancel() -> None:
         task.uncancel()
 
 
+def _cancel_pending() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -158,20 +165,24 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
     status, outcome = RunStatus.INTERRUPTED, TaskOutcome.ABORTED
     try:
         try:
+            handle.phase = RunPhase.QUEUED
+            if handle.interrupted:  # stopped before this task first ran (see RunHandle.interrupt)
+                raise asyncio.CancelledError
             if spec.delay > 0:
                 await asyncio.sleep(spec.delay)  # still pending: a cancel now means no hooks
             async with deps.coordinator.hold(handle.thread_id, handle.run_id):
+                handle.phase = RunPhase.ADMITTING  # interrupts are only marked until RUNNING
                 await deps.store.mark_started(handle.run_id, handle.thread_id)
                 handle.phase = RunPhase.RUNNING
                 status, outcome = await _lifecycle(handle, spec, deps)
         except asyncio.CancelledError:
-            if handle.phase is not RunPhase.QUEUED:
+            if handle.phase not in _NOT_STARTED:
                 raise  # a second cancel during finalization: the drain gave up on us
             # Cancelled before admission: no hooks, but the row must not stay "pending".
             _absorb_cancel()
             await _persist_unstarted(handle, deps)
         except Exception as exc:
-            if handle.phase is not RunPhase.QUEUED:
+            if handle.phase not in _NOT_STARTED:
                 # The run finished and was persisted; only releasing the thread failed.
                 logger.exception("run %s: releasing its thread failed", handle.run_id)
                 return
@@ -189,6 +200,9 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             handle.finished.set()
 
 
+_NOT_STARTED = (RunPhase.CREATED, RunPhase.QUEUED, RunPhase.ADMITTING)
+
+
 async def _persist_unstarted(
     handle: RunHandle,
     deps: RunWorkerDeps,
@@ -197,8 +211,14 @@ async def _persist_unstarted(
     error: str = "interrupted before it started",
 ) -> None:
     outcome = TaskOutcome.ABORTED if status is RunStatus.INTERRUPTED else TaskOutcome.FAILED
+    thread: dict[str, Any] = {}
+    if handle.phase is RunPhase.ADMITTING:
+        # Only a hard cancel (the drain giving up) or a database failure ends admission
+        # midway; "mark started" may have committed, so the thread must not stay busy.
+        error = error.replace("before it started", "while it was being admitted")
+        thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
     try:
-        await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error)
+        await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error, **thread)
     except Exception:
         logger.exception("run %s: could not persist its interruption", handle.run_id)
 
@@ -227,6 +247,10 @@ async def _lifecycle(
                 await notify_task_start(extensions, task_store, info, **budget)
             except PROCESS_EXITS as exc:  # an extension's: fail open, like any hook failure
                 contain_exit(exc, where=where)
+        if handle.interrupted and not _cancel_pending():
+            # Stopped while being admitted: marked started, so it got on_task_start; it ends
+            # here, aborted, and gets on_task_stop (RunHandle.interrupt).
+            raise asyncio.CancelledError
 
         projection = StreamProjection(spec.stream_modes)
 
@@ -271,13 +295,6 @@ async def _lifecycle(
     return status, outcome
 
 
-_THREAD_STATUS = {
-    RunStatus.SUCCESS: ThreadStatus.IDLE,
-    RunStatus.INTERRUPTED: ThreadStatus.INTERRUPTED,
-    RunStatus.ERROR: ThreadStatus.ERROR,
-}
-
-
 async def _persist(
     handle: RunHandle,
     deps: RunWorkerDeps,
@@ -300,7 +317,7 @@ async def _persist(
             error=error_text,
             tokens=_tokens(result) if result is not None else None,
             thread_id=handle.thread_id,
-            thread_status=_THREAD_STATUS[status].value,
+            thread_status=THREAD_STATUS_AFTER[status].value,
             title=getattr(result, "title", None),
         )
     except Exception:
