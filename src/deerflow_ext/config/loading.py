@@ -128,9 +128,16 @@ class _Plain:
         if depth > MAX_DEPTH:
             raise ConfigError(self.path, here, None, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, Mapping):
-            return {
-                self.convert(k, depth + 1, here): self.convert(v, depth + 1, here) for k, v in node.items()
-            }
+            out = {}
+            for key, value in node.items():
+                if isinstance(key, (Mapping, list, tuple, set)):
+                    # YAML allows ``? {name: a}`` as a key; no setting of ours is keyed that way,
+                    # and a dict cannot even be a Python key (it used to surface as a TypeError).
+                    kind = "a mapping" if isinstance(key, Mapping) else "a list"
+                    line = _key_line(node, key, here)
+                    raise ConfigError(self.path, line, None, f"a key must be a single value, not {kind}")
+                out[self.convert(key, depth + 1, here)] = self.convert(value, depth + 1, here)
+            return out
         if isinstance(node, (list, tuple)):
             items = [self.convert(v, depth + 1, here) for v in node]
             return tuple(items) if isinstance(node, tuple) else items
@@ -144,6 +151,13 @@ class _Plain:
             return float(node)
         # Timestamps, binary and anything else ruamel builds are already plain values.
         return node
+
+
+def _key_line(mapping: Any, key: Any, default: int | None) -> int | None:
+    try:
+        return int(mapping.lc.key(key)[0]) + 1
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return default
 
 
 def _node_line(node: Any, default: int | None) -> int | None:
