@@ -37,6 +37,7 @@ from .. import __version__
 from .diagnostics import log_extension_failure
 from .exits import EXTENSION_FAILURES, describe_exit
 from .isolation import IsolatedMiddleware
+from .loopwatch import RunningHook, register_site
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
@@ -107,6 +108,14 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
             log_extension_failure(
                 contribution.extension, "on_agent_assembled must be synchronous; it returned an awaitable"
             )
+
+
+def _running_observer(frame: Any) -> RunningHook | None:
+    contribution = frame.f_locals.get("contribution")
+    return None if contribution is None else RunningHook(contribution.extension, "on_agent_assembled")
+
+
+register_site(emit_agent_assembled, _running_observer)
 
 
 def describe_middleware(mw: Any) -> MiddlewareDescriptor:

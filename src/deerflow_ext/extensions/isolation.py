@@ -64,6 +64,7 @@ from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .exits import EXTENSION_FAILURES
+from .loopwatch import DOWNSTREAM, RunningHook, register_site
 from .origin import is_host_cancellation
 
 if TYPE_CHECKING:
@@ -432,6 +433,26 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if isinstance(returned, _VALID_RESULTS[hook]):
             return returned
         raise self._invalid(hook, returned)
+
+
+def _running_hook(frame: Any) -> RunningHook:
+    names = frame.f_locals
+    return RunningHook(names["self"]._extension, f"{type(names['self']._inner).__name__}.{names['hook']}")
+
+
+def _downstream(frame: Any) -> RunningHook:
+    return DOWNSTREAM  # the frames inside a tracked handler are the downstream call's
+
+
+for _runner in (
+    IsolatedMiddleware._run_state_hook,
+    IsolatedMiddleware._arun_state_hook,
+    IsolatedMiddleware._run_wrap_hook,
+    IsolatedMiddleware._arun_wrap_hook,
+):
+    register_site(_runner, _running_hook)
+register_site(_HandlerCalls().track(id), _downstream)
+register_site(_HandlerCalls().atrack(id), _downstream)  # type: ignore[arg-type]
 
 
 _VALID_RESULTS: dict[str, tuple[type, ...]] = {

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .diagnostics import log_extension_failure, logger
 from .exits import PROCESS_EXITS, attribute_exit, contain_exit
+from .loopwatch import RunningHook, register_site
 
 if TYPE_CHECKING:
     from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
@@ -373,6 +374,19 @@ async def _notify_each(
                 # a spent budget never looks like a cancellation to the host.
                 for _ in range(state[_CANCELS]):
                     task.uncancel()
+
+
+def _running_contributor(frame: Any) -> RunningHook | None:
+    """For the loop watchdog: the contributor a blocked ``_notify_each`` frame is calling."""
+    names = frame.f_locals
+    calls, plan = names.get("calls"), names.get("plan")
+    fn = names.get("fn", names.get("call"))
+    if not calls or plan is None or fn is None:
+        return None
+    return RunningHook(plan[1][_index_of(calls, fn)].extension, f"{names['method']} (task {names['task_id']})")
+
+
+register_site(_notify_each, _running_contributor)
 
 
 def _trace(plan: _Plan, calls: tuple[Any, ...], fn: object, method: str, task_id: str) -> None:

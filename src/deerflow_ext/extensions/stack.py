@@ -39,6 +39,7 @@ from .carry import carry_fused_groups
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .exits import EXTENSION_FAILURES
 from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
+from .loopwatch import RunningHook, register_site
 from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
@@ -167,6 +168,14 @@ def _collect(
             placed.append(_Placed(extension, wrapped, item.placement, item.order, sequence))
             sequence += 1
     return placed
+
+
+def _running_contributor(frame: Any) -> RunningHook | None:
+    contribution = frame.f_locals.get("contribution")
+    return None if contribution is None else RunningHook(contribution.extension, "contribute_middlewares")
+
+
+register_site(_collect, _running_contributor)
 
 
 def _validated(result: Any) -> list[MiddlewarePlacement]:

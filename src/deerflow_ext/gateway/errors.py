@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..extensions.diagnostics import get_diagnostics
 from ..extensions.exits import EXTENSION_FAILURES
 from ..extensions.gateway import route_extension
+from ..extensions.loopwatch import RunningHook, register_site
 from ..extensions.origin import is_host_cancellation
 
 __all__ = ["ContributedRouteErrors", "install_error_handlers", "validation_message"]
@@ -117,6 +118,15 @@ class ContributedRouteErrors:
             if started:
                 raise
             await _internal_error(exc)(scope, receive, send)
+
+
+def _running_route(frame: Any) -> RunningHook | None:
+    scope = frame.f_locals.get("scope")
+    extension = route_extension(scope) if scope is not None else None
+    return None if extension is None else RunningHook(extension, f"route {scope['method']} {scope['path']}")
+
+
+register_site(ContributedRouteErrors.__call__, _running_route)
 
 
 def install_error_handlers(app: FastAPI) -> None:

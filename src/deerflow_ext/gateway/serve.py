@@ -20,6 +20,14 @@ __all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "uvicor
 CONFIG_ERROR_EXIT = 2
 
 
+def _serve_options() -> Any:
+    from .app import GatewayOptions
+
+    # Only a served process may end itself at the shutdown bound (exit_bound.py).
+    return GatewayOptions(exit_bound=True)
+
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--config", help="path of config.yaml (default: $DEERFLOW_CONFIG or ./config.yaml)")
     parser.add_argument("--host", help="bind address (default: $DEERFLOW_HOST or 127.0.0.1)")
@@ -64,7 +72,7 @@ def build_app_from_env() -> Any:
     """uvicorn factory for ``--workers N``: each worker process builds its own app."""
     from . import create_app
 
-    return create_app()
+    return create_app(options=_serve_options())
 
 
 def _check_redis(url: str | None) -> None:
@@ -106,7 +114,7 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
     from . import create_app
 
     try:
-        app = create_app(settings)
+        app = create_app(settings, options=_serve_options())
         _check_redis(settings.redis_url)
     except (ConfigError, ExtensionLoadError, TablePrefixCollisionError, RedisUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
