@@ -20,6 +20,7 @@ __all__ = [
     "HOST_VERSION_TABLE",
     "THREAD_STATUS_AFTER",
     "Base",
+    "GatewayProcessRow",
     "RunOutcome",
     "RunRow",
     "RunStatus",
@@ -138,6 +139,22 @@ class ThreadLeaseRow(Base):
     owner: Mapped[str] = mapped_column(String(255), nullable=False)
     backend_pid: Mapped[int] = mapped_column(Integer, nullable=False)
     acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
+
+
+class GatewayProcessRow(Base):
+    """One Gateway process sharing the database, alive until ``expires_at`` (PostgreSQL only).
+
+    Each process refreshes its row every third of the lease; a row past ``expires_at`` is a
+    process that died (or froze) before it could clean up, and the runs it had queued but
+    never started are failed by the others. See ``deerflow_ext.runtime.presence``.
+    """
+
+    __tablename__ = "gateway_processes"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
 
 

@@ -172,7 +172,10 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
                 await asyncio.sleep(spec.delay)  # still pending: a cancel now means no hooks
             async with deps.coordinator.hold(handle.thread_id, handle.run_id):
                 handle.phase = RunPhase.ADMITTING  # interrupts are only marked until RUNNING
-                await deps.store.mark_started(handle.run_id, handle.thread_id)
+                if not await deps.store.mark_started(handle.run_id, handle.thread_id):
+                    # Ended by another process while it was queued (runtime/presence.py).
+                    logger.warning("run %s was ended elsewhere while it was queued; not starting it", handle.run_id)
+                    return
                 handle.phase = RunPhase.RUNNING
                 status, outcome = await _lifecycle(handle, spec, deps)
         except asyncio.CancelledError:
