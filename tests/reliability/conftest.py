@@ -247,6 +247,20 @@ def start_gateway_process(
     return gw
 
 
+def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``deerflow-ext ARGS --config tmp_path/config.yaml`` to completion (a command that must
+    not start serving: a config error, a refused extension), with the test's SQLite file."""
+    env = {**subprocess_env(), "DEERFLOW_DATABASE_URL": sqlite_url(tmp_path)}
+    return subprocess.run(
+        [sys.executable, "-m", "deerflow_ext.cli", *args, "--config", str(tmp_path / "config.yaml")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 @pytest.fixture
 def gateway_processes() -> Iterator[list[GatewayProcess]]:
     """Every subprocess a test starts is SIGKILLed at teardown, whatever happened."""

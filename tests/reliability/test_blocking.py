@@ -105,48 +105,42 @@ def _stop(gw: GatewayProcess, within: float) -> float:
     return time.monotonic() - started
 
 
-def _one_run(gw: GatewayProcess) -> str:
+def _run_then_sigint(tmp_path: Path, procs: list[GatewayProcess], entry: dict[str, Any], within: float) -> str:
+    """Serve [buffered, entry], one run, SIGINT; checks the buffered row was flushed; the log.
+
+    ``entry`` comes after the buffered extension, so its service stops first: whatever it
+    holds up stands between the buffered row and the database.
+    """
+    write_config(tmp_path / "config.yaml", [BUFFERED, entry])
+    gw = start_gateway_process(tmp_path)
+    procs.append(gw)
     with httpx.Client(base_url=gw.url, timeout=30) as client:
         thread_id = client.post("/api/threads", json={}).json()["thread_id"]
-        events = client.post(f"/api/threads/{thread_id}/runs/stream", json=run_body("hello")).text
-        assert "event: end" in events
-        return str(client.get(f"/api/threads/{thread_id}/runs").json()[0]["run_id"])
+        assert "event: end" in client.post(f"/api/threads/{thread_id}/runs/stream", json=run_body("hello")).text
+        run_id = client.get(f"/api/threads/{thread_id}/runs").json()[0]["run_id"]
+    took = _stop(gw, within=within)
+    log = gw.output()
+    assert "Application shutdown complete" in log, log[-3000:]
+    assert took < within - 10, took
+    with sqlite3.connect(tmp_path / "deer-flow" / "deerflow.db") as db:
+        assert db.execute("SELECT run_id FROM bufx_rows").fetchall() == [(run_id,)]
+    return log
 
 
 def test_a_blocking_service_stop_is_ended_and_the_others_still_flush(
     tmp_path: Path, gateway_processes: list[GatewayProcess]
 ) -> None:
-    # Registered after the buffered extension, so stopped before it: its block stood between
-    # the buffered rows and the database.
-    write_config(tmp_path / "config.yaml", [BUFFERED, _entry("service_stop", 3600)])
-    gw = start_gateway_process(tmp_path)
-    gateway_processes.append(gw)
-    run_id = _one_run(gw)
-    took = _stop(gw, within=40)
-    log = gw.output()
+    log = _run_then_sigint(tmp_path, gateway_processes, _entry("service_stop", 3600), within=40)
     assert f"Extension {EXT}: service stop is blocking the event loop" in log, log[-3000:]
     assert f"Extension {EXT}: service stop timed out after 10.0s; it blocked the event loop and was interrupted" in log
-    assert "Application shutdown complete" in log
-    assert took < 30, took
-    with sqlite3.connect(tmp_path / "deer-flow" / "deerflow.db") as db:
-        assert db.execute("SELECT run_id FROM bufx_rows").fetchall() == [(run_id,)]
 
 
 def test_a_thread_left_running_does_not_keep_the_process_alive(
     tmp_path: Path, gateway_processes: list[GatewayProcess]
 ) -> None:
-    write_config(tmp_path / "config.yaml", [BUFFERED, _entry("thread", 0)])
-    gw = start_gateway_process(tmp_path)
-    gateway_processes.append(gw)
-    run_id = _one_run(gw)
-    took = _stop(gw, within=30)
-    log = gw.output()
-    assert gw.proc.returncode == 0, log[-3000:]
-    assert "Application shutdown complete" in log
+    log = _run_then_sigint(tmp_path, gateway_processes, _entry("thread", 0), within=30)
+    assert gateway_processes[0].proc.returncode == 0, log[-3000:]
     assert "1 thread(s) still running after shutdown" in log and "blocking-ext-poller in _forever" in log, log[-3000:]
-    assert took < 20, took
-    with sqlite3.connect(tmp_path / "deer-flow" / "deerflow.db") as db:
-        assert db.execute("SELECT run_id FROM bufx_rows").fetchall() == [(run_id,)]
 
 
 def test_the_exit_bound_ends_a_shutdown_that_never_finishes(tmp_path: Path) -> None:

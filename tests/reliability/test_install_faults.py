@@ -12,8 +12,6 @@ an operator's real Ctrl-C propagates (``tests/extensions/test_loader.py``).
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +23,9 @@ from conftest import (
     live_server,
     make_settings,
     new_thread,
+    run_cli,
     start_gateway_process,
     stream_run,
-    subprocess_env,
     write_config,
 )
 
@@ -110,21 +108,10 @@ def test_required_extension_failure_stops_startup(tmp_path: Path) -> None:
 EXITS = {"name": "bad", "use": "faulty_ext:install", "config": {"kind": "install_halfway", "mode": "exit"}}
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "deerflow_ext.cli", *args, "--config", str(tmp_path / "config.yaml")],
-        cwd=tmp_path,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.parametrize("required", [False, True])
 def test_doctor_reports_sys_exit_in_install_as_that_entrys_failure(tmp_path: Path, required: bool) -> None:
     write_config(tmp_path / "config.yaml", [{**EXITS, "required": required}, GOOD])
-    done = _cli(tmp_path, "extensions", "doctor")
+    done = run_cli(tmp_path, "extensions", "doctor")
     assert done.returncode == (1 if required else 0), done
     assert "Extension faulty_ext:install: install() failed: SystemExit: 7" in done.stdout, done
     assert "Traceback" not in done.stdout + done.stderr
@@ -144,15 +131,7 @@ def test_serve_starts_without_an_optional_entry_whose_install_calls_sys_exit(
 
 def test_serve_refuses_a_required_entry_whose_install_calls_sys_exit(tmp_path: Path) -> None:
     write_config(tmp_path / "config.yaml", [{**EXITS, "required": True}, GOOD])
-    env = {**subprocess_env(), "DEERFLOW_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "deerflow_ext.cli", "serve", "--config", str(tmp_path / "config.yaml"), "--port", "0"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_cli(tmp_path, "serve", "--port", "0")
     assert done.returncode == 2, done
     assert "error: required extension faulty_ext:install failed to install" in done.stderr, done
     assert "Traceback" not in done.stderr

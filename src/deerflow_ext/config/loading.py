@@ -10,7 +10,11 @@ one :class:`ConfigError` naming file and line; startup never shows a YAML traceb
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import gc
+import sys
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +100,43 @@ def _problem(exc: BaseException) -> str:
 
 def parse_yaml(text: str, path: str | Path = "config.yaml") -> Any:
     """Parse ``text`` into round-trip nodes (``CommentedMap`` keeps each key's line)."""
+    with _half_built_nodes_discarded():
+        try:
+            return _yaml().load(text)
+        except (YAMLError, ReaderError) as exc:
+            error = ConfigError(path, _line_of(exc, text), None, _problem(exc))
+        except RecursionError:
+            error = ConfigError(path, None, None, "nesting deeper than the parser can follow")
+        except Exception as exc:  # ruamel raises plain TypeError/ValueError for a few odd documents
+            error = ConfigError(path, None, None, f"could not parse: {_problem(exc)}")
+        gc.collect()  # the half-built nodes of a failed parse are released here, quietly
+    raise error from None
+
+
+@contextmanager
+def _half_built_nodes_discarded() -> Iterator[None]:
+    """Keep ruamel's half-built nodes from printing a traceback when a parse fails.
+
+    The round-trip constructor builds tagged nodes with generators that raise
+    ``ConstructorError`` when they are *closed* unfinished, which is what happens to them
+    when a parse fails part-way (``[!!pairs x, =]``): Python then reports "Exception ignored
+    in: <generator ...>" with a traceback on stderr, at whatever moment the generator is
+    collected. Inside this block those reports, and only those, are dropped; the parse's
+    own error is the ConfigError line.
+    """
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        obj = unraisable.object
+        if isinstance(obj, types.GeneratorType) and "ruamel" in obj.gi_code.co_filename:
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
     try:
-        return _yaml().load(text)
-    except (YAMLError, ReaderError) as exc:
-        raise ConfigError(path, _line_of(exc, text), None, _problem(exc)) from None
-    except RecursionError:
-        raise ConfigError(path, None, None, "nesting deeper than the parser can follow") from None
-    except Exception as exc:  # ruamel raises plain TypeError/ValueError for a few odd documents
-        raise ConfigError(path, None, None, f"could not parse: {_problem(exc)}") from None
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 class _Plain:
