@@ -12,9 +12,9 @@ Every ``lease/2`` seconds each process fails the ``pending`` runs of owners whos
 expired — ``interrupted``/``aborted``, never started, so no hooks — and forgets rows long
 expired. Bound: a dead process's queued runs are failed within lease + lease/2.
 
-Why fail and not adopt: the run's stream, its SSE client and its snapshot of extensions lived
-in the dead process; another process running it would answer nobody and could run a
-different set of extensions. The client sees a terminal run and may send it again.
+Why fail and not adopt: the run's caller and its snapshot of extensions lived in the dead
+process (and, without Redis, its stream); another process running it could answer nobody and
+run a different set of extensions. The client sees a terminal run and may send it again.
 
 A process that was only frozen and comes back finds its queued runs ended: starting a run is
 conditional on it still being ``pending`` (``HostStore.mark_started``), so it never runs a
