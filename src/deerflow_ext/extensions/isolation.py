@@ -451,8 +451,8 @@ for _runner in (
     IsolatedMiddleware._arun_wrap_hook,
 ):
     register_site(_runner, _running_hook)
-register_site(_HandlerCalls().track(id), _downstream)
-register_site(_HandlerCalls().atrack(id), _downstream)  # type: ignore[arg-type]
+register_site(_Watch.call, _downstream)
+register_site(_Watch.acall, _downstream)
 
 
 _VALID_RESULTS: dict[str, tuple[type, ...]] = {
