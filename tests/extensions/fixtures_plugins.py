@@ -6,6 +6,10 @@ call produced each contribution in a snapshot.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +115,18 @@ def mutates_config(registry: Any, config: dict[str, Any]) -> None:
 def interrupts(registry: Any, config: Mapping[str, Any]) -> None:
     registry.agent_assembly_observer(Observer(("interrupts",)))
     raise KeyboardInterrupt
+
+
+def exits(registry: Any, config: Mapping[str, Any]) -> None:
+    registry.agent_assembly_observer(Observer(("exits",)))
+    sys.exit(7)
+
+
+def signals_itself(registry: Any, config: Mapping[str, Any]) -> None:
+    """A real SIGINT arrives while install() runs, as an operator's Ctrl-C would."""
+    registry.agent_assembly_observer(Observer(("signals",)))
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)  # the signal handler raises KeyboardInterrupt here
 
 
 async def async_install(registry: Any, config: Mapping[str, Any]) -> None:

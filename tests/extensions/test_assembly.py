@@ -128,13 +128,21 @@ def test_a_descriptor_that_cannot_be_built_is_logged_and_skipped(caplog: pytest.
     assert any("descriptor could not be built" in m for m in caplog.messages)
 
 
-def test_keyboard_interrupt_from_an_observer_propagates() -> None:
-    class Interrupting:
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), SystemExit(3)])
+def test_an_observers_keyboard_interrupt_or_system_exit_is_its_failure(
+    caplog: pytest.LogCaptureFixture, exc: BaseException
+) -> None:
+    # An extension cannot stop the Gateway (extensions/exits.py): the next observer still runs.
+    class Exiting:
         def on_agent_assembled(self, app_store: Any, descriptor: Any) -> None:
-            raise KeyboardInterrupt
+            raise exc
 
-    with pytest.raises(KeyboardInterrupt):
-        emit_agent_assembled(observed(Interrupting()), _descriptor)
+    after = Recorder()
+    with caplog.at_level(logging.ERROR, logger="deerflow_ext.extensions"):
+        emit_agent_assembled(observed(Exiting(), after), _descriptor)
+    assert len(after.descriptors) == 1
+    text = "KeyboardInterrupt" if isinstance(exc, KeyboardInterrupt) else "SystemExit: 3"
+    assert any(m == f"Extension obs0:install: on_agent_assembled raised {text}" for m in caplog.messages)
 
 
 class SelfCancelling:

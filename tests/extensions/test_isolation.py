@@ -533,19 +533,43 @@ async def test_a_downstream_cancelled_error_propagates_unchanged(diagnostics: Di
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
-async def test_keyboard_interrupt_and_system_exit_are_never_contained(
+async def test_keyboard_interrupt_and_system_exit_are_the_extensions_failure(
     exc: type[BaseException], diagnostics: DiagnosticsList
 ) -> None:
+    # Raised in a task LangGraph runs a node in, either would leave the event loop and end the
+    # Gateway (extensions/exits.py): contained, attributed, and the model call still happens once.
     class Raises(AgentMiddleware):
         async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
             raise exc()
 
+    calls: list[Any] = []
+
     async def handler(request: Any) -> Any:
+        calls.append(request)
         return AIMessage("x")
 
-    with pytest.raises(exc):
-        await isolate(Raises(), diagnostics).awrap_model_call("request", handler)
-    assert len(diagnostics) == 0
+    result = await isolate(Raises(), diagnostics).awrap_model_call("request", handler)
+    assert result.content == "x" and calls == ["request"]
+    assert [d.error_type for d in diagnostics] == [exc.__name__]
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+async def test_a_downstream_keyboard_interrupt_or_system_exit_propagates_unchanged(
+    exc: type[BaseException], diagnostics: DiagnosticsList
+) -> None:
+    # Not the extension's: the run's own boundary (the run worker) decides what it means.
+    failure = exc()
+
+    class PassesThrough(AgentMiddleware):
+        async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+            return await handler(request)
+
+    async def handler(request: Any) -> Any:
+        raise failure
+
+    with pytest.raises(exc) as caught:
+        await isolate(PassesThrough(), diagnostics).awrap_model_call("request", handler)
+    assert caught.value is failure and len(diagnostics) == 0
 
 
 # -- fused runs (composition hands a run of wrap-only wrappers to LangChain as one layer) ----

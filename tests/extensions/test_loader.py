@@ -183,9 +183,27 @@ def test_async_install_is_refused() -> None:
     assert ext.loaded == () and "awaitable" in diagnostics.snapshot()[0].message
 
 
-def test_keyboard_interrupt_propagates_after_rollback() -> None:
+@pytest.mark.parametrize("use", ["interrupts", "exits"])
+def test_keyboard_interrupt_or_system_exit_from_install_is_a_load_failure(use: str) -> None:
+    # The extension raised it itself (no signal arrived): its failure, rolled back (exits.py).
+    diagnostics = DiagnosticsList()
+    ext = load(config({"name": "x", "use": f"{M}:{use}"}), diagnostics=diagnostics)
+    assert ext.assembly_observers == () and ext.loaded == ()
+    [d] = diagnostics.snapshot()
+    assert d.phase == "load" and d.message.startswith("install() failed: ")
+    assert d.error_type == ("KeyboardInterrupt" if use == "interrupts" else "SystemExit")
+
+
+def test_system_exit_from_a_required_install_stops_startup() -> None:
+    with pytest.raises(ExtensionLoadError) as caught:
+        load(config({"name": "x", "use": f"{M}:exits", "required": True}), diagnostics=DiagnosticsList())
+    assert isinstance(caught.value.__cause__, SystemExit)
+
+
+def test_an_operators_ctrl_c_while_installing_propagates_after_rollback() -> None:
+    # A real SIGINT delivered during install() is the operator's, not the extension's.
     with pytest.raises(KeyboardInterrupt):
-        load(config({"name": "x", "use": f"{M}:interrupts"}))
+        load(config({"name": "x", "use": f"{M}:signals_itself"}))
 
 
 def test_registering_after_install_raises() -> None:

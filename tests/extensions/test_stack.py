@@ -337,11 +337,14 @@ async def test_a_cancellation_of_the_host_task_propagates() -> None:
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), SystemExit(3)])
-def test_keyboard_interrupt_and_system_exit_propagate(exc: BaseException) -> None:
-    with pytest.raises(type(exc)):
-        compose_middleware_stack(
-            host_stack(), extensions=loaded(RaisesBase(exc)), ctx=LEAD, diagnostics=DiagnosticsList()
-        )
+def test_keyboard_interrupt_and_system_exit_are_the_contributors_failure(exc: BaseException) -> None:
+    # An extension cannot stop the Gateway (extensions/exits.py): it contributes nothing here.
+    diagnostics = DiagnosticsList()
+    result = compose_middleware_stack(
+        host_stack(), extensions=loaded(RaisesBase(exc)), ctx=LEAD, diagnostics=diagnostics
+    )
+    assert not any(isinstance(mw, IsolatedMiddleware) for mw in result)
+    assert [(d.extension, d.error_type) for d in diagnostics] == [("ext0:install", type(exc).__name__)]
 
 
 def test_none_or_empty_contributes_nothing() -> None:

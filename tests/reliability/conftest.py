@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,10 +209,14 @@ class GatewayProcess:
         self.proc.wait(10)
 
 
-def start_gateway_process(tmp_path: Path, *, wait: bool = True, tag: str = "gw") -> GatewayProcess:
-    """``deerflow-ext serve`` with ``tmp_path/config.yaml`` and the test's SQLite file."""
+def start_gateway_process(
+    tmp_path: Path, *, wait: bool = True, tag: str = "gw", extra_path: Sequence[str] = ()
+) -> GatewayProcess:
+    """``deerflow-ext serve`` with ``tmp_path/config.yaml`` and the test's SQLite file;
+    ``extra_path`` goes on its ``PYTHONPATH`` (example packages' ``src``, say)."""
     port = free_port()
     env = subprocess_env()
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *extra_path])
     env["DEERFLOW_CONFIG"] = str(tmp_path / "config.yaml")
     env["DEERFLOW_DATABASE_URL"] = sqlite_url(tmp_path)
     log = tmp_path / f"{tag}-{port}.log"
@@ -241,6 +245,20 @@ def start_gateway_process(tmp_path: Path, *, wait: bool = True, tag: str = "gw")
                 raise RuntimeError(f"gateway did not start:\n{gw.output()}")
             time.sleep(0.1)
     return gw
+
+
+def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``deerflow-ext ARGS --config tmp_path/config.yaml`` to completion (a command that must
+    not start serving: a config error, a refused extension), with the test's SQLite file."""
+    env = {**subprocess_env(), "DEERFLOW_DATABASE_URL": sqlite_url(tmp_path)}
+    return subprocess.run(
+        [sys.executable, "-m", "deerflow_ext.cli", *args, "--config", str(tmp_path / "config.yaml")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture

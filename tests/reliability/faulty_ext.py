@@ -1,16 +1,19 @@
 """A misbehaving extension for the fault-injection matrix, configured per entry.
 
-``config = {"kind": <contribution kind>, "mode": "raise" | "hang" | "cancel" | "interrupt"}``
-puts one fault in one place; everything else the extension registers behaves. ``cancel`` is
-a *self-inflicted* ``asyncio.CancelledError`` (raised by the contributor, not by the host),
-``interrupt`` raises ``KeyboardInterrupt``. Faults in the agent's own path fire only for
-prompts containing ``FAULT`` where the contributor can see the prompt (``wrap``,
-``system``), so a second, clean run shows whether the Gateway still serves.
+``config = {"kind": <contribution kind>, "mode": "raise" | "hang" | "cancel" | "interrupt" |
+"exit"}`` puts one fault in one place; everything else the extension registers behaves.
+``cancel`` is a *self-inflicted* ``asyncio.CancelledError`` (raised by the contributor, not by
+the host), ``interrupt`` raises ``KeyboardInterrupt``, ``exit`` calls ``sys.exit(7)``. The
+``subagent_start`` / ``subagent_stop`` kinds fault only in a subagent's lifecycle hooks. Faults
+in the agent's own path fire only for prompts containing ``FAULT`` where the contributor can
+see the prompt (``wrap``, ``system``), so a second, clean run shows whether the Gateway still
+serves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +44,8 @@ def _sync_fault(mode: str, where: str) -> None:
         raise asyncio.CancelledError(f"self-inflicted cancel in {where}")
     if mode == "interrupt":
         raise KeyboardInterrupt(f"injected interrupt in {where}")
+    if mode == "exit":
+        sys.exit(7)
     if mode == "hang":
         raise AssertionError("synchronous hangs are not injected: they would block the loop")
 
@@ -94,14 +99,17 @@ class Lifecycle:
     def __init__(self, kind: str, mode: str) -> None:
         self.kind, self.mode = kind, mode
 
+    def _faults(self, what: str, info: Any) -> bool:
+        return self.kind == f"lifecycle_{what}" or (self.kind == f"subagent_{what}" and info.kind == "subagent")
+
     async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
-        _note("lifecycle_start", info.run_id)
-        if self.kind == "lifecycle_start":
+        _note("lifecycle_start" if info.kind == "lead" else "subagent_start", info.run_id)
+        if self._faults("start", info):
             await _fault(self.mode, "on_task_start")
 
     async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
-        _note("lifecycle_stop", f"{info.run_id}:{outcome.value}")
-        if self.kind == "lifecycle_stop":
+        _note("lifecycle_stop" if info.kind == "lead" else "subagent_stop", f"{info.run_id}:{outcome.value}")
+        if self._faults("stop", info):
             await _fault(self.mode, "on_task_stop")
 
 

@@ -1,3 +1,3 @@
-"""Raises KeyboardInterrupt while being imported: it must propagate out of loading."""
+"""Raises KeyboardInterrupt while being imported: a load failure of its entry (not a Ctrl-C)."""
 
 raise KeyboardInterrupt("faulty_import_interrupt")

@@ -13,9 +13,9 @@ that cancelling the hung run persists it as ``interrupted``. Synchronous contrib
 (``contribute_middlewares``, ``on_agent_assembled``) are not hung: nothing can interrupt a
 blocked event loop, and the spec makes no promise there.
 
-KeyboardInterrupt always propagates (spec, Cancellation). In-process that would abort
-pytest, so those cases live in ``test_keyboard_interrupt.py`` and run the Gateway in a
-subprocess.
+KeyboardInterrupt and SystemExit from extension code are contained too, but a regression
+would end the event loop running them, so those cases live in ``test_process_exits.py``,
+with the Gateway on a thread of its own (and in a subprocess, for real signals).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A failing non-required entry is skipped with a diagnostic naming it, whatever it registered
 is rolled back positionally, the entries after it still load, and the Gateway serves. A
 ``CancelledError`` raised by the extension's code while loading is such a failure: nothing is
-cancelling the host during synchronous loading, so it can only be the extension's own.
-KeyboardInterrupt propagates out of loading (spec, Cancellation): ``create_app`` raises it
-and there is no Gateway to serve — the documented behaviour, as for Ctrl-C during startup.
+cancelling the host during synchronous loading, so it can only be the extension's own. So are
+a ``KeyboardInterrupt`` and a ``SystemExit`` the extension raises itself (issue 14, item 2:
+``sys.exit(7)`` in ``install()`` used to end ``serve`` with exit code 7 and no output); only
+an operator's real Ctrl-C propagates (``tests/extensions/test_loader.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,17 @@ from typing import Any
 import faulty_ext
 import pytest
 
-from conftest import live_server, make_settings, new_thread, stream_run
+from conftest import (
+    GatewayProcess,
+    live_server,
+    make_settings,
+    new_thread,
+    run_cli,
+    start_gateway_process,
+    stream_run,
+    write_config,
+)
+from deerflow_ext.exitcodes import EXIT_STARTUP
 
 GOOD = {"name": "good", "use": "faulty_ext:install", "config": {"kind": "", "mode": "none"}}
 
@@ -35,7 +46,29 @@ STEPS = {
         "faulty_ext:install",
         "install() failed: CancelledError",
     ),
+    "import-interrupt": (
+        {"use": "faulty_import_interrupt:install"},
+        "faulty_import_interrupt:install",
+        "cannot import faulty_import_interrupt:install: KeyboardInterrupt: faulty_import_interrupt",
+    ),
+    "import-exit": (
+        {"use": "faulty_import_exit:install"},
+        "faulty_import_exit:install",
+        "cannot import faulty_import_exit:install: SystemExit: 7",
+    ),
+    "install-halfway-interrupt": (
+        {"use": "faulty_ext:install", "config": {"kind": "install_halfway", "mode": "interrupt"}},
+        "faulty_ext:install",
+        "install() failed: KeyboardInterrupt: injected interrupt in install",
+    ),
+    "install-halfway-exit": (
+        {"use": "faulty_ext:install", "config": {"kind": "install_halfway", "mode": "exit"}},
+        "faulty_ext:install",
+        "install() failed: SystemExit: 7",
+    ),
 }
+
+
 def _app(tmp_path: Path, entry: dict[str, Any]) -> Any:
     from deerflow_ext.gateway import create_app
 
@@ -60,23 +93,6 @@ async def test_failing_install_step_is_skipped_and_named(tmp_path: Path, step: s
     assert ("service_start", "halfway") not in faulty_ext.CALLS
 
 
-@pytest.mark.parametrize(
-    "entry",
-    [
-        pytest.param({"use": "faulty_import_interrupt:install"}, id="import"),
-        pytest.param(
-            {"use": "faulty_ext:install", "config": {"kind": "install_halfway", "mode": "interrupt"}},
-            id="install-halfway",
-        ),
-    ],
-)
-def test_keyboard_interrupt_while_loading_propagates(tmp_path: Path, entry: dict[str, Any]) -> None:
-    from deerflow_ext.extensions.snapshot import get_loaded_extensions
-
-    before = get_loaded_extensions()
-    with pytest.raises(KeyboardInterrupt):
-        _app(tmp_path, entry)
-    assert get_loaded_extensions() is before  # nothing half-loaded was published
 
 
 def test_required_extension_failure_stops_startup(tmp_path: Path) -> None:
@@ -86,3 +102,37 @@ def test_required_extension_failure_stops_startup(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, [{"name": "bad", "use": "faulty_import_raise:install", "required": True}])
     with pytest.raises(ExtensionLoadError, match="required extension faulty_import_raise:install failed"):
         create_app(settings)
+
+
+# -- the operator's commands: doctor and serve (issue 14, item 2) ---------------------------
+
+EXITS = {"name": "bad", "use": "faulty_ext:install", "config": {"kind": "install_halfway", "mode": "exit"}}
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_doctor_reports_sys_exit_in_install_as_that_entrys_failure(tmp_path: Path, required: bool) -> None:
+    write_config(tmp_path / "config.yaml", [{**EXITS, "required": required}, GOOD])
+    done = run_cli(tmp_path, "extensions", "doctor")
+    assert done.returncode == (1 if required else 0), done
+    assert "Extension faulty_ext:install: install() failed: SystemExit: 7" in done.stdout, done
+    assert "Traceback" not in done.stdout + done.stderr
+    verdict = "The Gateway would not start." if required else "The Gateway would start."
+    assert done.stdout.rstrip().endswith(verdict), done.stdout
+
+
+def test_serve_starts_without_an_optional_entry_whose_install_calls_sys_exit(
+    tmp_path: Path, gateway_processes: list[GatewayProcess]
+) -> None:
+    write_config(tmp_path / "config.yaml", [EXITS, GOOD])
+    gw = start_gateway_process(tmp_path)  # raises when the process exits instead of serving
+    gateway_processes.append(gw)
+    assert "Extension faulty_ext:install: install() failed: SystemExit: 7" in gw.output()
+    assert "Extensions loaded: 1/2 (faulty_ext:install)" in gw.output()
+
+
+def test_serve_refuses_a_required_entry_whose_install_calls_sys_exit(tmp_path: Path) -> None:
+    write_config(tmp_path / "config.yaml", [{**EXITS, "required": True}, GOOD])
+    done = run_cli(tmp_path, "serve", "--port", "0")
+    assert done.returncode == EXIT_STARTUP, done
+    assert "error: required extension faulty_ext:install failed to install" in done.stderr, done
+    assert "Traceback" not in done.stderr

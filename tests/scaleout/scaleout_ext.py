@@ -7,7 +7,9 @@
   order every run's start and stop on one clock.
 * Its middleware makes a run slow on demand: a user message containing ``slow:<seconds>``
   sleeps that long inside the model call, i.e. in the middle of the run, where a SIGKILL
-  or a cancel must find it.
+  or a cancel must find it. ``slowstop:<seconds>`` makes the run's ``on_task_stop`` take
+  that long (within the 3-second budget), so the run holds its thread while it finalizes
+  and a follow-up stays ``pending`` meanwhile.
 """
 
 from __future__ import annotations
@@ -30,9 +32,15 @@ from deerflow_extension_api import (
     TaskInfo,
     TaskOutcome,
     extension,
+    task_store_from_runtime,
 )
 
-_SLOW = re.compile(r"slow:(\d+(?:\.\d+)?)")
+_SLOW = re.compile(r"(?<![a-z])slow:(\d+(?:\.\d+)?)")
+_SLOW_STOP = re.compile(r"slowstop:(\d+(?:\.\d+)?)")
+
+
+class StopDelay(float):
+    """Seconds this run's on_task_stop takes (kept in the task store)."""
 
 
 class HookLog:
@@ -55,7 +63,8 @@ class HookLog:
         self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo, outcome: TaskOutcome
     ) -> None:
         if info.kind == "lead":
-            await asyncio.sleep(0.01)  # a stop hook that takes a moment: the barrier must wait
+            delay = task_store.get(StopDelay)
+            await asyncio.sleep(0.01 if delay is None else float(delay))  # the barrier must wait
             self._append("stop", info, outcome=outcome.value)
 
 
@@ -68,6 +77,10 @@ def _last_human_text(request: Any) -> str:
 
 class Sleeper(AgentMiddleware):
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        stop = _SLOW_STOP.search(_last_human_text(request))
+        store = task_store_from_runtime(getattr(request, "runtime", None))
+        if stop and store is not None:
+            store.set(StopDelay(float(stop.group(1))))
         found = _SLOW.search(_last_human_text(request))
         if found:
             await asyncio.sleep(float(found.group(1)))

@@ -10,7 +10,11 @@ one :class:`ConfigError` naming file and line; startup never shows a YAML traceb
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import gc
+import sys
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,14 +102,43 @@ def _problem(exc: BaseException) -> str:
 
 def parse_yaml(text: str, path: str | Path = "config.yaml") -> Any:
     """Parse ``text`` into round-trip nodes (``CommentedMap`` keeps each key's line)."""
+    with _half_built_nodes_discarded():
+        try:
+            return _yaml().load(text)
+        except (YAMLError, ReaderError) as exc:
+            error = ConfigError(path, _line_of(exc, text), None, _problem(exc))
+        except RecursionError:
+            error = ConfigError(path, None, None, "nesting deeper than the parser can follow")
+        except Exception as exc:  # ruamel raises plain TypeError/ValueError for a few odd documents
+            error = ConfigError(path, None, None, f"could not parse: {_problem(exc)}")
+        gc.collect()  # the half-built nodes of a failed parse are released here, quietly
+    raise error from None
+
+
+@contextmanager
+def _half_built_nodes_discarded() -> Iterator[None]:
+    """Keep ruamel's half-built nodes from printing a traceback when a parse fails.
+
+    The round-trip constructor builds tagged nodes with generators that raise
+    ``ConstructorError`` when they are *closed* unfinished, which is what happens to them
+    when a parse fails part-way (``[!!pairs x, =]``): Python then reports "Exception ignored
+    in: <generator ...>" with a traceback on stderr, at whatever moment the generator is
+    collected. Inside this block those reports, and only those, are dropped; the parse's
+    own error is the ConfigError line.
+    """
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        obj = unraisable.object
+        if isinstance(obj, types.GeneratorType) and "ruamel" in obj.gi_code.co_filename:
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
     try:
-        return _yaml().load(text)
-    except (YAMLError, ReaderError) as exc:
-        raise ConfigError(path, _line_of(exc, text), None, _problem(exc)) from None
-    except RecursionError:
-        raise ConfigError(path, None, None, "nesting deeper than the parser can follow") from None
-    except Exception as exc:  # ruamel raises plain TypeError/ValueError for a few odd documents
-        raise ConfigError(path, None, None, f"could not parse: {_problem(exc)}") from None
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 class _Plain:
@@ -130,9 +163,16 @@ class _Plain:
         if depth > MAX_DEPTH:
             raise ConfigError(self.path, here, None, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, Mapping):
-            return {
-                self.convert(k, depth + 1, here): self.convert(v, depth + 1, here) for k, v in node.items()
-            }
+            out = {}
+            for key, value in node.items():
+                if isinstance(key, (Mapping, list, tuple, set)):
+                    # YAML allows ``? {name: a}`` as a key; no setting of ours is keyed that way,
+                    # and a dict cannot even be a Python key (it used to surface as a TypeError).
+                    kind = "a mapping" if isinstance(key, Mapping) else "a list"
+                    line = _key_line(node, key, here)
+                    raise ConfigError(self.path, line, None, f"a key must be a single value, not {kind}")
+                out[self.convert(key, depth + 1, here)] = self.convert(value, depth + 1, here)
+            return out
         if isinstance(node, (list, tuple)):
             items = [self.convert(v, depth + 1, here) for v in node]
             return tuple(items) if isinstance(node, tuple) else items
@@ -146,6 +186,13 @@ class _Plain:
             return float(node)
         # Timestamps, binary and anything else ruamel builds are already plain values.
         return node
+
+
+def _key_line(mapping: Any, key: Any, default: int | None) -> int | None:
+    try:
+        return int(mapping.lc.key(key)[0]) + 1
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return default
 
 
 def _node_line(node: Any, default: int | None) -> int | None:

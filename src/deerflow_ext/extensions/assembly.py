@@ -36,7 +36,9 @@ from deerflow_extension_api import (
 
 from .. import __version__
 from .diagnostics import log_extension_failure
+from .exits import EXTENSION_FAILURES, describe_exit
 from .isolation import IsolatedMiddleware
+from .loopwatch import RunningHook, register_site
 from .metrics import time_call
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
@@ -77,7 +79,8 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
 
     Never raises an ``Exception``: an observer that fails is logged (attributed, not added to
     the diagnostics list) and the agent is built anyway; a descriptor the host cannot build
-    is logged and skipped. ``KeyboardInterrupt`` / ``SystemExit`` propagate.
+    is logged and skipped. An observer's ``KeyboardInterrupt`` / ``SystemExit`` is such a
+    failure too (``exits.py``); only the host's own cancellation propagates.
     """
     observers = extensions.assembly_observers
     if not observers:
@@ -91,14 +94,14 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
         timing = time_call(contribution.extension, "on_agent_assembled")
         try:
             returned = contribution.contributor.on_agent_assembled(extensions.app_store, descriptor)
-        except (Exception, asyncio.CancelledError) as exc:
+        except EXTENSION_FAILURES as exc:
             # An observer's own CancelledError is its failure; only the host's propagates.
             if timing is not None:
                 timing.done(failed=True, cancelled=isinstance(exc, asyncio.CancelledError))
             if is_host_cancellation(exc):
                 raise
             log_extension_failure(
-                contribution.extension, f"on_agent_assembled raised {type(exc).__name__}: {exc}", exc=exc
+                contribution.extension, f"on_agent_assembled raised {describe_exit(exc)}", exc=exc
             )
             continue
         if timing is not None:
@@ -112,6 +115,14 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
             log_extension_failure(
                 contribution.extension, "on_agent_assembled must be synchronous; it returned an awaitable"
             )
+
+
+def _running_observer(frame: Any) -> RunningHook | None:
+    contribution = frame.f_locals.get("contribution")
+    return None if contribution is None else RunningHook(contribution.extension, "on_agent_assembled")
+
+
+register_site(emit_agent_assembled, _running_observer)
 
 
 def describe_middleware(mw: Any) -> MiddlewareDescriptor:

@@ -33,6 +33,8 @@ from typing import Any
 from deerflow_extension_api import ExtensionRuntimeDeps
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .exits import EXTENSION_FAILURES
+from .loopwatch import HookBlocked, RunningHook, register_site
 from .origin import cancellation_requests, is_host_cancellation
 from .snapshot import Contribution, LoadedExtensions
 
@@ -99,10 +101,10 @@ async def start_services(
         try:
             async with asyncio.timeout(start_timeout):
                 await contribution.contributor.start(deps)
-        except TimeoutError as exc:
+        except (TimeoutError, HookBlocked) as exc:
             message = f"service start timed out after {start_timeout:.1f}s"
-            diags.record(contribution.extension, "service", message, exc=exc)
-        except (Exception, asyncio.CancelledError) as exc:
+            diags.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
+        except EXTENSION_FAILURES as exc:  # its KeyboardInterrupt/SystemExit too: exits.py
             if is_host_cancellation(exc):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service start failed: {_describe(exc)}", exc=exc)
@@ -127,13 +129,31 @@ async def stop_services(
         try:
             async with asyncio.timeout(stop_timeout):
                 await contribution.contributor.stop()
-        except TimeoutError as exc:
+        except (TimeoutError, HookBlocked) as exc:
             message = f"service stop timed out after {stop_timeout:.1f}s"
-            diags.record(contribution.extension, "service", message, exc=exc)
-        except (Exception, asyncio.CancelledError) as exc:
+            diags.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
+        except EXTENSION_FAILURES as exc:  # its KeyboardInterrupt/SystemExit too: exits.py
             if is_host_cancellation(exc, baseline):  # the spec's cancellation rule: see origin.py
                 raise
             diags.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
+
+
+def _running_service(frame: Any) -> RunningHook | None:
+    names = frame.f_locals
+    contribution = names.get("contribution")
+    if contribution is None:
+        return None
+    what, bound = ("start", names["start_timeout"]) if "start_timeout" in names else ("stop", names["stop_timeout"])
+    return RunningHook(contribution.extension, f"service {what}", bound)
+
+
+register_site(start_services, _running_service)
+register_site(stop_services, _running_service)
+
+
+def _blocked(exc: BaseException, message: str) -> str:
+    # A synchronous block past the bound is ended by the loop watchdog (loopwatch.py).
+    return f"{message}; it blocked the event loop and was interrupted" if isinstance(exc, HookBlocked) else message
 
 
 def _describe(exc: BaseException) -> str:

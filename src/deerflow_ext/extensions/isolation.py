@@ -40,7 +40,11 @@ The wrapper has three jobs:
 * **Judge a CancelledError by its origin** (spec, Cancellation; see ``origin.py``). One the
   extension raised itself — an internal timeout built on cancellation — is contained like
   any other failure: otherwise it would end an otherwise healthy run as an error. A genuine
-  cancellation of the run's task propagates, and so do ``KeyboardInterrupt``/``SystemExit``.
+  cancellation of the run's task propagates.
+* **Contain ``KeyboardInterrupt``/``SystemExit``** the extension's code raises, like any
+  other failure (``exits.py``): LangGraph may run a node in a task of its own, and from
+  there either would leave the event loop and end the Gateway. The downstream call's own
+  (a tool the host does not wrap) still propagates unchanged, to the run's boundary.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .exits import EXTENSION_FAILURES
+from .loopwatch import DOWNSTREAM, RunningHook, register_site
 from .metrics import HookStats, hook_label, hook_stats, metrics_enabled
 from .origin import is_host_cancellation
 
@@ -98,10 +104,10 @@ _PHASE = "middleware"
 _MISSING: Any = object()
 _MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
 _TOOL_RESULTS = (ToolMessage, Command)
-# What the wrapper contains: any Exception, and a CancelledError the extension raised itself
-# (``is_host_cancellation`` sends a real cancellation of the run on). KeyboardInterrupt and
-# SystemExit are never caught.
-_CONTAINED = (Exception, asyncio.CancelledError)
+# What the wrapper contains: any Exception, a CancelledError the extension raised itself
+# (``is_host_cancellation`` sends a real cancellation of the run on), and the process exits
+# (exits.py: an extension cannot stop the Gateway).
+_CONTAINED = EXTENSION_FAILURES
 
 
 def implemented_hooks(cls: type) -> frozenset[str]:
@@ -477,6 +483,26 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if isinstance(returned, _VALID_RESULTS[hook]):
             return returned
         raise self._invalid(hook, returned)
+
+
+def _running_hook(frame: Any) -> RunningHook:
+    names = frame.f_locals
+    return RunningHook(names["self"]._extension, f"{type(names['self']._inner).__name__}.{names['hook']}")
+
+
+def _downstream(frame: Any) -> RunningHook:
+    return DOWNSTREAM  # the frames inside a tracked handler are the downstream call's
+
+
+for _runner in (
+    IsolatedMiddleware._run_state_hook,
+    IsolatedMiddleware._arun_state_hook,
+    IsolatedMiddleware._run_wrap_hook,
+    IsolatedMiddleware._arun_wrap_hook,
+):
+    register_site(_runner, _running_hook)
+register_site(_Watch.call, _downstream)
+register_site(_Watch.acall, _downstream)
 
 
 _VALID_RESULTS: dict[str, tuple[type, ...]] = {

@@ -16,8 +16,11 @@ failure into :class:`ExtensionLoadError`, which stops the Gateway.
 A ``CancelledError`` raised while importing an extension or by its ``install()`` is such a
 failure too. Loading is synchronous: even when ``create_app`` runs inside a task, nothing can
 deliver the host's cancellation until the next ``await``, so a ``CancelledError`` here was
-raised by the extension's own code (spec, Cancellation). ``KeyboardInterrupt`` and
-``SystemExit`` propagate, after rollback.
+raised by the extension's own code (spec, Cancellation). So is a ``SystemExit`` (an
+``install()`` calling ``sys.exit(7)`` used to end ``serve`` and ``doctor`` with exit code 7
+and no output), and a ``KeyboardInterrupt`` the extension raised itself. An operator's
+Ctrl-C while an extension loads is not the extension's failure: :class:`~.exits.InterruptWatch`
+sees the signal arrive, and that ``KeyboardInterrupt`` propagates, after rollback.
 
 The result is returned, not published: ``create_app`` and ``doctor`` decide whether it
 becomes the process-wide set (``set_loaded_extensions``).
@@ -25,7 +28,6 @@ becomes the process-wide set (``set_loaded_extensions``).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Iterable, Sequence
@@ -34,6 +36,7 @@ from deerflow_ext.config.schema import AppConfig, PluginEntry
 
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .discovery import EntryPointIndex, ResolvedExtension
+from .exits import EXTENSION_FAILURES, InterruptWatch
 from .registry import HostRegistry
 from .snapshot import LoadedExtensions, TablePrefix
 from .tables import HOST_TABLE_NAMES, TablePrefixCollisionError, check_table_prefixes
@@ -104,7 +107,8 @@ def load_extensions(
 
     Raises :class:`ExtensionLoadError` when a required entry fails and
     :class:`~deerflow_ext.extensions.tables.TablePrefixCollisionError` when a table prefix
-    collides. ``KeyboardInterrupt``/``SystemExit`` from an install propagate (after rollback).
+    collides. Only an operator's Ctrl-C propagates out of an install (after rollback); a
+    ``KeyboardInterrupt``/``SystemExit`` the extension raised is its load failure.
     """
     index = entry_points if entry_points is not None else EntryPointIndex.scan()
     diags = diagnostics if diagnostics is not None else get_diagnostics()
@@ -118,35 +122,40 @@ def load_extensions(
     registry = HostRegistry()
     loaded: list[str] = []
 
-    for position, entry in enumerate(entries):
-        if not entry.enabled:
-            continue
-        attribution = index.attribution(entry.use)
-        resolved = None
-        try:
-            resolved = index.resolve(entry.use)  # 2.3
-            attribution = resolved.attribution
-            check_marker(resolved.install)  # 2.4
-        except Exception as exc:
-            _fail(diags, entry, attribution, str(exc), exc)
-            continue
-        except asyncio.CancelledError as exc:  # the extension's own: see the module docstring
-            step = "cannot import" if resolved is None else "marker check failed for"
-            _fail(diags, entry, attribution, f"{step} {attribution}: {_text(exc)}", exc)
-            continue
+    with InterruptWatch() as operator:
+        for position, entry in enumerate(entries):
+            if not entry.enabled:
+                continue
+            attribution = index.attribution(entry.use)
+            resolved = None
+            try:
+                resolved = index.resolve(entry.use)  # 2.3
+                attribution = resolved.attribution
+                check_marker(resolved.install)  # 2.4
+            except Exception as exc:
+                _fail(diags, entry, attribution, str(exc), exc)
+                continue
+            except EXTENSION_FAILURES as exc:  # the extension's own: see the module docstring
+                if operator.sent(exc):
+                    raise
+                step = "cannot import" if resolved is None else "marker check failed for"
+                _fail(diags, entry, attribution, f"{step} {attribution}: {_text(exc)}", exc)
+                continue
 
-        mark = registry.begin(position, entry.name, attribution, intercept=entry.intercept)
-        try:
-            _install(resolved, registry, entry)  # 2.5
-        except (Exception, asyncio.CancelledError) as exc:
-            registry.rollback(mark)
-            _fail(diags, entry, attribution, f"install() failed: {_text(exc)}", exc)
-            continue
-        except BaseException:
-            registry.rollback(mark)
-            raise
-        registry.end()
-        loaded.append(attribution)
+            mark = registry.begin(position, entry.name, attribution, intercept=entry.intercept)
+            try:
+                _install(resolved, registry, entry)  # 2.5
+            except EXTENSION_FAILURES as exc:
+                registry.rollback(mark)
+                if operator.sent(exc):
+                    raise
+                _fail(diags, entry, attribution, f"install() failed: {_text(exc)}", exc)
+                continue
+            except BaseException:
+                registry.rollback(mark)
+                raise
+            registry.end()
+            loaded.append(attribution)
 
     extensions = registry.freeze(table_prefixes=prefixes, loaded=loaded, total=len(entries))
     logger.info("%s", extensions.summary)

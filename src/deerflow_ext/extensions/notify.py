@@ -48,6 +48,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .diagnostics import log_extension_failure, logger
+from .exits import PROCESS_EXITS, attribute_exit, contain_exit
+from .loopwatch import RunningHook, register_site
 from .metrics import NotificationMeter, count_skip, meter_for
 
 if TYPE_CHECKING:
@@ -287,7 +289,8 @@ async def _notify_each(
     ``budget`` defaults to :data:`DEFAULT_NOTIFY_BUDGET`; ``math.inf`` means unbounded (the
     inline system-model observations, which the spec gives no budget). The only exceptions
     that leave this function are a genuine cancellation of the calling task,
-    ``KeyboardInterrupt`` and ``SystemExit``.
+    ``KeyboardInterrupt`` and ``SystemExit``; the latter two carry the contributor that
+    raised them (:func:`~.exits.exit_origin`), and the caller's boundary contains them.
 
     The budget is enforced where a contributor suspends: the shared watchdog cancels the
     contributor awaiting at the deadline. Nothing in asyncio can interrupt a contributor that
@@ -331,7 +334,8 @@ async def _notify_each(
         for call in calls:
             try:
                 await call(*args)
-            except (KeyboardInterrupt, SystemExit):
+            except PROCESS_EXITS as exc:
+                attribute_exit(exc, plan[1][_index_of(calls, call)].extension, method)
                 raise
             except BaseException as exc:
                 _contained(plan, _index_of(calls, call), method, exc)
@@ -362,7 +366,10 @@ async def _notify_each(
                 _trace(plan, calls, fn, method, task_id)
             try:
                 await fn(*args)
-            except (KeyboardInterrupt, SystemExit):
+            except PROCESS_EXITS as exc:
+                # The spec's rule: it propagates and nobody else is called. Who raised it
+                # travels with it, for the boundary that contains it (see exits.py).
+                attribute_exit(exc, plan.contributions[_index_of(calls, fn)].extension, method)
                 raise
             except BaseException as exc:
                 ours = state[_CANCELS]
@@ -464,6 +471,19 @@ def _traced(
     return tuple(traced(fn) for fn in calls)
 
 
+def _running_contributor(frame: Any) -> RunningHook | None:
+    """For the loop watchdog: the contributor a blocked ``_notify_each`` frame is calling."""
+    names = frame.f_locals
+    calls, plan = names.get("calls"), names.get("plan")
+    fn = names.get("fn", names.get("call"))
+    if not calls or plan is None or fn is None:
+        return None
+    return RunningHook(plan[1][_index_of(calls, fn)].extension, f"{names['method']} (task {names['task_id']})")
+
+
+register_site(_notify_each, _running_contributor)
+
+
 def _trace(plan: _Plan, calls: tuple[Any, ...], fn: object, method: str, task_id: str) -> None:
     extension = plan.contributions[_index_of(calls, fn)].extension
     logger.info("Extension %s: calling %s for task %s", extension, method, task_id)
@@ -547,7 +567,7 @@ class NotificationLoop:
 
     def _spawn(self, coro_factory: Callable[[], Coroutine[Any, Any, Any]], what: str) -> None:
         try:
-            task = asyncio.get_running_loop().create_task(coro_factory())
+            task = asyncio.get_running_loop().create_task(_exits_contained(coro_factory(), what))
         except Exception:
             logger.exception("could not start %s", what)
             return
@@ -570,13 +590,18 @@ class NotificationLoop:
         On the notification loop itself, or when none is registered (or it is no longer
         running), the coroutine runs inline. Otherwise it is scheduled there and awaited
         across loops; cancelling the caller cancels the remote task, whose notification then
-        sees a genuine cancellation and stops calling contributors.
+        sees a genuine cancellation and stops calling contributors. A ``KeyboardInterrupt``
+        or ``SystemExit`` an extension raised there is carried back and re-raised in the
+        caller's task: raised in the remote task, it would leave the notification loop.
         """
         target = self._loop
         if target is None or target is asyncio.get_running_loop() or not target.is_running():
             return await coro_factory()
-        future = asyncio.run_coroutine_threadsafe(coro_factory(), target)
-        return await asyncio.wrap_future(future)
+        future = asyncio.run_coroutine_threadsafe(_carried(coro_factory()), target)
+        outcome = await asyncio.wrap_future(future)
+        if isinstance(outcome, _CarriedExit):
+            raise outcome.exc  # in the caller's task, whose boundary contains it
+        return outcome
 
     async def drain(self, timeout: float) -> None:  # noqa: ASYNC109 - the documented API
         """Wait up to ``timeout`` seconds for submitted fire-and-forget work to finish.
@@ -602,6 +627,26 @@ class NotificationLoop:
     def __repr__(self) -> str:
         state = "accepting" if self.accepting else "closed"
         return f"NotificationLoop(loop={self._loop!r}, {state}, inflight={len(self._inflight)})"
+
+
+class _CarriedExit(NamedTuple):
+    exc: BaseException
+
+
+async def _carried(coro: Coroutine[Any, Any, T]) -> T | _CarriedExit:
+    """``coro``'s result, or the process exit it raised, as a value (see ``run``)."""
+    try:
+        return await coro
+    except PROCESS_EXITS as exc:
+        return _CarriedExit(exc)
+
+
+async def _exits_contained(coro: Coroutine[Any, Any, Any], what: str) -> None:
+    """Fire-and-forget work has no caller to hand a process exit to: it ends here, logged."""
+    try:
+        await coro
+    except PROCESS_EXITS as exc:
+        contain_exit(exc, where=what)
 
 
 notification_loop = NotificationLoop()

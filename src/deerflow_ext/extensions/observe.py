@@ -6,6 +6,8 @@ terminal path is reported, and the host always sees the call's own result or exc
 unchanged:
 
 * success and failure notify the observers inline (awaited, on the notification loop);
+* an observer's ``KeyboardInterrupt``/``SystemExit`` ends the notification (spec) and is
+  contained here, attributed (``exits.py``): the host's call is unaffected;
 * cancellation is routine — stopping a run or interrupting it with a follow-up cancels the
   call after the provider tokens are spent — but awaiting observers at that point would be
   interrupted by a repeated cancel before any of them ran. So the observation is *submitted*
@@ -33,6 +35,7 @@ from deerflow_extension_api import (
     SystemOperationKind,
 )
 
+from .exits import PROCESS_EXITS, contain_exit
 from .notify import _notify_each, notification_loop
 from .stores import detached_store, store_or_detached
 
@@ -100,11 +103,20 @@ async def observe_system_call(
         raise
     except BaseException as exc:
         result = SystemModelResult(error=exc, duration_ms=(time.perf_counter() - started) * 1000.0)
-        await notification_loop.run(_observation(ext, task_store, kind, request, result))
+        await _notify_inline(_observation(ext, task_store, kind, request, result), kind)
         raise
     result = SystemModelResult(response=response, duration_ms=(time.perf_counter() - started) * 1000.0)
-    await notification_loop.run(_observation(ext, task_store, kind, request, result))
+    await _notify_inline(_observation(ext, task_store, kind, request, result), kind)
     return response
+
+
+async def _notify_inline(observation: Callable[[], Coroutine[Any, Any, None]], kind: SystemOperationKind) -> None:
+    # An observer's KeyboardInterrupt/SystemExit stops the notification (spec) and ends here:
+    # the host still sees its call's own result or exception (exits.py).
+    try:
+        await notification_loop.run(observation)
+    except PROCESS_EXITS as exc:
+        contain_exit(exc, where=_what(kind))
 
 
 def submit_system_observation(

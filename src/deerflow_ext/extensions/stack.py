@@ -38,7 +38,9 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 
 from .carry import carry_fused_groups
 from .diagnostics import DiagnosticsList, get_diagnostics
+from .exits import EXTENSION_FAILURES
 from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
+from .loopwatch import RunningHook, register_site
 from .metrics import time_call
 from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
@@ -140,9 +142,10 @@ def _collect(
             placements = _validated(
                 contribution.contributor.contribute_middlewares(extensions.app_store, ctx)
             )
-        except (Exception, asyncio.CancelledError) as exc:
+        except EXTENSION_FAILURES as exc:
             # The contributor's own CancelledError (an internal timeout, say) is a failure
             # like any other; only a cancellation of the host task propagates (origin.py).
+            # Its KeyboardInterrupt/SystemExit too: it cannot stop the Gateway (exits.py).
             if timing is not None:
                 timing.done(failed=True, cancelled=isinstance(exc, asyncio.CancelledError))
             if is_host_cancellation(exc):
@@ -172,6 +175,14 @@ def _collect(
             placed.append(_Placed(extension, wrapped, item.placement, item.order, sequence))
             sequence += 1
     return placed
+
+
+def _running_contributor(frame: Any) -> RunningHook | None:
+    contribution = frame.f_locals.get("contribution")
+    return None if contribution is None else RunningHook(contribution.extension, "contribute_middlewares")
+
+
+register_site(_collect, _running_contributor)
 
 
 def _validated(result: Any) -> list[MiddlewarePlacement]:

@@ -11,6 +11,10 @@ startup:  database -> migrations -> orphaned-run recovery -> checkpointer -> not
 shutdown: close fire-and-forget intake -> memory flush -> drain runs (their on_task_stop
           runs) -> stop services (reverse) -> reset the notification loop -> close the
           checkpointer -> dispose the engine
+
+Throughout, a watchdog thread names any extension that blocks the event loop and ends a
+service ``start``/``stop`` that blocks it past its timeout (``extensions/loopwatch.py``);
+under ``serve`` the process also ends within the shutdown bound (``exit_bound.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from ..extensions.gateway import (
     start_services,
     stop_services,
 )
+from ..extensions.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
 from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
 from ..persistence import (
     HostStore,
@@ -55,6 +60,7 @@ from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
 from .cors import cors_origins, install_cors
 from .errors import install_error_handlers
+from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
@@ -66,6 +72,8 @@ if TYPE_CHECKING:
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
 
 logger = logging.getLogger("deerflow_ext.gateway")
+
+_NOTIFICATION_DRAIN = 5.0  # seconds fire-and-forget notifications get at shutdown
 
 AgentHostFactory = Callable[[AppConfig, Any], Any]
 """``factory(config, checkpointer) -> agent host`` (``AgentHost`` by default)."""
@@ -89,6 +97,9 @@ class GatewayOptions:
     sse_heartbeat: float | None = None
     # None: the bridge the settings name (Redis with DEERFLOW_REDIS_URL, else in memory).
     streams: StreamBridge | None = None
+    loop_block_threshold: float | None = DEFAULT_BLOCK_THRESHOLD  # None: no loop watchdog
+    exit_bound: bool = False  # end the process at the shutdown bound (serve only: exit_bound.py)
+    exit_grace: float = DEFAULT_EXIT_GRACE
 
 
 def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
@@ -218,6 +229,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings, config, extensions = state.settings, state.config, state.extensions
     opts: GatewayOptions = state.options
     url = settings.async_database_url
+    watchdog = None
+    if opts.loop_block_threshold is not None:
+        watchdog = LoopWatchdog(asyncio.get_running_loop(), threshold=opts.loop_block_threshold)
+        watchdog.start()
+    bound: ExitBound | None = None
     engine = create_engine(url)
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
@@ -225,6 +241,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         orphaned = await store.interrupt_orphaned_runs()
         if orphaned:
             logger.warning("marked %d run(s) left by a stopped process as interrupted", len(orphaned))
+        settled = await store.settle_idle_busy_threads()
+        if settled:
+            logger.warning("%d thread(s) were busy with no run in flight; status repaired", len(settled))
         async with open_checkpointer(url) as checkpointer:
             notification_loop.register(asyncio.get_running_loop())
             try:
@@ -263,11 +282,22 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     yield
                 finally:
                     state.runtime = None
+                    if opts.exit_bound:
+                        bound = ExitBound(_shutdown_seconds(opts, services), grace=opts.exit_grace).arm()
                     await _shutdown(state, notification_loop, agent_host, runs, services, opts)
             finally:
                 notification_loop.reset()
     finally:
         await engine.dispose()
+        if watchdog is not None:
+            watchdog.stop()
+        if bound is not None:
+            bound.shutdown_finished()
+
+
+def _shutdown_seconds(opts: GatewayOptions, services: AttemptedServices) -> float:
+    """The ordered shutdown's documented bound (README): runs, notifications, each service."""
+    return opts.drain_grace + _NOTIFICATION_DRAIN + opts.service_stop_timeout * len(services.services)
 
 
 async def _shutdown(state: Any, loop: Any, agent_host: Any, runs: RunManager, services: Any, opts: Any) -> None:
@@ -279,7 +309,7 @@ async def _shutdown(state: Any, loop: Any, agent_host: Any, runs: RunManager, se
         except Exception:
             logger.exception("memory flush failed at shutdown")
     await runs.drain(opts.drain_grace)
-    await loop.drain(5.0)
+    await loop.drain(_NOTIFICATION_DRAIN)
     aclose = getattr(agent_host, "aclose", None)
     if aclose is not None:
         try:

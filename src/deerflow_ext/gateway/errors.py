@@ -9,7 +9,6 @@ contributed is answered the same way but attributed to that extension
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -20,7 +19,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..extensions.diagnostics import get_diagnostics
+from ..extensions.exits import EXTENSION_FAILURES
 from ..extensions.gateway import route_extension
+from ..extensions.loopwatch import RunningHook, register_site
 from ..extensions.origin import is_host_cancellation
 
 __all__ = ["ContributedRouteErrors", "install_error_handlers", "validation_message"]
@@ -82,11 +83,12 @@ class ContributedRouteErrors:
 
     Host routes keep the handler above. For a contributed route the log line and the
     ``router`` diagnostic name the extension (``Extension <use>: route GET /x raised ...``),
-    and a ``CancelledError`` the endpoint raised itself is treated like any other failure —
-    Starlette's handlers see only ``Exception``, so it would otherwise reach the server as a
-    dropped connection. A cancellation of the request task itself (client gone, shutdown
-    timeout) propagates, as do ``KeyboardInterrupt``/``SystemExit``. Once the response has
-    started nothing can be answered: the error is attributed and then propagates as before.
+    and a ``CancelledError``, ``KeyboardInterrupt`` or ``SystemExit`` the endpoint raised
+    itself is treated like any other failure — Starlette's handlers see only ``Exception``,
+    so it would otherwise reach the server as a dropped connection (an extension cannot stop
+    the Gateway: ``extensions/exits.py``). A cancellation of the request task itself (client
+    gone, shutdown timeout) propagates. Once the response has started nothing can be
+    answered: the error is attributed and then propagates as before.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -105,7 +107,7 @@ class ContributedRouteErrors:
 
         try:
             await self.app(scope, receive, tracking_send)
-        except (Exception, asyncio.CancelledError) as exc:
+        except EXTENSION_FAILURES as exc:
             extension = route_extension(scope)
             if extension is None or is_host_cancellation(exc):
                 raise
@@ -116,6 +118,15 @@ class ContributedRouteErrors:
             if started:
                 raise
             await _internal_error(exc)(scope, receive, send)
+
+
+def _running_route(frame: Any) -> RunningHook | None:
+    scope = frame.f_locals.get("scope")
+    extension = route_extension(scope) if scope is not None else None
+    return None if extension is None else RunningHook(extension, f"route {scope['method']} {scope['path']}")
+
+
+register_site(ContributedRouteErrors.__call__, _running_route)
 
 
 def install_error_handlers(app: FastAPI) -> None:

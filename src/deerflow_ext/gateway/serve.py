@@ -25,6 +25,13 @@ __all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "startu
 logger = logging.getLogger("deerflow_ext.gateway")
 
 
+def _serve_options() -> Any:
+    from .app import GatewayOptions
+
+    # Only a served process may end itself at the shutdown bound (exit_bound.py).
+    return GatewayOptions(exit_bound=True)
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--config", help="path of config.yaml (default: $DEERFLOW_CONFIG or ./config.yaml)")
     parser.add_argument("--host", help="bind address (default: $DEERFLOW_HOST or 127.0.0.1)")
@@ -66,7 +73,7 @@ def build_app_from_env() -> Any:
 
     settings = load_settings()
     set_metrics_enabled(settings.metrics)
-    return create_app(settings)
+    return create_app(settings, options=_serve_options())
 
 
 def startup_line(settings: Any, config: Any, extensions: Any, address: str) -> str:
@@ -122,7 +129,7 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
         check_database(settings.database_url)
         check_redis(settings.redis_url)
         sock = bind_listener(settings.host, settings.port)
-        app = create_app(settings, config=config)
+        app = create_app(settings, config=config, options=_serve_options())
     except refusals() as exc:
         if sock is not None:
             sock.close()

@@ -18,7 +18,9 @@ __all__ = [
     "CHECKPOINT_TABLES",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
+    "THREAD_STATUS_AFTER",
     "Base",
+    "GatewayProcessRow",
     "RunOutcome",
     "RunRow",
     "RunStatus",
@@ -45,6 +47,14 @@ class RunStatus(enum.StrEnum):
     SUCCESS = "success"
     ERROR = "error"
     INTERRUPTED = "interrupted"
+
+
+THREAD_STATUS_AFTER: dict[str, ThreadStatus] = {
+    RunStatus.SUCCESS: ThreadStatus.IDLE,
+    RunStatus.INTERRUPTED: ThreadStatus.INTERRUPTED,
+    RunStatus.ERROR: ThreadStatus.ERROR,
+}
+"""A thread's status once its latest run ended with the given status."""
 
 
 class RunOutcome(enum.StrEnum):
@@ -129,6 +139,22 @@ class ThreadLeaseRow(Base):
     owner: Mapped[str] = mapped_column(String(255), nullable=False)
     backend_pid: Mapped[int] = mapped_column(Integer, nullable=False)
     acquired_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
+
+
+class GatewayProcessRow(Base):
+    """One Gateway process sharing the database, alive until ``expires_at`` (PostgreSQL only).
+
+    Each process refreshes its row every third of the lease; a row past ``expires_at`` is a
+    process that died (or froze) before it could clean up, and the runs it had queued but
+    never started are failed by the others. See ``deerflow_ext.runtime.presence``.
+    """
+
+    __tablename__ = "gateway_processes"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
 
 

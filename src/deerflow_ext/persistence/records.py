@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from .engine import SessionFactory
-from .models import RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
+from .models import THREAD_STATUS_AFTER, RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
 
 __all__ = [
     "PROCESS_OWNER",
@@ -181,8 +181,24 @@ class HostStore:
             row.updated_at = utcnow()
         return ThreadRecord.of(row)
 
-    async def delete_thread(self, thread_id: str) -> bool:
+    async def delete_thread(self, thread_id: str) -> bool | None:
+        """Delete a thread and its runs: True; False when it does not exist; None when a run
+        of it is ``pending``/``running`` in any process (the database, not this process's
+        memory, knows every process's runs).
+
+        The thread row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite serialises
+        writers anyway), so a run being created on it concurrently waits for the outcome.
+        """
+        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
         async with self.session_factory.begin() as session:
+            found = await session.scalar(select(ThreadRow.id).where(ThreadRow.id == thread_id).with_for_update())
+            if found is None:
+                return False
+            busy = await session.scalar(
+                select(RunRow.id).where(RunRow.thread_id == thread_id, RunRow.status.in_(live)).limit(1)
+            )
+            if busy is not None:
+                return None
             # Runs first: SQLite honours ON DELETE CASCADE only with the foreign_keys pragma.
             await session.execute(delete(RunRow).where(RunRow.thread_id == thread_id))
             result = await session.execute(delete(ThreadRow).where(ThreadRow.id == thread_id))
@@ -207,19 +223,28 @@ class HostStore:
             session.add(row)
         return RunRecord.of(row)
 
-    async def mark_started(self, run_id: str, thread_id: str) -> None:
+    async def mark_started(self, run_id: str, thread_id: str) -> bool:
+        """Mark a ``pending`` run ``running`` and its thread ``busy``; False when it is not pending.
+
+        Conditional on purpose: with several processes, another one may have ended a queued
+        run meanwhile (its process looked dead: ``runtime.presence``), and a run must never
+        be started after it was reported ended.
+        """
         now = utcnow()
         async with self.session_factory.begin() as session:
-            await session.execute(
+            started = await session.execute(
                 update(RunRow)
-                .where(RunRow.id == run_id)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.PENDING.value)
                 .values(status=RunStatus.RUNNING.value, started_at=now)
             )
+            if not started.rowcount:  # type: ignore[attr-defined]
+                return False
             await session.execute(
                 update(ThreadRow)
                 .where(ThreadRow.id == thread_id)
                 .values(status=ThreadStatus.BUSY.value, updated_at=now)
             )
+            return True
 
     async def finish_run(
         self,
@@ -372,6 +397,38 @@ class HostStore:
                 .values(status=ThreadStatus.INTERRUPTED.value, updated_at=now)
             )
             return tuple(run_ids)
+
+
+    async def settle_idle_busy_threads(self) -> Sequence[str]:
+        """Threads ``busy`` without any ``pending``/``running`` run: give each its last run's status.
+
+        ``busy`` means "a run holds it"; with no live run nothing will ever clear it. Earlier
+        versions could leave that behind (a cancel landing while a run was being admitted),
+        and a thread stuck ``busy`` looks hung to every client. Safe with several processes:
+        a run goes ``running`` and its thread ``busy`` in one transaction, and back together.
+        Returns the ids of the threads it changed.
+        """
+        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+        async with self.session_factory.begin() as session:
+            has_live_run = select(RunRow.id).where(RunRow.thread_id == ThreadRow.id, RunRow.status.in_(live)).exists()
+            busy = (
+                await session.scalars(
+                    select(ThreadRow.id).where(ThreadRow.status == ThreadStatus.BUSY.value, ~has_live_run)
+                )
+            ).all()
+            for thread_id in busy:
+                last = await session.scalar(
+                    select(RunRow.status)
+                    .where(RunRow.thread_id == thread_id)
+                    .order_by(RunRow.created_at.desc(), RunRow.id.desc())
+                    .limit(1)
+                )
+                await session.execute(
+                    update(ThreadRow)
+                    .where(ThreadRow.id == thread_id, ThreadRow.status == ThreadStatus.BUSY.value)
+                    .values(status=THREAD_STATUS_AFTER.get(last or "", ThreadStatus.IDLE).value, updated_at=utcnow())
+                )
+            return tuple(busy)
 
 
 _SCAN_BATCH = 500

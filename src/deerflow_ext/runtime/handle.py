@@ -14,7 +14,9 @@ __all__ = ["RunHandle", "RunPhase"]
 
 
 class RunPhase(enum.Enum):
-    QUEUED = "queued"  # created, waiting to hold its thread
+    CREATED = "created"  # its task has not run yet: cancelling it would skip the worker whole
+    QUEUED = "queued"  # waiting to hold its thread
+    ADMITTING = "admitting"  # holds the thread, being marked started (run running, thread busy)
     RUNNING = "running"  # admitted and marked started: it gets both lifecycle hooks
     FINALIZING = "finalizing"  # persisting and notifying; an interrupt no longer applies
     DONE = "done"
@@ -32,7 +34,7 @@ class RunHandle:
     thread_id: str
     extensions: Any
     stream: RunStreamWriter
-    phase: RunPhase = RunPhase.QUEUED
+    phase: RunPhase = RunPhase.CREATED
     interrupted: bool = False
     # Set with an interrupt whose state must be undone (multitask "rollback", cancel
     # action "rollback"): the thread's checkpoints go back to before this run.
@@ -44,13 +46,21 @@ class RunHandle:
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     def interrupt(self, *, rollback: bool = False) -> bool:
-        """Cancel the run unless it is already finalizing; True when a cancel was sent.
+        """Stop the run unless it is already finalizing; True when the stop was accepted.
 
         A finalizing run is left alone on purpose: its ``on_task_stop`` is running under the
         barrier and a follow-up is already waiting for it, so cancelling would only cut the
         extension's bookkeeping short. A second interrupt is a no-op for the same reason:
         with scale-out the same stop can arrive twice (locally and as a signal from another
         process), and a second ``Task.cancel()`` would cut finalization short.
+
+        Two phases are not cancelled but *marked*, and the worker honours the mark at its next
+        checkpoint: ``CREATED``, because a task cancelled before its first step never runs
+        the worker at all (the row would stay ``pending``, the stream open); and
+        ``ADMITTING``, because a cancel inside "mark started" used to leave a run recorded
+        as never started, with ``started_at`` set, no hooks and its thread ``busy`` for good
+        (issue 14). Marked there, the run either never started or started and is aborted
+        right after ``on_task_start``: the spec's "marked started gets both hooks" holds.
         """
         if self.phase in (RunPhase.FINALIZING, RunPhase.DONE) or self.task is None:
             return False
@@ -58,7 +68,8 @@ class RunHandle:
         if self.interrupted:
             return False
         self.interrupted = True
-        self.task.cancel()
+        if self.phase not in (RunPhase.CREATED, RunPhase.ADMITTING):
+            self.task.cancel()
         return True
 
     async def wait(self) -> None:

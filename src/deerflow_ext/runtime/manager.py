@@ -218,7 +218,7 @@ class RunManager:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._recheck.wait(), self._backstop_interval)
             self._recheck.clear()
-            waiting = [h.run_id for h in self._runs.values() if h.phase in (RunPhase.QUEUED, RunPhase.RUNNING)]
+            waiting = [h.run_id for h in self._runs.values() if h.phase not in (RunPhase.FINALIZING, RunPhase.DONE)]
             if not waiting:
                 continue
             try:

@@ -38,6 +38,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..persistence.records import PROCESS_OWNER
 from .coordinator import LocalThreadCoordinator, advisory_key
+from .presence import ProcessPresence
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "LEASE_ENV", "PostgresThreadCoordinator", "lease_seconds_from_env"]
 
@@ -119,6 +120,8 @@ class PostgresThreadCoordinator:
         # How long one blocking lock attempt lasts before the waiter re-checks the lease.
         self._poll = min(1.0, self.lease_seconds / 4)
         self._sweeper: asyncio.Task[None] | None = None
+        # The process-level lease: queued runs of a dead process never hold a thread lease.
+        self._presence = ProcessPresence(self._engine, owner=owner, lease_seconds=self.lease_seconds)
 
     # -- holding ---------------------------------------------------------------------------
     @asynccontextmanager
@@ -238,7 +241,9 @@ class PostgresThreadCoordinator:
 
     # -- the sweeper -----------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the sweeper: expired leases nobody waits for are taken over and released."""
+        """Start the heartbeat (presence.py) and the sweeper: expired leases nobody waits for
+        are taken over and released."""
+        await self._presence.start()
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep_forever(), name="deerflow-lease-sweeper")
 
@@ -289,6 +294,7 @@ class PostgresThreadCoordinator:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
+        await self._presence.aclose()
         await self._engine.dispose()
 
 

@@ -1,11 +1,18 @@
 """The lead-run worker: the spec's exact order around the finalizing barrier.
 
-1. Hold the thread (admission), mark the run started. Cancelled before this: no hooks.
+1. Hold the thread (admission), mark the run started. Cancelled before this: no hooks. A
+   stop arriving *while* it is marked takes effect right after ``on_task_start`` (see
+   ``RunHandle.interrupt``): never a half-marked run.
 2. ``notify_task_start`` — before the agent is built.
 3. ``AgentHost.run_lead`` — the agent, goal continuations included.
 4. Persist status and token usage, sync the thread's title and status, completion hooks.
 5. ``notify_task_stop`` while the thread is still held.
 6. Release the thread, then publish the stream end.
+
+A ``KeyboardInterrupt``/``SystemExit`` from extension code never leaves the run task (it
+would leave the event loop and end the Gateway): from a lifecycle notification it is the
+extension's failure and the run goes on; reaching the run itself, it ends the run ``error``.
+Either way it is logged with the extension's name (``extensions/exits.py``).
 
 A cancel (stop button, follow-up interrupt, shutdown) is *absorbed* once it has been mapped
 to the ``aborted`` outcome: the worker calls ``Task.uncancel()`` so persistence and
@@ -24,8 +31,9 @@ from typing import Any, Protocol
 
 from deerflow_extension_api import TaskInfo, TaskOutcome
 
+from ..extensions.exits import PROCESS_EXITS, contain_exit
 from ..extensions.snapshot import publish_snapshot
-from ..persistence.models import RunStatus, ThreadStatus
+from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
 from ..persistence.records import HostStore, RunTokens
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
@@ -145,6 +153,11 @@ def _absorb_cancel() -> None:
         task.uncancel()
 
 
+def _cancel_pending() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -155,21 +168,28 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
     started: float | None = None
     try:
         try:
+            handle.phase = RunPhase.QUEUED
+            if handle.interrupted:  # stopped before this task first ran (see RunHandle.interrupt)
+                raise asyncio.CancelledError
             if spec.delay > 0:
                 await asyncio.sleep(spec.delay)  # still pending: a cancel now means no hooks
             async with deps.coordinator.hold(handle.thread_id, handle.run_id):
-                await deps.store.mark_started(handle.run_id, handle.thread_id)
+                handle.phase = RunPhase.ADMITTING  # interrupts are only marked until RUNNING
+                if not await deps.store.mark_started(handle.run_id, handle.thread_id):
+                    # Ended by another process while it was queued (runtime/presence.py).
+                    logger.warning("run %s was ended elsewhere while it was queued; not starting it", handle.run_id)
+                    return
                 handle.phase = RunPhase.RUNNING
                 started = time.monotonic()
                 status, outcome = await _lifecycle(handle, spec, deps)
         except asyncio.CancelledError:
-            if handle.phase is not RunPhase.QUEUED:
+            if handle.phase not in _NOT_STARTED:
                 raise  # a second cancel during finalization: the drain gave up on us
             # Cancelled before admission: no hooks, but the row must not stay "pending".
             _absorb_cancel()
             await _persist_unstarted(handle, deps)
         except Exception as exc:
-            if handle.phase is not RunPhase.QUEUED:
+            if handle.phase not in _NOT_STARTED:
                 # The run finished and was persisted; only releasing the thread failed.
                 logger.exception("run %s: releasing its thread failed", handle.run_id)
                 return
@@ -188,6 +208,9 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             handle.finished.set()
 
 
+_NOT_STARTED = (RunPhase.CREATED, RunPhase.QUEUED, RunPhase.ADMITTING)
+
+
 async def _persist_unstarted(
     handle: RunHandle,
     deps: RunWorkerDeps,
@@ -196,8 +219,14 @@ async def _persist_unstarted(
     error: str = "interrupted before it started",
 ) -> None:
     outcome = TaskOutcome.ABORTED if status is RunStatus.INTERRUPTED else TaskOutcome.FAILED
+    thread: dict[str, Any] = {}
+    if handle.phase is RunPhase.ADMITTING:
+        # Only a hard cancel (the drain giving up) or a database failure ends admission
+        # midway; "mark started" may have committed, so the thread must not stay busy.
+        error = error.replace("before it started", "while it was being admitted")
+        thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
     try:
-        await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error)
+        await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error, **thread)
     except Exception:
         logger.exception("run %s: could not persist its interruption", handle.run_id)
 
@@ -217,10 +246,19 @@ async def _lifecycle(
 
     result: Any = None
     error: BaseException | None = None
+    error_text: str | None = None
+    where = f"run {handle.run_id}"
     try:
         # No task store means no lifecycle contributor: nothing to notify.
         if task_store is not None:
-            await notify_task_start(extensions, task_store, info, **budget)
+            try:
+                await notify_task_start(extensions, task_store, info, **budget)
+            except PROCESS_EXITS as exc:  # an extension's: fail open, like any hook failure
+                contain_exit(exc, where=where)
+        if handle.interrupted and not _cancel_pending():
+            # Stopped while being admitted: marked started, so it got on_task_start; it ends
+            # here, aborted, and gets on_task_stop (RunHandle.interrupt).
+            raise asyncio.CancelledError
 
         projection = StreamProjection(spec.stream_modes)
 
@@ -246,9 +284,14 @@ async def _lifecycle(
         )
         status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
         await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
+    except PROCESS_EXITS as exc:
+        # Reached the run itself (a contributed tool, say): the run fails, the loop lives on.
+        error_text = contain_exit(exc, where=where)
+        status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
+        await handle.stream.publish("error", {"error": type(exc).__name__, "message": error_text})
 
     handle.phase = RunPhase.FINALIZING
-    await _persist(handle, deps, status, outcome, result, error)
+    await _persist(handle, deps, status, outcome, result, error, error_text)
     await _run_completion_hooks(
         deps,
         RunCompletion(
@@ -260,16 +303,11 @@ async def _lifecycle(
             await notify_task_stop(extensions, task_store, info, outcome, **budget)
         except asyncio.CancelledError:
             raise
+        except PROCESS_EXITS as exc:  # an extension's; the run is already persisted
+            contain_exit(exc, where=where)
         except Exception:  # notify contains contributor failures; this is the host's own
             logger.exception("run %s: on_task_stop notification failed", handle.run_id)
     return status, outcome
-
-
-_THREAD_STATUS = {
-    RunStatus.SUCCESS: ThreadStatus.IDLE,
-    RunStatus.INTERRUPTED: ThreadStatus.INTERRUPTED,
-    RunStatus.ERROR: ThreadStatus.ERROR,
-}
 
 
 async def _persist(
@@ -279,21 +317,22 @@ async def _persist(
     outcome: TaskOutcome,
     result: Any,
     error: BaseException | None,
+    error_text: str | None = None,
 ) -> None:
     # A database failure here is logged, not raised: on_task_stop must still run, and the
     # startup recovery marks a row stuck in "running" as interrupted on the next start.
+    if error is not None and error_text is None:
+        error_text = "interrupted" if status is RunStatus.INTERRUPTED else _error_text(error)
     try:
         await deps.store.finish_run(
             handle.run_id,
             status=status.value,
             outcome=outcome.value,
             answer=getattr(result, "answer", None),
-            error=None
-            if error is None
-            else ("interrupted" if status is RunStatus.INTERRUPTED else _error_text(error)),
+            error=error_text,
             tokens=_tokens(result) if result is not None else None,
             thread_id=handle.thread_id,
-            thread_status=_THREAD_STATUS[status].value,
+            thread_status=THREAD_STATUS_AFTER[status].value,
             title=getattr(result, "title", None),
         )
     except Exception:

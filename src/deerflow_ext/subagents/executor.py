@@ -7,7 +7,9 @@ long exited, and the process-wide set may have been replaced since the run began
 
 Hook timing (spec, Lifecycle and Observers): ``on_task_start`` is awaited before the
 subagent's first step; ``on_task_stop`` runs in the cleanup path *after* the sandbox lease
-is released, whatever the outcome. Without a parent ``run_id`` (direct factory calls, a
+is released, whatever the outcome. A ``KeyboardInterrupt``/``SystemExit`` from extension code
+ends here, attributed (``extensions/exits.py``): it must not end this worker thread's loop,
+nor travel back into the parent run. Without a parent ``run_id`` (direct factory calls, a
 standalone LangGraph server) both hooks are skipped with a debug line.
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.exits import PROCESS_EXITS, contain_exit
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
@@ -133,11 +136,15 @@ class SubagentExecutor:
         # The store's scope is the delegating tool call when there is one; identity is task_id.
         task_store: ExtensionData | None = ext.new_task_store(self.tool_call_id or self.task_id)
         info = self._info()
+        where = f"subagent {self.task_id}"
         hooks = self.parent_run_id is not None
         if not hooks:
             logger.debug("subagent %s has no parent run_id; skipping task lifecycle hooks", self.task_id)
         elif task_store is not None:
-            await notify_task_start(ext, task_store, info)
+            try:
+                await notify_task_start(ext, task_store, info)
+            except PROCESS_EXITS as exc:  # an extension's: fail open (extensions/exits.py)
+                contain_exit(exc, where=where)
 
         outcome, answer, error = TaskOutcome.FAILED, "", None
         try:
@@ -155,12 +162,17 @@ class SubagentExecutor:
             except Exception as exc:
                 logger.exception("subagent %s failed", self.task_id)
                 error = f"{type(exc).__name__}: {exc}"
+            except PROCESS_EXITS as exc:  # from extension code the host does not wrap
+                error = contain_exit(exc, where=where)
             finally:
                 self.pool.release(lease)
         finally:
             # After the lease is released, whatever the outcome.
             if hooks and task_store is not None:
-                await notify_task_stop(ext, task_store, info, outcome)
+                try:
+                    await notify_task_stop(ext, task_store, info, outcome)
+                except PROCESS_EXITS as exc:
+                    contain_exit(exc, where=where)
         return SubagentResult(self.task_id, outcome, answer, error)
 
     async def _invoke(self, task: str, task_store: ExtensionData | None, lease: Any) -> str:

@@ -135,11 +135,12 @@ async def update_thread(
 async def delete_thread(request: Request, thread_id: str) -> Response:
     """Delete the thread, its runs and its checkpoints (not while a run is in progress)."""
     runtime = runtime_of(request)
-    if runtime.runs.active_on(thread_id) or await runtime.store.has_live_run(thread_id):
+    deleted = await runtime.store.delete_thread(thread_id)
+    if deleted is None:  # a run pending or running in any Gateway process
         raise HTTPException(
             status_code=409, detail=f"thread {thread_id} has a run in progress; cancel it first"
         )
-    if not await runtime.store.delete_thread(thread_id):
+    if not deleted:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
     states = _states(runtime)
     if states is not None:
