@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parent
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The whole suite; the example extensions are installed for real, as an operator would."""
-    session.install("-e", ".[test]")
+    """The whole suite; the example extensions are installed for real, as an operator would.
+    The browser tests need /usr/bin/chromium and the test page's npm packages (``.ci/run``)."""
+    session.install("-e", ".[test,browser]")
     session.run("pytest", *session.posargs, env={"PYTHONDONTWRITEBYTECODE": "1"})
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
@@ -176,7 +177,12 @@ def create_app(
         extensions = load_gateway_extensions(config, diagnostics, entry_points)
     set_loaded_extensions(extensions)
 
-    app = FastAPI(title="deerflow-ext Gateway", version=package_version("deerflow-ext"), lifespan=_lifespan)
+    # /docs (Swagger UI) loads its assets from the installed fastapi-offline package, not a
+    # CDN, so the documentation works with no network. No /redoc: ReDoc's bundle fetches its
+    # logo from its vendor's CDN whatever it is told, and a docs page must not phone out.
+    app = FastAPIOffline(
+        title="deerflow-ext Gateway", version=package_version("deerflow-ext"), lifespan=_lifespan, redoc_url=None
+    )
     app.state.settings = settings
     app.state.config = config
     app.state.extensions = extensions
