@@ -1,0 +1,217 @@
+"""The official JS client in a real browser, against the Gateway, from another origin.
+
+``browser_page/`` is a small chat page of ours on ``@langchain/langgraph-sdk`` (``useStream``
+for the conversation, ``Client`` for the thread list), bundled with esbuild from the npm
+packages of its committed lock file. It is served from ``localhost:<port>`` while the Gateway
+is ``127.0.0.1:<other port>``, so every call is a cross-origin request with a CORS preflight,
+and it runs in Debian's Chromium. The Gateway is a real one (embedded model, SQLite) with
+the gate extension (``sdk_gate_ext``), which holds a run at ``gate:<name>`` until the test
+opens it: the page is reloaded while its run is certainly in flight.
+
+A console error fails a test: that is how a browser reports a CORS refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_support import (
+    build_page,
+    launched_chromium,
+    loopback_only,
+    require_browser,
+    screenshot_dir,
+    served_from,
+)
+from langgraph_sdk import get_sync_client
+from sdk_server import SdkServer, sdk_server
+
+pytestmark = pytest.mark.e2e
+
+WAIT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    require_browser(page=True)
+    with sdk_server(tmp_path_factory.mktemp("browser-gateway")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def page_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    require_browser(page=True)
+    with served_from(build_page(tmp_path_factory.mktemp("browser-page"))) as origin:
+        yield origin
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    require_browser(page=True)
+    with launched_chromium() as launched:
+        yield launched
+
+
+@dataclass
+class Tab:
+    page: Any
+    console_errors: list[str]
+    escaped: list[str]
+    shots: Path
+
+    def seen(self) -> dict[str, Any]:
+        """What the page recorded since it was (re)loaded (``window.__deerflow``)."""
+        return dict(self.page.evaluate("window.__deerflow"))
+
+    def wait_loaded(self) -> None:
+        """Until the thread list is drawn; a refused request (CORS) fails here, saying why."""
+        threads = self.page.wait_for_selector("[data-testid=threads][data-loaded]", timeout=WAIT_MS)
+        assert threads.get_attribute("data-loaded") == "true", (threads.inner_text(), self.console_errors)
+
+    def send(self, text: str) -> None:
+        self.page.fill("[data-testid=input]", text)
+        self.page.click("[data-testid=send]")
+
+    def wait_idle(self) -> None:
+        self.page.wait_for_function(
+            "document.querySelector('[data-testid=status]')?.textContent === 'idle' && window.__deerflow.finished > 0",
+            timeout=WAIT_MS,
+        )
+
+    def messages(self) -> list[tuple[str, str]]:
+        rows = self.page.locator("main [data-testid=message]")
+        return [(rows.nth(i).get_attribute("data-type") or "", rows.nth(i).inner_text()) for i in range(rows.count())]
+
+    def thread_id(self) -> str:
+        return str(self.page.locator("[data-testid=thread-id]").inner_text())
+
+    def shot(self, name: str) -> None:
+        (self.shots / f"{name}.png").write_bytes(self.page.screenshot(full_page=True))
+
+
+@pytest.fixture
+def tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Path) -> Iterator[Tab]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    escaped = loopback_only(context)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    # favicon.ico is the only thing our static origin does not have; the browser asks anyway.
+    page.route("**/favicon.ico", lambda route: route.fulfill(status=204))
+    page.goto(f"{page_origin}?api={gateway.url}")
+    try:
+        tab = Tab(page, errors, escaped, screenshot_dir(tmp_path))
+        tab.wait_loaded()
+        yield tab
+    finally:
+        context.close()
+
+
+def assert_clean(tab: Tab) -> None:
+    assert tab.console_errors == [], tab.console_errors
+    assert tab.escaped == []
+    assert tab.seen()["errors"] == []
+
+
+def test_the_page_is_on_another_origin(tab: Tab, gateway: SdkServer) -> None:
+    origin = tab.page.evaluate("window.location.origin")
+    assert origin.startswith("http://localhost:") and not gateway.url.startswith(origin)
+
+
+def test_a_message_streams_the_reply_and_the_task_tool_result(tab: Tab, gateway: SdkServer) -> None:
+    tab.send("delegate: summarise the plan")
+    tab.page.wait_for_selector("main [data-type=tool][data-name=task]", timeout=WAIT_MS)
+    tab.wait_idle()
+    tab.shot("streamed-reply")
+
+    assert tab.messages() == [
+        ("human", "delegate: summarise the plan"),
+        ("ai", 'calls task({"description":"summarise the plan","prompt":"summarise the plan"})'),
+        ("tool", "tool result (task): Here is my answer to: summarise the plan"),
+        ("ai", "Done. task returned: Here is my answer to: summarise the plan"),
+    ]
+    seen = tab.seen()
+    # The tool result and the reply were rendered from the stream, while the run was going,
+    # not only from the state the page reads once it has ended.
+    assert "tool:Here is my answer to: summarise the plan" in seen["streamed"]
+    assert "ai:Done. task returned: Here is my answer to: summarise the plan" in seen["streamed"]
+    [created] = seen["created"]
+    thread_id = tab.thread_id()
+    assert created["thread_id"] == thread_id and thread_id in tab.page.url
+    run = get_sync_client(url=gateway.url, api_key=None).runs.get(thread_id, created["run_id"])
+    assert run["status"] == "success"
+    assert_clean(tab)
+
+
+def test_a_reload_mid_run_rejoins_the_stream_and_misses_nothing(tab: Tab, gateway: SdkServer) -> None:
+    gate = SdkServer.gate()
+    tab.send(f"delegate: gate:{gate} check the weather")
+    tab.page.wait_for_function(
+        f"window.__deerflow.custom.some(e => e.gate === '{gate}' && e.state === 'waiting')", timeout=WAIT_MS
+    )
+    [created] = tab.seen()["created"]
+
+    tab.page.reload()  # the run is held at the gate: useStream must rejoin it (reconnectOnMount)
+    tab.wait_loaded()
+    assert tab.thread_id() == created["thread_id"]
+    # The rejoined stream replays the run from its first event: the gate's event again.
+    tab.page.wait_for_function(
+        f"window.__deerflow.custom.some(e => e.gate === '{gate}' && e.state === 'waiting')", timeout=WAIT_MS
+    )
+    assert tab.page.locator("[data-testid=status]").inner_text() == "streaming"
+    gateway.open_gate(gate)
+    tab.page.wait_for_selector("main [data-type=tool][data-name=task]", timeout=WAIT_MS)
+    tab.wait_idle()
+    tab.shot("rejoined-after-reload")
+
+    task = f"gate:{gate} check the weather"
+    assert tab.messages() == [
+        ("human", f"delegate: {task}"),
+        ("ai", f'calls task({{"description":"{task}","prompt":"{task}"}})'),
+        ("tool", f"tool result (task): Here is my answer to: {task}"),
+        ("ai", f"Done. task returned: Here is my answer to: {task}"),
+    ]
+    seen = tab.seen()
+    assert seen["created"] == []  # nothing was submitted again: the page joined the same run
+    assert f"ai:Done. task returned: Here is my answer to: {task}" in seen["streamed"]
+    assert [e["state"] for e in seen["custom"] if e.get("gate") == gate] == ["waiting", "open"]
+    client = get_sync_client(url=gateway.url, api_key=None)
+    assert client.runs.get(created["thread_id"], created["run_id"])["status"] == "success"
+    assert len(client.runs.list(created["thread_id"])) == 1
+    assert_clean(tab)
+
+
+def test_after_a_reload_the_thread_list_and_history_come_back(tab: Tab, gateway: SdkServer) -> None:
+    tab.send("delegate: draft the agenda")
+    tab.wait_idle()
+    thread_id = tab.thread_id()
+    before = tab.messages()
+
+    tab.page.reload()
+    tab.page.wait_for_selector(f"[data-testid=thread][data-thread-id='{thread_id}']", timeout=WAIT_MS)
+    history = get_sync_client(url=gateway.url, api_key=None).threads.get_history(thread_id, limit=50)
+    tab.page.wait_for_function(
+        f"document.querySelectorAll('[data-testid=checkpoint]').length === {len(history)}", timeout=WAIT_MS
+    )
+    tab.shot("thread-and-history-after-reload")
+    assert tab.messages() == before  # rebuilt from the thread's state history, not from memory
+    entry = tab.page.locator(f"[data-testid=thread][data-thread-id='{thread_id}']")
+    title = get_sync_client(url=gateway.url, api_key=None).threads.get(thread_id)["values"]["title"]
+    assert entry.inner_text().startswith(title)
+    steps = tab.page.locator("[data-testid=checkpoint]").all_inner_texts()
+    assert steps[0] == "step -1 · 0 messages" and steps[-1].endswith(f"{len(before)} messages")  # oldest first
+
+    # Leave the thread and pick it again from the list: the same conversation comes back.
+    tab.page.click("[data-testid=new-thread]")
+    tab.page.wait_for_function("document.querySelectorAll('main [data-testid=message]').length === 0")
+    entry.click()
+    tab.page.wait_for_function(
+        f"document.querySelectorAll('main [data-testid=message]').length === {len(before)}", timeout=WAIT_MS
+    )
+    assert tab.messages() == before
+    assert_clean(tab)
