@@ -24,7 +24,7 @@ async def client(settings_for):
     ("content", "needle"),
     [
         (b"{not json", "not valid JSON"),
-        (json.dumps({}).encode(), "input: Field required"),
+        (json.dumps({}).encode(), "'input' is required unless"),
         (json.dumps({"input": {"messages": []}}).encode(), "input.messages"),
         (json.dumps({"input": {"messages": [{"role": "user"}]}}).encode(), "content"),
         (json.dumps({"input": {"messages": [{"role": "robot", "content": "x"}]}}).encode(), "role"),

@@ -268,6 +268,35 @@ def test_bad_input_is_one_clear_422(client: Any) -> None:
     assert client.runs.join(made["thread_id"], made["run_id"])["messages"][-1]["type"] == "ai"
 
 
+def _first_seen(history: list[dict[str, Any]], message_id: str) -> dict[str, Any]:
+    """The oldest snapshot holding the message: where a chat UI says the message was born."""
+    return next(h for h in reversed(history) if message_id in {m["id"] for m in h["values"].get("messages", [])})
+
+
+def test_a_run_without_input_re_runs_from_a_checkpoint_as_a_ui_regenerates(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.wait(thread_id, "lead_agent", input=human("hello there", id="h-1"))
+    question, answer = first["messages"]
+    # agent-chat-ui's "Refresh": no input, the checkpoint just before the answer was added.
+    born = _first_seen(client.threads.get_history(thread_id, limit=1000), answer["id"])
+    again = client.runs.wait(thread_id, "lead_agent", input=None, checkpoint=born["parent_checkpoint"])
+    assert [m["type"] for m in again["messages"]] == ["human", "ai"]
+    assert again["messages"][0] == question and again["messages"][1]["id"] != answer["id"]
+    assert again["messages"][1]["content"] == answer["content"]  # the embedded model is deterministic
+    assert client.threads.get_state(thread_id)["values"]["messages"] == again["messages"]
+    assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "success"]
+
+    # Editing the question: new input on the checkpoint before the question was added.
+    born = _first_seen(client.threads.get_history(thread_id, limit=1000), "h-1")
+    edited = client.runs.wait(
+        thread_id, "lead_agent", input=human("hello again"), checkpoint_id=born["parent_checkpoint"]["checkpoint_id"]
+    )
+    assert [m["content"] for m in edited["messages"]] == ["hello again", "Here is my answer to: hello again"]
+
+    with pytest.raises(UnprocessableEntityError, match="'input' is required unless"):
+        client.runs.create(thread_id, "lead_agent", input=None)
+
+
 def test_wait_returns_the_final_values(client: Any) -> None:
     thread_id = client.threads.create()["thread_id"]
     first = client.runs.wait(thread_id, "lead_agent", input=human("one"))

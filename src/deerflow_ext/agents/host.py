@@ -49,8 +49,9 @@ class LeadRunRequest:
     ``stream_modes`` are LangGraph stream modes (``values`` is always streamed: the result
     is read from it); with ``subgraphs`` an event from a subgraph reaches ``emit`` as
     ``"<mode>|<namespace>"``. ``checkpoint_id`` forks the thread from that checkpoint (the
-    first graph pass only; goal continuations follow the fork). ``metadata`` is written to
-    the run's checkpoints (run id, assistant, the client's run metadata).
+    first graph pass only; goal continuations follow the fork); with no ``messages`` as well,
+    the graph re-runs what was next at that checkpoint (a UI's "regenerate"). ``metadata``
+    is written to the run's checkpoints (run id, assistant, the client's run metadata).
     """
 
     thread_id: str
@@ -206,7 +207,7 @@ class AgentHost:
                 **run_config,
                 "configurable": {**run_config["configurable"], "checkpoint_id": request.checkpoint_id},
             }
-        inputs: dict[str, Any] = {"messages": list(request.messages)}
+        inputs: dict[str, Any] | None = {"messages": list(request.messages)} if request.messages else None
         values = await self._stream(graph, inputs, first_config, context, emit, request)
 
         goal_met: bool | None = None
@@ -247,7 +248,7 @@ class AgentHost:
     @staticmethod
     async def _stream(
         graph: Any,
-        inputs: dict[str, Any],
+        inputs: dict[str, Any] | None,
         run_config: dict[str, Any],
         context: dict[str, Any],
         emit: Emit | None,

@@ -118,10 +118,15 @@ class CheckpointRef(BaseModel):
 
 
 class RunCreate(_Request):
-    """A run: ``input`` is required (the lead agent never pauses, so there is nothing to
-    resume with a ``command``)."""
+    """A run. ``input`` may be left out only when the run re-runs the thread from a
+    checkpoint (``checkpoint`` / ``checkpoint_id``): LangGraph then executes what was next at
+    that checkpoint again, which is how a chat UI regenerates an answer. Elsewhere there is
+    nothing to resume (the lead agent never pauses), so a missing input is the client's
+    mistake and said so."""
 
-    input: RunInput
+    input: RunInput | None = Field(
+        default=None, description="Required, except to re-run the thread from `checkpoint` (regenerate)."
+    )
     goal: str | None = Field(default=None, description="A goal the run keeps working towards (DeerFlow).")
     context: dict[str, Any] = Field(default_factory=dict, description="The run's runtime context.")
     assistant_id: str | None = Field(default=None, description=f"'{ASSISTANT_ID}' (the default when omitted).")
@@ -159,6 +164,12 @@ class RunCreate(_Request):
     on_completion: Literal["delete", "keep"] | None = Field(default=None, description=_IGNORED + "threads stay.")
     checkpoint_during: bool | None = Field(default=None, description=_IGNORED + "use durability.")
     strict_resume: bool | None = Field(default=None, description=_IGNORED + "nothing to resume.")
+
+    @model_validator(mode="after")
+    def _input_or_checkpoint(self) -> RunCreate:
+        if self.input is None and self.fork_checkpoint_id is None:
+            raise ValueError("'input' is required unless the run re-runs from a 'checkpoint' (or 'checkpoint_id')")
+        return self
 
     @property
     def stream_modes(self) -> tuple[str, ...]:

@@ -77,7 +77,7 @@ def _spec(body: RunCreate) -> LeadRunSpec:
     config = body.config
     configurable = {k: v for k, v in (config.configurable if config else {}).items() if k not in _HOST_CONTEXT_KEYS}
     return LeadRunSpec(
-        messages=tuple(m.for_graph() for m in body.input.messages),
+        messages=tuple(m.for_graph() for m in body.input.messages) if body.input else (),
         goal=body.goal,
         context={**configurable, **body.context},
         stream_modes=body.stream_modes,
