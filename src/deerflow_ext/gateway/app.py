@@ -62,6 +62,7 @@ from ..runtime.worker import RunCompletion
 from .cors import cors_origins, install_cors
 from .errors import install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
+from .json_bodies import OriginlessBodiesAreJson
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
@@ -196,6 +197,7 @@ def create_app(
     for router in HOST_ROUTERS:
         app.include_router(router)
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
+    app.add_middleware(OriginlessBodiesAreJson)  # agent-chat-ui's server-side proxy drops Content-Type
     install_cors(app, cors_origins(settings.cors_origins, config.gateway.cors_origins))  # outermost: last
     return app
 
