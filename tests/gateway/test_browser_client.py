@@ -140,6 +140,8 @@ def test_a_message_streams_the_reply_and_the_task_tool_result(tab: Tab, gateway:
     # not only from the state the page reads once it has ended.
     assert "tool:Here is my answer to: summarise the plan" in seen["streamed"]
     assert "ai:Done. task returned: Here is my answer to: summarise the plan" in seen["streamed"]
+    # The host's own title call is tagged nostream: its answer never reaches the chat.
+    assert not any(s.startswith("ai:Delegate") for s in seen["streamed"]), seen["streamed"]
     [created] = seen["created"]
     thread_id = tab.thread_id()
     assert created["thread_id"] == thread_id and thread_id in tab.page.url
