@@ -134,3 +134,36 @@ def test_check_plugins_runs_every_property_and_reports_each() -> None:
     )
     assert failures == []
     assert reported == [(p.title, None) for p in PROPERTIES]
+
+
+def test_a_neighbour_raising_system_exit_anywhere_else_changes_nothing_and_is_drawn_by_default() -> None:
+    # Each drawn neighbour raises SystemExit from on_task_start, a middleware hook (before or
+    # after its handler) or an observer; the Gateway contains each as that neighbour's
+    # failure, so sturdy's count is what it is alone.
+    from deerflow_ext.testing.strategies import CONTAINED_BEHAVIOURS, neighbour_entries
+
+    assert "exits" in CONTAINED_BEHAVIOURS
+    exiting = neighbour_entries(behaviours=("exits",), hang_hooks=("on_task_start",))
+    check_same_result([ox.sturdy], timed, neighbours=exiting, max_neighbours=1, examples=8, seed=SEED)
+
+
+def test_a_neighbour_exiting_in_on_task_stop_ahead_of_yours_is_shown_to_skip_your_stop() -> None:
+    # SystemExit propagates out of the notification (the spec), so sturdy's on_task_stop after
+    # it never runs: allowed, and the reason check_same_result draws exits in on_task_start only.
+    from deerflow_ext.testing.strategies import neighbour_entries
+
+    exiting = neighbour_entries(kinds=("task_lifecycle",), behaviours=("exits",), hang_hooks=("on_task_stop",))
+    with pytest.raises(PropertyFailed) as failed:
+        check_same_result([ox.sturdy], timed, neighbours=exiting, max_neighbours=1, examples=8, seed=SEED)
+    assert failed.value.reason == "the result differs from the given order's: <the whole result>: 2 != null"
+    assert failed.value.yaml.split("\n", 2)[2] == (
+        "plugins:\n"
+        "  - name: neighbour-1\n"
+        "    use: deerflow_ext.testing.neighbours:install\n"
+        "    config:\n"
+        "      contributes: task_lifecycle\n"
+        "      behaviour: exits\n"
+        "      hook: on_task_stop\n"
+        "  - name: sturdy\n"
+        "    use: testing.order_extensions:sturdy\n"
+    )

@@ -46,14 +46,16 @@ NEIGHBOUR_KINDS = (
 REGISTRATION_KINDS = (*NEIGHBOUR_KINDS, "service", "routers")
 """What a failing install may register before it fails: every registry method."""
 
-CONTAINED_BEHAVIOURS = ("returns", "raises", "cancels", "hangs")
-"""The behaviours drawn by default: the ones this host contains at the contributor.
+CONTAINED_BEHAVIOURS = ("returns", "raises", "cancels", "hangs", "exits")
+"""The behaviours drawn by default: every one the host contains at the contributor.
 
-``exits`` (``SystemExit``) is left out because the spec lets it propagate out of
-notifications and middleware, so it ends the run, or the process, rather than being
-contained; pass ``behaviours=(*CONTAINED_BEHAVIOURS, "exits")`` to draw it anyway.
+``exits`` (``SystemExit``) is among them: the spec lets it propagate out of a
+notification or a middleware, and the Gateway treats what reaches its task boundary as
+that extension's failure (attributed, contained; the process keeps serving), so a
+neighbour raising it must change your result no more than one raising an ``Exception``.
 """
 
+_STOPS_NOTIFICATION = ("hangs", "exits")
 _SCOPES = ("BOTH", "LEAD", "SUBAGENT")
 _PLACEMENTS = tuple(p.name for p in (Placement.STANDARD, *(p for p in Placement if p is not Placement.STANDARD)))
 
@@ -78,10 +80,14 @@ def _neighbour(
 ) -> Plugin:
     # The behaviour is drawn first and the kind among those that can show it: drawn the other
     # way round, the one behaviour only lifecycle hooks have (hangs) would be rare.
-    if "task_lifecycle" not in kinds or not hang_hooks:
-        behaviours = [b for b in behaviours if b != "hangs"]
-    behaviour = draw(st.sampled_from([b for b in behaviours if any(b in allowed_behaviours(k) for k in kinds)]))
-    kind = draw(st.sampled_from([k for k in kinds if behaviour in allowed_behaviours(k)]))
+    def shows(kind: str, behaviour: str) -> bool:
+        # Hanging or exiting in a lifecycle hook stops that notification (the budget cuts it,
+        # SystemExit propagates): drawn only in ``hang_hooks``, so not at all without them.
+        stops = kind == "task_lifecycle" and behaviour in _STOPS_NOTIFICATION
+        return behaviour in allowed_behaviours(kind) and (bool(hang_hooks) or not stops)
+
+    behaviour = draw(st.sampled_from([b for b in behaviours if any(shows(k, b) for k in kinds)]))
+    kind = draw(st.sampled_from([k for k in kinds if shows(k, behaviour)]))
     if kind == "middlewares":
         wraps = draw(st.sampled_from(MIDDLEWARE_HOOKS))
         config = _config(
@@ -94,7 +100,7 @@ def _neighbour(
             after_handler=draw(st.booleans()) if wraps.startswith("wrap_") and behaviour != "returns" else None,
         )
     elif kind == "task_lifecycle":
-        hooks = hang_hooks if behaviour == "hangs" else LIFECYCLE_HOOKS
+        hooks = hang_hooks if behaviour in _STOPS_NOTIFICATION else LIFECYCLE_HOOKS
         config = _config(contributes=kind, behaviour=behaviour, hook=draw(st.sampled_from(hooks)))
     else:
         config = _config(contributes=kind, behaviour=behaviour)
@@ -112,9 +118,11 @@ def neighbour_entries(
     Middlewares come at every ``Placement`` and scope, on every hook, with an ``order``;
     lifecycle contributors misbehave in one hook; observers of system model calls, agent
     assembly and compaction misbehave when called. ``hangs`` is drawn only for lifecycle
-    hooks, and only in ``hang_hooks``: a contributor that hangs in ``on_task_stop`` ahead of
-    yours spends the budget your own ``on_task_stop`` needed, which the spec allows, so a
-    check that your result never changes draws hangs in ``on_task_start`` only.
+    hooks, and a lifecycle contributor hangs or exits only in ``hang_hooks``: either stops
+    that notification (the budget cuts a hang; ``SystemExit`` propagates out of it), so a
+    contributor ahead of yours that does it in ``on_task_stop`` skips your ``on_task_stop``,
+    which the spec allows; a check that your result never changes draws them in
+    ``on_task_start`` only.
     """
     return _neighbour(tuple(kinds), tuple(behaviours), tuple(hang_hooks))
 
