@@ -213,9 +213,12 @@ def test_install_local_path_adds_one_record_and_keeps_the_rest_byte_for_byte(
     assert result.code == 0, result.err
     assert "installed acme-one 1.0" in result.out
     added = _inserted_lines(EXISTING, config.read_text(encoding="utf-8"))
-    assert [line.strip() for line in added] == ["- name: acme_one", "use: acme_one", "enabled: true"]
+    lines = [line.strip() for line in added]
+    assert lines == ["- name: acme_one", "use: acme_one", "package: acme-one", "enabled: true"]
     plugins = load_app_config(config).plugins
-    assert [(p.name, p.use, p.enabled, p.required) for p in plugins][1:] == [("acme_one", "acme_one", True, False)]
+    assert [(p.name, p.use, p.package, p.enabled, p.required) for p in plugins][1:] == [
+        ("acme_one", "acme_one", "acme-one", True, False)
+    ]
     assert venv.installed("acme-one") == ["1.0"]
 
 
@@ -228,7 +231,9 @@ def test_install_wheel_creates_a_missing_config_with_the_given_name(venv: Venv, 
 
     assert result.code == 0, result.err
     plugins = load_app_config(config).plugins
-    assert [(p.name, p.use, p.enabled, p.required) for p in plugins] == [("ledger", "acme_named", True, False)]
+    assert [(p.name, p.use, p.package, p.enabled, p.required) for p in plugins] == [
+        ("ledger", "acme_named", "acme-named", True, False)
+    ]
     assert config.read_text(encoding="utf-8").startswith("plugins:\n")
 
 

@@ -213,7 +213,11 @@ def install_extension(
         step = 2
         changes = _changes_since(before)
         change, entry_point = _find_entry_point(source, changes)
-        entry = PluginEntry(name=name or entry_point.name, use=entry_point.name, enabled=True, required=False)
+        # ``package:`` records where the entry came from, in DeerFlow's record shape, so
+        # ``extensions list`` can show it next to what is installed later.
+        entry = PluginEntry(
+            name=name or entry_point.name, use=entry_point.name, package=change.name, enabled=True, required=False
+        )
         step = 3
         configured = _configured_entry(config_path, entry_point, name)
         if configured is not None:
