@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._normalize import as_tuple
+from ._normalize import as_tuple, frozen_mapping
 from .release import _dumps
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ __all__ = [
 # configuration keeps every fingerprint, ``requested_model`` because only
 # ``effective_model`` reaches the provider.
 _NOT_FINGERPRINTED = frozenset({"build", "requested_model"})
+_MAPPING_FIELDS = ("model_parameters", "effective_policies", "build")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +56,18 @@ class MiddlewareDescriptor:
 
     A contributed middleware is described by the class it wraps, and ``extension``
     names the contributing entry point, so two extensions' middleware never collapse
-    into one entry.
+    into one entry. ``policy_parameters`` is a read-only copy (nested dicts and lists
+    included): the fingerprint that hashes it must not go stale when the caller later
+    changes the mapping it passed.
     """
 
     name: str
     module: str
     policy_parameters: Mapping[str, Any] = field(default_factory=dict)
     extension: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy_parameters", frozen_mapping(self.policy_parameters))
 
 
 def _plain(value: object) -> object:
@@ -112,8 +118,10 @@ def _tool_name(tool: ToolDescriptor) -> str:
 class AgentAssemblyDescriptor:
     """What the host decided when it built one agent.
 
-    The sequence fields are copied into tuples at construction so the descriptor
-    cannot change under an observer. ``base_prompt_hash`` hashes the system prompt as
+    The sequence fields are copied into tuples, and the mapping fields into read-only
+    copies (nested dicts and lists included), at construction so the descriptor cannot
+    change under an observer and its fingerprint cannot go stale when the caller later
+    mutates what it passed. ``base_prompt_hash`` hashes the system prompt as
     configured and rendered for the agent, before per-run dynamic context is
     injected, so two runs of an unchanged configuration share a fingerprint.
 
@@ -147,6 +155,8 @@ class AgentAssemblyDescriptor:
     def __post_init__(self) -> None:
         for name in ("tools", "middlewares", "deferred_tool_names", "enabled_skills"):
             object.__setattr__(self, name, as_tuple(getattr(self, name)))
+        for name in _MAPPING_FIELDS:
+            object.__setattr__(self, name, frozen_mapping(getattr(self, name)))
         payload = _dumps(self._fingerprint_payload(), _plain)
         object.__setattr__(self, "_fingerprint", hashlib.sha256(payload.encode("utf-8")).hexdigest())
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._normalize import as_tuple
+from ._normalize import as_tuple, frozen_mapping
 
 if TYPE_CHECKING:
     from .data import ExtensionData
@@ -43,7 +43,8 @@ class SystemModelRequest:
     one-item tuple (otherwise an observer iterating it would walk characters), any other
     sequence is copied (so the caller's live list cannot change the snapshot), and any
     other value is one item: ``SystemModelRequest(messages=None).messages == (None,)``,
-    exactly as DeerFlow's contract normalises it.
+    exactly as DeerFlow's contract normalises it. ``invoke_config`` is a read-only copy
+    of the run config's top level (its values are the host's live objects).
     """
 
     messages: Sequence[Any] = ()
@@ -52,6 +53,8 @@ class SystemModelRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", as_tuple(self.messages))
+        if self.invoke_config is not None:
+            object.__setattr__(self, "invoke_config", frozen_mapping(self.invoke_config, deep=False))
 
 
 @dataclass(frozen=True, slots=True)

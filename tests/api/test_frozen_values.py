@@ -101,3 +101,93 @@ def test_compaction_event_defaults_and_tuples() -> None:
     assert event.source_content_hashes == ("a", "b")
     assert event.kept_content_hashes == ()
     assert (event.task_id, event.run_id, event.thread_id, event.emitted_at) == (None, None, None, None)
+
+
+def _descriptor(**overrides: Any) -> api.AgentAssemblyDescriptor:
+    values: dict[str, Any] = {
+        "namespace": "ns",
+        "agent_name": "lead",
+        "requested_model": None,
+        "effective_model": "m",
+        "model_parameters": {"temperature": 0.1, "stop": ["END"]},
+        "thinking_enabled": False,
+        "reasoning_effort": None,
+        "base_prompt_hash": "h",
+        "tools": (),
+        "middlewares": (),
+        "deferred_tool_names": (),
+        "enabled_skills": (),
+        "effective_policies": {"Budget": {"cap": {"usd": 5}}},
+    }
+    values.update(overrides)
+    return api.AgentAssemblyDescriptor(**values)
+
+
+def test_a_fingerprint_cannot_go_stale_when_the_caller_mutates_what_it_passed() -> None:
+    parameters: dict[str, Any] = {"temperature": 0.1, "stop": ["END"]}
+    policies: dict[str, Any] = {"Budget": {"cap": {"usd": 5}}}
+    policy_parameters: dict[str, Any] = {"cap": {"usd": 5}, "tags": ["a"]}
+    middleware = api.MiddlewareDescriptor("Budget", "acme.mw", policy_parameters)
+    descriptor = _descriptor(model_parameters=parameters, effective_policies=policies, middlewares=[middleware])
+    before = descriptor.fingerprint
+
+    parameters["temperature"] = 0.9
+    parameters["stop"].append("STOP")
+    policies["Budget"]["cap"]["usd"] = 500
+    policies["Other"] = {}
+    policy_parameters["tags"].append("b")
+    policy_parameters["cap"]["usd"] = 6
+
+    assert descriptor.model_parameters == {"temperature": 0.1, "stop": ["END"]}
+    assert descriptor.effective_policies == {"Budget": {"cap": {"usd": 5}}}
+    assert middleware.policy_parameters == {"cap": {"usd": 5}, "tags": ["a"]}
+    same = api.MiddlewareDescriptor("Budget", "acme.mw", {"cap": {"usd": 5}, "tags": ["a"]})
+    rebuilt = _descriptor(middlewares=[same])
+    assert descriptor.fingerprint == before == rebuilt.fingerprint
+
+
+def test_frozen_mappings_refuse_changes_through_the_descriptor_too() -> None:
+    descriptor = _descriptor()
+    with pytest.raises(TypeError, match="read-only"):
+        descriptor.model_parameters["temperature"] = 1.0  # type: ignore[index]
+    with pytest.raises(TypeError, match="read-only"):
+        descriptor.model_parameters["stop"].append("x")
+    with pytest.raises(TypeError, match="read-only"):
+        descriptor.effective_policies["Budget"].update(cap=None)
+    with pytest.raises(TypeError, match="read-only"):
+        descriptor.build.setdefault("sha", "x")  # type: ignore[attr-defined]
+
+
+def test_frozen_mappings_keep_dict_equality_repr_hash_json_pickle_and_copy() -> None:
+    import copy
+    import json
+    import pickle
+
+    descriptor = _descriptor()
+    plain = {"temperature": 0.1, "stop": ["END"]}
+    assert descriptor.model_parameters == plain
+    assert isinstance(descriptor.model_parameters, dict)
+    assert repr(descriptor.model_parameters) == repr(plain)
+    assert "model_parameters={'temperature': 0.1, 'stop': ['END']}" in repr(descriptor)
+    assert json.dumps(descriptor.effective_policies) == json.dumps({"Budget": {"cap": {"usd": 5}}})
+    assert descriptor == _descriptor()
+    with pytest.raises(TypeError):
+        hash(descriptor)  # as before: a dataclass holding dicts is unhashable
+    for clone in (pickle.loads(pickle.dumps(descriptor)), copy.deepcopy(descriptor), copy.copy(descriptor)):
+        assert clone == descriptor
+        assert clone.fingerprint == descriptor.fingerprint
+        with pytest.raises(TypeError, match="read-only"):
+            clone.model_parameters["stop"].append("x")
+
+
+def test_a_system_request_keeps_its_own_copy_of_the_run_config() -> None:
+    callbacks: list[Any] = []
+    config: dict[str, Any] = {"tags": ["nostream"], "callbacks": callbacks}
+    request = api.SystemModelRequest("prompt", invoke_config=config)
+    config["tags"] = ["other"]
+    config["metadata"] = {}
+    assert request.invoke_config == {"tags": ["nostream"], "callbacks": callbacks}
+    assert request.invoke_config is not None and request.invoke_config["callbacks"] is callbacks  # live objects stay
+    with pytest.raises(TypeError, match="read-only"):
+        request.invoke_config["tags"] = []  # type: ignore[index]
+    assert api.SystemModelRequest("prompt").invoke_config is None
