@@ -23,8 +23,10 @@ from langgraph.types import Checkpointer
 from deerflow_ext.agents.host import DEFAULT_GRAPH_STREAM_MODES, AgentHost, LeadRunRequest, LeadRunResult
 from deerflow_ext.agents.lead import ModelFactory
 from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.lifecycle import task_bracket
+from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
-from deerflow_extension_api import TaskInfo, TaskOutcome
+from deerflow_extension_api import TaskInfo
 
 __all__ = ["DeerFlowClient", "StreamEvent"]
 
@@ -115,8 +117,6 @@ class DeerFlowClient:
     async def _run(
         self, prompt: str, thread_id: str, run_id: str, goal: str | None, emit: Any, stream_modes: Sequence[str]
     ) -> LeadRunResult:
-        from deerflow_ext.extensions.notify import notification_loop, notify_task_start, notify_task_stop
-
         ext = self.extensions  # resolved once: store, hooks and construction share it
         task_store = ext.new_task_store(run_id)
         info = TaskInfo(task_id=run_id, run_id=run_id, thread_id=thread_id, kind="lead", agent_name="lead")
@@ -124,10 +124,8 @@ class DeerFlowClient:
         if owns_loop:
             notification_loop.register(asyncio.get_running_loop())
         try:
-            if task_store is not None:
-                await notify_task_start(ext, task_store, info)  # before the graph is built
-            outcome = TaskOutcome.FAILED
-            try:
+            async with task_bracket(ext, task_store, info, where=f"run {run_id}") as task:
+                await task.start()  # before the graph is built
                 request = LeadRunRequest(
                     thread_id=thread_id,
                     run_id=run_id,
@@ -135,15 +133,7 @@ class DeerFlowClient:
                     goal=goal,
                     stream_modes=tuple(stream_modes),
                 )
-                result = await self.host.run_lead(request, extensions=ext, task_store=task_store, emit=emit)
-                outcome = TaskOutcome.COMPLETED
-                return result
-            except asyncio.CancelledError:
-                outcome = TaskOutcome.ABORTED
-                raise
-            finally:
-                if task_store is not None:
-                    await notify_task_stop(ext, task_store, info, outcome)
+                return await self.host.run_lead(request, extensions=ext, task_store=task_store, emit=emit)
         finally:
             if owns_loop:
                 await notification_loop.drain(_DRAIN_SECONDS)

@@ -11,6 +11,7 @@ import pytest
 from agent_helpers import Recorder, make_config, make_host, recording_extensions
 
 from deerflow_ext.agents.host import LeadRunRequest
+from deerflow_ext.agents.lead import subagent_builder
 from deerflow_ext.agents.model import EmbeddedChatModel
 from deerflow_ext.extensions.snapshot import set_loaded_extensions
 from deerflow_ext.subagents.executor import SubagentExecutor
@@ -43,8 +44,14 @@ async def test_delegation_runs_subagent_on_its_own_thread_and_loop(recorder: Rec
 
 async def test_subagent_task_store_is_scoped_to_the_delegating_tool_call(recorder: Recorder) -> None:
     ext = recording_extensions(recorder, kinds=("lifecycle",))
+    config = make_config()
     executor = SubagentExecutor(
-        make_config(), extensions=ext, parent_run_id="run-9", thread_id="t", tool_call_id="call_abc"
+        config,
+        build_subagent=subagent_builder(config),
+        extensions=ext,
+        parent_run_id="run-9",
+        thread_id="t",
+        tool_call_id="call_abc",
     )
     seen: list[str] = []
 
@@ -62,7 +69,10 @@ async def test_subagent_task_store_is_scoped_to_the_delegating_tool_call(recorde
 async def test_no_parent_run_id_skips_both_hooks(recorder: Recorder, caplog: pytest.LogCaptureFixture) -> None:
     ext = recording_extensions(recorder, kinds=("lifecycle",))
     caplog.set_level(logging.DEBUG, logger="deerflow_ext.subagents.executor")
-    executor = SubagentExecutor(make_config(), extensions=ext, parent_run_id=None, thread_id=None)
+    config = make_config()
+    executor = SubagentExecutor(
+        config, build_subagent=subagent_builder(config), extensions=ext, parent_run_id=None, thread_id=None
+    )
     result = executor.execute("hello")
     assert result.outcome is TaskOutcome.COMPLETED and result.answer
     assert recorder.events == []
@@ -76,12 +86,13 @@ async def test_failed_subagent_still_stops_after_lease_release(recorder: Recorde
     def broken_factory(name: str | None) -> Any:
         raise RuntimeError("no model for you")
 
+    config = make_config()
     executor = SubagentExecutor(
-        make_config(),
+        config,
+        build_subagent=subagent_builder(config, model_factory=broken_factory),
         extensions=ext,
         parent_run_id="run-1",
         thread_id="t",
-        model_factory=broken_factory,
         pool=pool,
     )
     result = await executor.aexecute("x")
@@ -127,8 +138,13 @@ class _SlowModel(EmbeddedChatModel):
 
 async def test_a_cancelled_subagent_stops_aborted_after_lease_release(recorder: Recorder, notify_loop: Any) -> None:
     ext = recording_extensions(recorder, kinds=("lifecycle",))
+    config = make_config()
     executor = SubagentExecutor(
-        make_config(), extensions=ext, parent_run_id="run-1", thread_id="t", model_factory=lambda name: _SlowModel()
+        config,
+        build_subagent=subagent_builder(config, model_factory=lambda name: _SlowModel()),
+        extensions=ext,
+        parent_run_id="run-1",
+        thread_id="t",
     )
     _in_model_call.clear()
     running = asyncio.create_task(executor.aexecute("x"))

@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from deerflow_ext.extensions.observe import observe_system_call
 from deerflow_ext.extensions.snapshot import LoadedExtensions
 from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOperationKind
 
@@ -58,8 +59,6 @@ async def evaluate_goal(
     task_store: ExtensionData | None,
 ) -> GoalVerdict:
     """Evaluation number ``evaluation`` (1-based) of ``goal`` against the conversation."""
-    from deerflow_ext.extensions.observe import observe_system_call
-
     messages = [
         SystemMessage(content=render_goal_prompt(goal, evaluation=evaluation)),
         HumanMessage(content=render_transcript(conversation)),

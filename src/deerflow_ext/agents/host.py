@@ -13,16 +13,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.types import Checkpointer
 
 from deerflow_ext.config.schema import AppConfig, ModelPurpose
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
+from deerflow_ext.memory.manager import MemoryManager
 from deerflow_extension_api import ExtensionData
 
 from .context import build_run_context
 from .goal import continuation_message, evaluate_goal
-from .lead import ModelFactory, make_lead_agent
+from .lead import ModelFactory, make_lead_agent, subagent_task_tool
+from .messages import final_answer
 from .models import create_chat_model, model_name_for
 from .thread_state import ThreadStates
 
@@ -84,14 +85,6 @@ class LeadRunResult:
     continuations: int
 
 
-def final_answer(messages: list[AnyMessage]) -> str:
-    """The text of the last model reply that ends the turn (asks for no tool)."""
-    for message in reversed(messages):
-        if isinstance(message, AIMessage) and not message.tool_calls:
-            return str(message.text)
-    return ""
-
-
 def _usage(values: Mapping[str, Any], run_id: str) -> TokenUsage:
     usage = values.get("run_token_usage") or {}
     if usage.get("run_id") != run_id:
@@ -121,8 +114,6 @@ class AgentHost:
         self.model_name = model_name if model_name is not None else model_name_for(config, "lead")
         self.model_factory: ModelFactory = model_factory or (lambda name: create_chat_model(config, name))
         if memory is None and config.memory.enabled:
-            from deerflow_ext.memory.manager import MemoryManager
-
             memory = MemoryManager(config.memory, self.model_factory(self.purpose_model_name("memory")))
         self.memory = memory
         self._cached_task_tool: Any | None = None
@@ -169,9 +160,7 @@ class AgentHost:
         run id and thread from the runtime context. The graph is still built per run.
         """
         if self._cached_task_tool is None and self.config.subagents.enabled:
-            from deerflow_ext.subagents.task_tool import make_task_tool
-
-            self._cached_task_tool = make_task_tool(
+            self._cached_task_tool = subagent_task_tool(
                 self.config, model_factory=self.model_factory, model_name=self.purpose_model_name("subagent")
             )
         return self._cached_task_tool

@@ -21,7 +21,17 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Checkpointer
 
 from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.assembly import (
+    build_info,
+    describe_middleware,
+    describe_tool,
+    emit_agent_assembled,
+    text_hash,
+)
 from deerflow_ext.extensions.snapshot import LoadedExtensions, bound_extensions, build_extensions
+from deerflow_ext.extensions.stack import compose_middleware_stack
+from deerflow_ext.subagents.executor import SubagentBuilder
+from deerflow_ext.subagents.task_tool import make_task_tool
 from deerflow_extension_api import (
     AgentAssemblyDescriptor,
     AgentBuildContext,
@@ -57,6 +67,8 @@ __all__ = [
     "effective_policies",
     "make_lead_agent",
     "make_subagent",
+    "subagent_builder",
+    "subagent_task_tool",
 ]
 
 ASSEMBLY_NAMESPACE = "deerflow"
@@ -150,15 +162,6 @@ def build_agent(
     memory: Any | None = None,
 ) -> Any:
     """Build one agent graph; shared by the lead and subagent builders."""
-    from deerflow_ext.extensions.assembly import (
-        build_info,
-        describe_middleware,
-        describe_tool,
-        emit_agent_assembled,
-        text_hash,
-    )
-    from deerflow_ext.extensions.stack import compose_middleware_stack
-
     install_inline_untraced_bookkeeping()
     ext = extensions if extensions is not None else build_extensions()
     factory = model_factory or (lambda name: create_chat_model(config, name))
@@ -233,11 +236,9 @@ def make_lead_agent(
     ``task_tool`` lets a long-lived caller (``AgentHost``) pass one it built once for the
     same config, model factory and model name; otherwise one is made here.
     """
-    from deerflow_ext.subagents.task_tool import make_task_tool
-
     tools: list[BaseTool] = [*builtin_tools(), *extra_tools]
     if config.subagents.enabled:
-        tools.append(task_tool or make_task_tool(config, model_factory=model_factory, model_name=model_name))
+        tools.append(task_tool or subagent_task_tool(config, model_factory=model_factory, model_name=model_name))
     return build_agent(
         config,
         scope=AgentScope.LEAD,
@@ -270,4 +271,30 @@ def make_subagent(
         model_factory=model_factory,
         tools=builtin_tools(),
         system_prompt=SUBAGENT_SYSTEM_PROMPT,
+    )
+
+
+def subagent_builder(
+    config: AppConfig, *, model_name: str | None = None, model_factory: ModelFactory | None = None
+) -> SubagentBuilder:
+    """How a delegation builds its subagent: :func:`make_subagent` on this config and model.
+
+    The wiring is explicit: the executor is handed this builder instead of importing the
+    agent builders (which import the ``task`` tool, which imports the executor).
+    """
+
+    def build(extensions: LoadedExtensions, agent_name: str) -> Any:
+        return make_subagent(
+            config, extensions=extensions, agent_name=agent_name, model_name=model_name, model_factory=model_factory
+        )
+
+    return build
+
+
+def subagent_task_tool(
+    config: AppConfig, *, model_factory: ModelFactory | None = None, model_name: str | None = None
+) -> BaseTool:
+    """The lead's ``task`` tool, delegating to subagents built by :func:`subagent_builder`."""
+    return make_task_tool(
+        config, build_subagent=subagent_builder(config, model_name=model_name, model_factory=model_factory)
     )

@@ -34,6 +34,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
+from .messages import content_text
 from .prompts import GOAL_MARKER, MEMORY_MARKER, SUMMARY_MARKER, TITLE_MARKER
 
 __all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedChatModel", "TransientModelError", "count_tokens"]
@@ -54,14 +55,6 @@ class TransientModelError(RuntimeError):
 def count_tokens(text: str) -> int:
     """Whitespace words: deterministic, cheap, and monotone in the prompt's length."""
     return len(text.split())
-
-
-def _text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
 
 
 def _tool_names(tools: Sequence[Any]) -> tuple[str, ...]:
@@ -124,10 +117,10 @@ class EmbeddedChatModel(BaseChatModel):
         if call <= self.fail_times:
             raise TransientModelError(f"embedded model transient failure {call}/{self.fail_times}")
         reply = self._reply(messages, tuple(kwargs.get("bound_tools") or ()))
-        prompt_tokens = sum(count_tokens(_text(m.content)) for m in messages)
+        prompt_tokens = sum(count_tokens(content_text(m.content)) for m in messages)
         output_tokens = max(
             1,
-            count_tokens(_text(reply.content))
+            count_tokens(content_text(reply.content))
             + sum(count_tokens(json.dumps(tc["args"])) + 1 for tc in reply.tool_calls),
         )
         reply.usage_metadata = {
@@ -152,7 +145,7 @@ class EmbeddedChatModel(BaseChatModel):
 
     def _reply(self, messages: list[BaseMessage], tools: tuple[str, ...]) -> AIMessage:
         msg_id = f"run-{uuid.uuid4()}"
-        full = "\n".join(_text(m.content) for m in messages)
+        full = "\n".join(content_text(m.content) for m in messages)
         for marker, answer in (
             (TITLE_MARKER, self._title),
             (GOAL_MARKER, self._goal),
@@ -165,9 +158,9 @@ class EmbeddedChatModel(BaseChatModel):
         last = messages[-1] if messages else None
         if isinstance(last, ToolMessage):
             name = last.name or "tool"
-            return AIMessage(content=f"Done. {name} returned: {_text(last.content)}", id=msg_id)
+            return AIMessage(content=f"Done. {name} returned: {content_text(last.content)}", id=msg_id)
 
-        text = _text(last.content).strip() if isinstance(last, HumanMessage) else ""
+        text = content_text(last.content).strip() if isinstance(last, HumanMessage) else ""
         delegate = _DELEGATE.match(text)
         if delegate and "task" in tools:
             task = delegate.group("task").strip()

@@ -8,6 +8,8 @@ to the templates, means the model and the callers can never disagree about them.
 
 from __future__ import annotations
 
+from .messages import content_text
+
 __all__ = [
     "GOAL_CONTINUATION_PROMPT",
     "GOAL_MARKER",
@@ -82,17 +84,8 @@ def render_transcript(messages: object) -> str:
             role, content = str(message.get("role", "user")), message.get("content", "")
         else:
             role, content = str(getattr(message, "type", "message")), getattr(message, "content", "")
-        lines.append(f"{role}: {_text(content)}")
+        lines.append(f"{role}: {content_text(content)}")
     return "\n".join(lines)
-
-
-def _text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
-        return " ".join(part for part in parts if part)
-    return str(content)
 
 
 def render_title_prompt(question: str, answer: str, *, max_chars: int) -> str:

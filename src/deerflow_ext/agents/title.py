@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from deerflow_ext.extensions.observe import observe_system_call, submit_system_observation
 from deerflow_ext.extensions.snapshot import LoadedExtensions
 from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemModelResult, SystemOperationKind
 
@@ -43,8 +44,6 @@ async def generate_title(
     task_store: ExtensionData | None,
 ) -> str | None:
     """Ask ``model`` for a title of the first exchange; the prompt is one string."""
-    from deerflow_ext.extensions.observe import observe_system_call
-
     prompt = render_title_prompt(question, answer, max_chars=max_chars)
     request = SystemModelRequest(messages=prompt, model_name=effective_model_name(model))
     config = system_call_config(SystemOperationKind.TITLE)
@@ -64,8 +63,6 @@ def generate_title_sync(
     task_store: ExtensionData | None,
 ) -> str | None:
     """:func:`generate_title` for the sync path; the observation is submitted, not awaited."""
-    from deerflow_ext.extensions.observe import submit_system_observation
-
     prompt = render_title_prompt(question, answer, max_chars=max_chars)
     config = system_call_config(SystemOperationKind.TITLE)
     if not extensions.system_model_observers:

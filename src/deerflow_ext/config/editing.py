@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -32,8 +32,19 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from .loading import ConfigError, _Plain, app_config_from_text, parse_yaml, read_config_text
 from .schema import PluginEntry
 
-if TYPE_CHECKING:
-    from deerflow_ext.extensions.discovery import EntryPointIndex
+
+class _EntryPoint(Protocol):
+    @property
+    def value(self) -> str: ...
+
+
+class EntryPointIndex(Protocol):
+    """What an edit needs of ``extensions.discovery.EntryPointIndex``: an entry point by name.
+
+    A protocol, so configuration (a lower layer) does not import the extension runtime.
+    """
+
+    def get(self, name: str) -> _EntryPoint | None: ...
 
 __all__ = [
     "ConfigEditError",

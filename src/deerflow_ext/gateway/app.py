@@ -26,14 +26,18 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
+from ..agents.host import AgentHost
+from ..agents.policy import project_policy
+from ..config.loading import load_app_config
 from ..config.schema import AppConfig
+from ..config.settings import Settings
 from ..extensions.diagnostics import DiagnosticsList, set_diagnostics
 from ..extensions.discovery import EntryPointIndex
 from ..extensions.gateway import (
@@ -44,7 +48,9 @@ from ..extensions.gateway import (
     start_services,
     stop_services,
 )
+from ..extensions.loader import load_extensions
 from ..extensions.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
+from ..extensions.notify import notification_loop
 from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
 from ..persistence import (
     HostStore,
@@ -56,6 +62,7 @@ from ..persistence import (
     upgrade_head,
 )
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
+from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
@@ -67,9 +74,6 @@ from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
 from .state import GatewayRuntime
-
-if TYPE_CHECKING:
-    from ..config.settings import Settings
 
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
 
@@ -105,8 +109,6 @@ class GatewayOptions:
 
 
 def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
-    from ..agents.host import AgentHost
-
     return AgentHost(config, checkpointer=checkpointer)
 
 
@@ -117,8 +119,6 @@ def load_gateway_extensions(
 
     The loader itself logs the summary line, so the Gateway does not repeat it.
     """
-    from ..extensions.loader import load_extensions
-
     return load_extensions(config, entry_points=entry_points, diagnostics=diagnostics)
 
 
@@ -138,8 +138,6 @@ async def _scale_out(
 
 
 def _policy(config: AppConfig) -> Any:
-    from ..agents.policy import project_policy
-
     return project_policy(config, AgentScope.LEAD)
 
 
@@ -158,12 +156,8 @@ def create_app(
     loading plugins; when ``extensions`` is given it is used as the snapshot as-is.
     """
     if settings is None:
-        from ..config.settings import Settings
-
         settings = Settings()
     if config is None:
-        from ..config.loading import load_app_config
-
         config = load_app_config(settings.config)
     opts = options or GatewayOptions()
     if opts.sse_heartbeat is None:
@@ -210,8 +204,6 @@ async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBrid
     retention = {"retain_events": settings.stream_retain_events, "retain_seconds": settings.stream_retain_seconds}
     if not settings.redis_url:
         return MemoryStreamBridge(**retention)
-    from ..runtime.redis_stream import RedisStreamBridge
-
     bridge = RedisStreamBridge(settings.redis_url, prefix=settings.redis_prefix, **retention)
     await bridge.start()
     return bridge
@@ -231,8 +223,6 @@ def _rollback_hook(agent_host: Any) -> Any:
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    from ..extensions.notify import notification_loop
-
     state = app.state
     settings, config, extensions = state.settings, state.config, state.extensions
     opts: GatewayOptions = state.options

@@ -29,9 +29,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from deerflow_extension_api import TaskInfo, TaskOutcome
+from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
+from ..agents.host import LeadRunRequest
 from ..extensions.exits import PROCESS_EXITS, contain_exit
+from ..extensions.lifecycle import TaskBracket, task_bracket
 from ..extensions.snapshot import publish_snapshot
 from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
 from ..persistence.records import HostStore, RunTokens
@@ -110,9 +112,7 @@ class LeadRunSpec:
     delay: float = 0.0
 
 
-def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> Any:
-    from ..agents.host import LeadRunRequest
-
+def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
     # The snapshot key is written after the caller's context is merged, so a caller-supplied
     # value under it is never what the run uses.
     context = publish_snapshot(dict(spec.context), handle.extensions)
@@ -235,26 +235,37 @@ async def _lifecycle(
     handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps
 ) -> tuple[RunStatus, TaskOutcome]:
     """Steps 2 to 5, inside the thread hold."""
-    from ..extensions.notify import notify_task_start, notify_task_stop
-
     extensions = handle.extensions
     task_store = extensions.new_task_store(handle.run_id)
     info = TaskInfo(
         task_id=handle.run_id, run_id=handle.run_id, thread_id=handle.thread_id, kind="lead", agent_name="lead"
     )
-    budget = {} if deps.notify_budget is None else {"budget": deps.notify_budget}
+    where = f"run {handle.run_id}"
+    # No task store means no lifecycle contributor: nothing to notify.
+    async with task_bracket(extensions, task_store, info, where=where, budget=deps.notify_budget) as bracket:
+        status, outcome, error, error_text, result = await _run(handle, spec, deps, bracket, task_store)
+        bracket.outcome = outcome  # on_task_stop follows persistence and the completion hooks
+        handle.phase = RunPhase.FINALIZING
+        await _persist(handle, deps, status, outcome, result, error, error_text)
+        await _run_completion_hooks(
+            deps,
+            RunCompletion(
+                handle.run_id, handle.thread_id, status.value, outcome, result, error, rollback=handle.rollback
+            ),
+        )
+    return status, outcome
 
+
+async def _run(
+    handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps, bracket: TaskBracket, task_store: ExtensionData | None
+) -> tuple[RunStatus, TaskOutcome, BaseException | None, str | None, Any]:
+    """Step 3: the run itself, its failure caught and described (never raised)."""
     result: Any = None
     error: BaseException | None = None
     error_text: str | None = None
     where = f"run {handle.run_id}"
     try:
-        # No task store means no lifecycle contributor: nothing to notify.
-        if task_store is not None:
-            try:
-                await notify_task_start(extensions, task_store, info, **budget)
-            except PROCESS_EXITS as exc:  # an extension's: fail open, like any hook failure
-                contain_exit(exc, where=where)
+        await bracket.start()
         if handle.interrupted and not _cancel_pending():
             # Stopped while being admitted: marked started, so it got on_task_start; it ends
             # here, aborted, and gets on_task_stop (RunHandle.interrupt).
@@ -267,7 +278,7 @@ async def _lifecycle(
                 await handle.stream.publish(event, data)
 
         result = await deps.agent_host.run_lead(
-            _lead_request(handle, spec), extensions=extensions, task_store=task_store, emit=emit
+            _lead_request(handle, spec), extensions=handle.extensions, task_store=task_store, emit=emit
         )
         status, outcome = RunStatus.SUCCESS, TaskOutcome.COMPLETED
     except asyncio.CancelledError as exc:
@@ -290,24 +301,7 @@ async def _lifecycle(
         status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
         await handle.stream.publish("error", {"error": type(exc).__name__, "message": error_text})
 
-    handle.phase = RunPhase.FINALIZING
-    await _persist(handle, deps, status, outcome, result, error, error_text)
-    await _run_completion_hooks(
-        deps,
-        RunCompletion(
-            handle.run_id, handle.thread_id, status.value, outcome, result, error, rollback=handle.rollback
-        ),
-    )
-    if task_store is not None:
-        try:
-            await notify_task_stop(extensions, task_store, info, outcome, **budget)
-        except asyncio.CancelledError:
-            raise
-        except PROCESS_EXITS as exc:  # an extension's; the run is already persisted
-            contain_exit(exc, where=where)
-        except Exception:  # notify contains contributor failures; this is the host's own
-            logger.exception("run %s: on_task_stop notification failed", handle.run_id)
-    return status, outcome
+    return status, outcome, error, error_text, result
 
 
 async def _persist(

@@ -11,6 +11,10 @@ is released, whatever the outcome. A ``KeyboardInterrupt``/``SystemExit`` from e
 ends here, attributed (``extensions/exits.py``): it must not end this worker thread's loop,
 nor travel back into the parent run. Without a parent ``run_id`` (direct factory calls, a
 standalone LangGraph server) both hooks are skipped with a debug line.
+
+How the subagent's graph is built is not this module's business: whoever wires the ``task``
+tool (``agents.lead.subagent_builder``) passes a :data:`SubagentBuilder`, so the executor
+never imports the agent builders that import it.
 """
 
 from __future__ import annotations
@@ -20,19 +24,26 @@ import concurrent.futures
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from deerflow_ext.agents.context import build_run_context
+from deerflow_ext.agents.messages import final_answer
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.exits import PROCESS_EXITS, contain_exit
+from deerflow_ext.extensions.lifecycle import task_bracket
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from .sandbox import SandboxPool, sandbox_pool
 
-__all__ = ["SubagentExecutor", "SubagentResult"]
+__all__ = ["SubagentBuilder", "SubagentExecutor", "SubagentResult"]
+
+#: Builds a subagent's graph under a run's extension snapshot: ``(extensions, agent_name) -> graph``.
+SubagentBuilder = Callable[[LoadedExtensions, str], Any]
 
 logger = logging.getLogger(__name__)
 
@@ -54,24 +65,22 @@ class SubagentExecutor:
         self,
         config: AppConfig,
         *,
+        build_subagent: SubagentBuilder,
         extensions: LoadedExtensions | None,
         parent_run_id: str | None,
         thread_id: str | None,
         tool_call_id: str | None = None,
         agent_name: str = "general-purpose",
-        model_name: str | None = None,
-        model_factory: Any | None = None,
         pool: SandboxPool | None = None,
     ) -> None:
         self.config = config
+        self.build_subagent = build_subagent
         # Bound now: the snapshot the parent run published, else the process-wide set.
         self.extensions = extensions if extensions is not None else get_loaded_extensions()
         self.parent_run_id = parent_run_id
         self.thread_id = thread_id
         self.tool_call_id = tool_call_id
         self.agent_name = agent_name
-        self.model_name = model_name
-        self.model_factory = model_factory
         self.pool = pool if pool is not None else sandbox_pool
         self.task_id = f"subagent-{uuid.uuid4().hex}"
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -130,24 +139,19 @@ class SubagentExecutor:
         )
 
     async def _run(self, task: str) -> SubagentResult:
-        from deerflow_ext.extensions.notify import notify_task_start, notify_task_stop
-
         ext = self.extensions
         # The store's scope is the delegating tool call when there is one; identity is task_id.
         task_store: ExtensionData | None = ext.new_task_store(self.tool_call_id or self.task_id)
         info = self._info()
         where = f"subagent {self.task_id}"
-        hooks = self.parent_run_id is not None
-        if not hooks:
+        if self.parent_run_id is None:
             logger.debug("subagent %s has no parent run_id; skipping task lifecycle hooks", self.task_id)
-        elif task_store is not None:
-            try:
-                await notify_task_start(ext, task_store, info)
-            except PROCESS_EXITS as exc:  # an extension's: fail open (extensions/exits.py)
-                contain_exit(exc, where=where)
+        notified = task_store if self.parent_run_id is not None else None
 
         outcome, answer, error = TaskOutcome.FAILED, "", None
-        try:
+        # on_task_stop runs after the lease is released, whatever the outcome.
+        async with task_bracket(ext, notified, info, where=where) as bracket:
+            await bracket.start()
             lease = self.pool.acquire(f"subagent:{self.task_id}")
             try:
                 answer = await asyncio.wait_for(
@@ -166,27 +170,11 @@ class SubagentExecutor:
                 error = contain_exit(exc, where=where)
             finally:
                 self.pool.release(lease)
-        finally:
-            # After the lease is released, whatever the outcome.
-            if hooks and task_store is not None:
-                try:
-                    await notify_task_stop(ext, task_store, info, outcome)
-                except PROCESS_EXITS as exc:
-                    contain_exit(exc, where=where)
+                bracket.outcome = outcome
         return SubagentResult(self.task_id, outcome, answer, error)
 
     async def _invoke(self, task: str, task_store: ExtensionData | None, lease: Any) -> str:
-        from deerflow_ext.agents.context import build_run_context
-        from deerflow_ext.agents.host import final_answer
-        from deerflow_ext.agents.lead import make_subagent
-
-        graph = make_subagent(
-            self.config,
-            extensions=self.extensions,
-            agent_name=self.agent_name,
-            model_name=self.model_name,
-            model_factory=self.model_factory,
-        )
+        graph = self.build_subagent(self.extensions, self.agent_name)
         context = build_run_context(
             None,
             thread_id=self.thread_id,

@@ -17,7 +17,7 @@ from deerflow_ext.agents.context import context_value
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.snapshot import resolve_run_extensions
 
-from .executor import SubagentExecutor, SubagentResult
+from .executor import SubagentBuilder, SubagentExecutor, SubagentResult
 
 __all__ = ["TASK_TOOL_DESCRIPTION", "make_task_tool"]
 
@@ -33,16 +33,18 @@ def _render(result: SubagentResult) -> str:
     return result.answer
 
 
-def make_task_tool(config: AppConfig, *, model_factory: Any | None = None, model_name: str | None = None) -> BaseTool:
+def make_task_tool(config: AppConfig, *, build_subagent: SubagentBuilder) -> BaseTool:
+    """The ``task`` tool; ``build_subagent`` builds each delegation's graph (the agent
+    builders pass it: this package does not import them)."""
+
     def executor(runtime: ToolRuntime[dict[str, Any], Any]) -> SubagentExecutor:
         return SubagentExecutor(
             config,
+            build_subagent=build_subagent,
             extensions=resolve_run_extensions(runtime.context),
             parent_run_id=context_value(runtime, "run_id"),
             thread_id=context_value(runtime, "thread_id"),
             tool_call_id=runtime.tool_call_id,
-            model_name=model_name,
-            model_factory=model_factory,
         )
 
     def task(description: str, prompt: str, runtime: ToolRuntime[dict[str, Any], Any]) -> str:

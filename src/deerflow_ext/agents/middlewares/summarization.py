@@ -22,6 +22,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from deerflow_ext.config.schema import SummarizationConfig
+from deerflow_ext.extensions.observe import observe_system_call, submit_compaction, wants_compaction
 from deerflow_ext.extensions.snapshot import resolve_run_extensions
 from deerflow_extension_api import (
     CompactionEvent,
@@ -32,6 +33,7 @@ from deerflow_extension_api import (
 )
 
 from ..context import context_value
+from ..messages import content_text
 from ..models import effective_model_name
 from ..prompts import SUMMARY_MESSAGE_PREFIX, render_summary_prompt
 from ..system_calls import system_call_config
@@ -54,10 +56,6 @@ def split_for_summary(messages: Sequence[AnyMessage], keep: int) -> tuple[list[A
     if 0 < cut and isinstance(messages[cut - 1], AIMessage) and messages[cut - 1].tool_calls:
         cut -= 1
     return list(messages[:cut]), list(messages[cut:])
-
-
-def _text(content: object) -> str:
-    return content if isinstance(content, str) else str(getattr(content, "text", content))
 
 
 class SummarizationMiddleware(AgentMiddleware[HostState, Any]):
@@ -92,7 +90,7 @@ class SummarizationMiddleware(AgentMiddleware[HostState, Any]):
 
     @staticmethod
     def _summary_message(response: Any) -> HumanMessage:
-        return HumanMessage(content=f"{SUMMARY_MESSAGE_PREFIX}\n{_text(getattr(response, 'content', response))}")
+        return HumanMessage(content=f"{SUMMARY_MESSAGE_PREFIX}\n{content_text(getattr(response, 'content', response))}")
 
     def before_model(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         plan = self._plan(state)
@@ -108,8 +106,6 @@ class SummarizationMiddleware(AgentMiddleware[HostState, Any]):
         plan = self._plan(state)
         if plan is None:
             return None
-        from deerflow_ext.extensions.observe import observe_system_call, submit_compaction, wants_compaction
-
         to_remove, kept = plan
         ext = resolve_run_extensions(getattr(runtime, "context", None))
         task_store = task_store_from_runtime(runtime)

@@ -1,0 +1,112 @@
+"""The task-lifecycle bracket: ``on_task_start``, the task, its outcome, ``on_task_stop``.
+
+Three places run a task whose hooks bracket it — the Gateway's run worker, the embedded
+``DeerFlowClient`` and the subagent executor — and they must agree on the rule (spec,
+Lifecycle and Observers): ``on_task_start`` is awaited before the task's first step,
+``on_task_stop`` runs once the start was attempted, whatever the outcome, after everything
+the caller put inside the bracket (persistence, the sandbox lease's release), and the outcome is ``completed`` unless
+the task said otherwise, ``aborted`` when it was cancelled and ``failed`` when it raised.
+A process exit an extension raised from either hook is contained here
+(``extensions/exits.py``: an extension cannot stop the host); a failure of the host's own
+notification machinery at stop time is logged, never put in place of the task's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
+
+from .exits import PROCESS_EXITS, contain_exit
+from .notify import notify_task_start, notify_task_stop
+from .snapshot import LoadedExtensions
+
+__all__ = ["TaskBracket", "task_bracket"]
+
+logger = logging.getLogger(__name__)
+
+
+class TaskBracket:
+    """One task's bracket, as its body sees it.
+
+    The body awaits :meth:`start` where ``on_task_start`` belongs in its own error handling
+    (first, before the task's first step); ``on_task_stop`` then follows when the bracket
+    exits, even when the start itself was cancelled. The body sets :attr:`outcome` once it
+    knows it (a run the worker caught and persisted as failed, say); left ``None``, the
+    outcome is read from how the body ended.
+    """
+
+    __slots__ = ("_budget", "_ext", "_info", "_started", "_task_store", "_where", "outcome")
+
+    def __init__(
+        self,
+        ext: LoadedExtensions,
+        task_store: ExtensionData | None,
+        info: TaskInfo,
+        *,
+        where: str,
+        budget: float | None,
+    ) -> None:
+        self._ext = ext
+        self._task_store = task_store
+        self._info = info
+        self._where = where
+        self._budget = budget
+        self._started = False
+        self.outcome: TaskOutcome | None = None
+
+    async def start(self) -> None:
+        """Await ``on_task_start`` (nothing when there is no task store to notify)."""
+        if self._task_store is None or self._started:
+            return
+        self._started = True
+        try:
+            await notify_task_start(self._ext, self._task_store, self._info, budget=self._budget)
+        except PROCESS_EXITS as exc:  # an extension's: fail open, like any hook failure
+            contain_exit(exc, where=self._where)
+
+    async def stop(self, ended: TaskOutcome) -> None:
+        """Await ``on_task_stop`` once, with the declared outcome, else ``ended``."""
+        if self._task_store is None or not self._started:
+            return
+        self._started = False
+        try:
+            await notify_task_stop(
+                self._ext, self._task_store, self._info, self.outcome or ended, budget=self._budget
+            )
+        except asyncio.CancelledError:
+            raise
+        except PROCESS_EXITS as exc:  # an extension's; the task has already ended
+            contain_exit(exc, where=self._where)
+        except Exception:  # notify contains contributor failures; this is the host's own
+            logger.exception("%s: on_task_stop notification failed", self._where)
+
+
+@asynccontextmanager
+async def task_bracket(
+    ext: LoadedExtensions,
+    task_store: ExtensionData | None,
+    info: TaskInfo,
+    *,
+    where: str,
+    budget: float | None = None,
+) -> AsyncIterator[TaskBracket]:
+    """A :class:`TaskBracket` whose ``on_task_stop`` runs when the ``async with`` exits.
+
+    ``task_store`` is ``None`` when nothing is to be notified (no lifecycle contributor, or a
+    subagent without a parent run); the body still runs. ``where`` names the task in the
+    line of a contained process exit ("run <id>", "subagent <id>").
+    """
+    bracket = TaskBracket(ext, task_store, info, where=where, budget=budget)
+    ended = TaskOutcome.FAILED  # how the body ended, when it declared no outcome itself
+    try:
+        yield bracket
+        ended = TaskOutcome.COMPLETED
+    except asyncio.CancelledError:
+        ended = TaskOutcome.ABORTED
+        raise
+    finally:
+        await bracket.stop(ended)
