@@ -18,6 +18,7 @@ from langgraph.types import Checkpointer
 from deerflow_ext.config.schema import AppConfig, ModelPurpose
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_ext.memory.manager import MemoryManager
+from deerflow_ext.tokens import TokenUsage
 from deerflow_extension_api import ExtensionData
 
 from .context import build_run_context
@@ -70,13 +71,6 @@ class LeadRunRequest:
 
 
 @dataclass(frozen=True)
-class TokenUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-
-
-@dataclass(frozen=True)
 class LeadRunResult:
     answer: str
     token_usage: TokenUsage
@@ -87,13 +81,7 @@ class LeadRunResult:
 
 def _usage(values: Mapping[str, Any], run_id: str) -> TokenUsage:
     usage = values.get("run_token_usage") or {}
-    if usage.get("run_id") != run_id:
-        return TokenUsage()
-    return TokenUsage(
-        input_tokens=int(usage.get("input_tokens", 0)),
-        output_tokens=int(usage.get("output_tokens", 0)),
-        total_tokens=int(usage.get("total_tokens", 0)),
-    )
+    return TokenUsage.of(usage) if usage.get("run_id") == run_id else TokenUsage()
 
 
 class AgentHost:

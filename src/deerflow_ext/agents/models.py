@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from deerflow_ext.config.loading import ConfigError, config_line, format_problem
 from deerflow_ext.config.schema import MODEL_PURPOSES, AppConfig, ModelEntry, ModelPurpose
+from deerflow_ext.exception_text import exception_text
 
 from .model import EMBEDDED_MODEL_NAME, EmbeddedChatModel
 
@@ -112,8 +113,7 @@ def _distribution_hint(module: str) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return exception_text(exc, one_line=True)
 
 
 def _entry_problems(index: int, entry: ModelEntry) -> list[tuple[tuple[int | str, ...], str]]:

@@ -8,20 +8,20 @@ does; with no registered notification loop that observation is dropped.
 
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from deerflow_ext.extensions.observe import observe_system_call, submit_system_observation
+from deerflow_ext.extensions.observe import observe_system_call, observe_system_call_sync
 from deerflow_ext.extensions.snapshot import LoadedExtensions
-from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemModelResult, SystemOperationKind
+from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOperationKind
 
 from .models import effective_model_name
 from .prompts import render_title_prompt
 from .system_calls import system_call_config
 
-__all__ = ["clean_title", "generate_title", "generate_title_sync"]
+__all__ = ["TitleCall", "clean_title"]
 
 
 def clean_title(raw: object, *, max_chars: int) -> str | None:
@@ -34,48 +34,47 @@ def clean_title(raw: object, *, max_chars: int) -> str | None:
     return line[:max_chars].rstrip() or None
 
 
-async def generate_title(
-    model: BaseChatModel,
-    question: str,
-    answer: str,
-    *,
-    max_chars: int,
-    extensions: LoadedExtensions,
-    task_store: ExtensionData | None,
-) -> str | None:
-    """Ask ``model`` for a title of the first exchange; the prompt is one string."""
-    prompt = render_title_prompt(question, answer, max_chars=max_chars)
-    request = SystemModelRequest(messages=prompt, model_name=effective_model_name(model))
-    config = system_call_config(SystemOperationKind.TITLE)
-    response: Any = await observe_system_call(
-        extensions, task_store, SystemOperationKind.TITLE, request, lambda: model.ainvoke(prompt, config=config)
-    )
-    return clean_title(getattr(response, "content", response), max_chars=max_chars)
+@dataclass(frozen=True)
+class TitleCall:
+    """One title request for the first exchange: the prompt is one string.
+
+    Built once, then run on whichever path the graph takes: :meth:`arun` awaits observers
+    inline, :meth:`run` (no loop to await on) submits the observation.
+    """
+
+    model: BaseChatModel
+    prompt: str
+    max_chars: int
+
+    @classmethod
+    def of(cls, model: BaseChatModel, question: str, answer: str, *, max_chars: int) -> TitleCall:
+        return cls(model, render_title_prompt(question, answer, max_chars=max_chars), max_chars)
+
+    def _request(self) -> SystemModelRequest:
+        return SystemModelRequest(messages=self.prompt, model_name=effective_model_name(self.model))
+
+    def _title(self, response: Any) -> str | None:
+        return clean_title(getattr(response, "content", response), max_chars=self.max_chars)
+
+    async def arun(self, extensions: LoadedExtensions, task_store: ExtensionData | None) -> str | None:
+        response = await observe_system_call(
+            extensions,
+            task_store,
+            _KIND,
+            self._request(),
+            lambda: self.model.ainvoke(self.prompt, config=system_call_config(_KIND)),
+        )
+        return self._title(response)
+
+    def run(self, extensions: LoadedExtensions, task_store: ExtensionData | None) -> str | None:
+        response = observe_system_call_sync(
+            extensions,
+            task_store,
+            _KIND,
+            self._request(),
+            lambda: self.model.invoke(self.prompt, config=system_call_config(_KIND)),
+        )
+        return self._title(response)
 
 
-def generate_title_sync(
-    model: BaseChatModel,
-    question: str,
-    answer: str,
-    *,
-    max_chars: int,
-    extensions: LoadedExtensions,
-    task_store: ExtensionData | None,
-) -> str | None:
-    """:func:`generate_title` for the sync path; the observation is submitted, not awaited."""
-    prompt = render_title_prompt(question, answer, max_chars=max_chars)
-    config = system_call_config(SystemOperationKind.TITLE)
-    if not extensions.system_model_observers:
-        response: Any = model.invoke(prompt, config=config)
-        return clean_title(getattr(response, "content", response), max_chars=max_chars)
-    request = SystemModelRequest(messages=prompt, model_name=effective_model_name(model))
-    started = time.perf_counter()
-    try:
-        response = model.invoke(prompt, config=config)
-    except Exception as exc:
-        failed = SystemModelResult(error=exc, duration_ms=(time.perf_counter() - started) * 1000.0)
-        submit_system_observation(extensions, task_store, SystemOperationKind.TITLE, request, failed)
-        raise
-    done = SystemModelResult(response=response, duration_ms=(time.perf_counter() - started) * 1000.0)
-    submit_system_observation(extensions, task_store, SystemOperationKind.TITLE, request, done)
-    return clean_title(getattr(response, "content", response), max_chars=max_chars)
+_KIND = SystemOperationKind.TITLE

@@ -25,6 +25,7 @@ from weakref import WeakKeyDictionary
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import (
     AgentAssemblyDescriptor,
     MiddlewareDescriptor,
@@ -36,7 +37,7 @@ from deerflow_extension_api import (
 
 from .. import __version__
 from .diagnostics import log_extension_failure
-from .exits import EXTENSION_FAILURES, describe_exit
+from .exits import EXTENSION_FAILURES
 from .isolation import IsolatedMiddleware
 from .loopwatch import RunningHook, register_site
 from .metrics import time_call
@@ -101,7 +102,7 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
             if is_host_cancellation(exc):
                 raise
             log_extension_failure(
-                contribution.extension, f"on_agent_assembled raised {describe_exit(exc)}", exc=exc
+                contribution.extension, f"on_agent_assembled raised {exception_text(exc)}", exc=exc
             )
             continue
         if timing is not None:

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from deerflow_ext.exception_text import exception_text
+
 from .diagnostics import log_extension_failure
 
 __all__ = [
@@ -53,7 +55,6 @@ __all__ = [
     "InterruptWatch",
     "attribute_exit",
     "contain_exit",
-    "describe_exit",
     "exit_origin",
 ]
 
@@ -99,12 +100,6 @@ def exit_origin(exc: BaseException) -> ExitOrigin | None:
     return origin if isinstance(origin, ExitOrigin) else None
 
 
-def describe_exit(exc: BaseException) -> str:
-    """``"SystemExit: 7"``, ``"KeyboardInterrupt"`` — type and message, as log lines show them."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def contain_exit(exc: BaseException, *, where: str) -> str:
     """Log a contained process exit, attributed when its extension is known; returns the text.
 
@@ -113,12 +108,12 @@ def contain_exit(exc: BaseException, *, where: str) -> str:
     """
     origin = exit_origin(exc)
     if origin is not None:
-        text = f"{origin.hook} raised {describe_exit(exc)}"
+        text = f"{origin.hook} raised {exception_text(exc)}"
         log_extension_failure(
             origin.extension, f"{text} in {where}; contained: an extension cannot stop the Gateway", exc=exc
         )
         return f"extension {origin.extension}: {text}"
-    text = describe_exit(exc)
+    text = exception_text(exc)
     logger.error("%s raised %s outside any extension hook; contained", where, text, exc_info=exc)
     return text
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionRuntimeDeps
 
 from .diagnostics import DiagnosticsList, get_diagnostics
@@ -159,7 +160,7 @@ def _blocked(exc: BaseException, message: str) -> str:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, asyncio.CancelledError):
         return "raised CancelledError"  # the spec's wording for a self-inflicted cancellation
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return exception_text(exc)
 
 
 # -- routers --------------------------------------------------------------------------------

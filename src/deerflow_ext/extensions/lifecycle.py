@@ -74,9 +74,7 @@ class TaskBracket:
             return
         self._started = False
         try:
-            await notify_task_stop(
-                self._ext, self._task_store, self._info, self.outcome or ended, budget=self._budget
-            )
+            await notify_task_stop(self._ext, self._task_store, self._info, self.outcome or ended, budget=self._budget)
         except asyncio.CancelledError:
             raise
         except PROCESS_EXITS as exc:  # an extension's; the task has already ended

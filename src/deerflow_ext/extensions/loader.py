@@ -33,6 +33,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from deerflow_ext.config.schema import AppConfig, PluginEntry
+from deerflow_ext.exception_text import exception_text
 
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .discovery import EntryPointIndex, ResolvedExtension
@@ -92,10 +93,6 @@ def _install(resolved: ResolvedExtension, registry: HostRegistry, entry: PluginE
         raise TypeError("install() must be a plain function; it returned an awaitable")
 
 
-def _text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
 def load_extensions(
     config: AppConfig,
     *,
@@ -139,7 +136,7 @@ def load_extensions(
                 if operator.sent(exc):
                     raise
                 step = "cannot import" if resolved is None else "marker check failed for"
-                _fail(diags, entry, attribution, f"{step} {attribution}: {_text(exc)}", exc)
+                _fail(diags, entry, attribution, f"{step} {attribution}: {exception_text(exc)}", exc)
                 continue
 
             mark = registry.begin(position, entry.name, attribution, intercept=entry.intercept)
@@ -149,7 +146,7 @@ def load_extensions(
                 registry.rollback(mark)
                 if operator.sent(exc):
                     raise
-                _fail(diags, entry, attribution, f"install() failed: {_text(exc)}", exc)
+                _fail(diags, entry, attribution, f"install() failed: {exception_text(exc)}", exc)
                 continue
             except BaseException:
                 registry.rollback(mark)

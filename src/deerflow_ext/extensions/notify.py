@@ -47,6 +47,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from deerflow_ext.exception_text import exception_text
+
 from .diagnostics import log_extension_failure, logger
 from .exits import PROCESS_EXITS, attribute_exit, contain_exit
 from .loopwatch import RunningHook, register_site
@@ -248,11 +250,6 @@ def _seconds(budget: float) -> str:
     return f"{float(budget)}s"
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _report_spent(plan: _Plan, start: int, method: str, task_id: str, budget: float, *, timed_out: bool) -> None:
     """Warn for the contributor the deadline interrupted (if any) and skip every later one."""
     spent = f"the {_seconds(budget)} notification budget was spent"
@@ -411,7 +408,7 @@ def _contained(plan: _Plan, index: int, method: str, exc: BaseException) -> None
         stats.failures += 1
         if isinstance(exc, asyncio.CancelledError):
             stats.cancellations += 1
-    log_extension_failure(plan.contributions[index].extension, f"{method} raised {_describe(exc)}", exc=exc)
+    log_extension_failure(plan.contributions[index].extension, f"{method} raised {exception_text(exc)}", exc=exc)
 
 
 def _timed(fn: Callable[..., Awaitable[object]], elapsed: list[float], index: int) -> Callable[..., Awaitable[object]]:
@@ -582,7 +579,7 @@ class NotificationLoop:
         if exc is not None:
             # The coroutines submitted here isolate their own contributors; reaching this
             # means the host's wrapper itself failed.
-            logger.error("fire-and-forget notification failed: %s", _describe(exc), exc_info=exc)
+            logger.error("fire-and-forget notification failed: %s", exception_text(exc), exc_info=exc)
 
     async def run(self, coro_factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Await ``coro_factory()`` on the notification loop, from whichever loop calls.

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "observe_system_call",
+    "observe_system_call_sync",
     "submit_compaction",
     "submit_system_observation",
     "wants_compaction",
@@ -117,6 +118,33 @@ async def _notify_inline(observation: Callable[[], Coroutine[Any, Any, None]], k
         await notification_loop.run(observation)
     except PROCESS_EXITS as exc:
         contain_exit(exc, where=_what(kind))
+
+
+def observe_system_call_sync(
+    ext: LoadedExtensions,
+    task_store: ExtensionData | None,
+    kind: SystemOperationKind,
+    request: SystemModelRequest,
+    call: Callable[[], T],
+) -> T:
+    """:func:`observe_system_call` for a synchronous call (a direct ``graph.invoke``).
+
+    There is no loop to await observers on, so the finished observation is submitted
+    fire-and-forget (dropped when no notification loop is registered, as for the memory
+    bridge). Returns and raises what ``call()`` does.
+    """
+    if not ext.system_model_observers:
+        return call()
+    started = time.perf_counter()
+    try:
+        response = call()
+    except Exception as exc:
+        failed = SystemModelResult(error=exc, duration_ms=(time.perf_counter() - started) * 1000.0)
+        submit_system_observation(ext, task_store, kind, request, failed)
+        raise
+    done = SystemModelResult(response=response, duration_ms=(time.perf_counter() - started) * 1000.0)
+    submit_system_observation(ext, task_store, kind, request, done)
+    return response
 
 
 def submit_system_observation(

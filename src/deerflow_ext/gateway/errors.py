@@ -18,6 +18,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deerflow_ext.exception_text import exception_text
+
 from ..extensions.diagnostics import get_diagnostics
 from ..extensions.exits import EXTENSION_FAILURES
 from ..extensions.gateway import route_extension
@@ -113,8 +115,8 @@ class ContributedRouteErrors:
                 raise
             diagnostics = getattr(scope["app"].state, "extension_diagnostics", None)
             diagnostics = diagnostics if diagnostics is not None else get_diagnostics()
-            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            diagnostics.record(extension, "router", f"route {scope['method']} {scope['path']} raised {text}", exc=exc)
+            text = f"route {scope['method']} {scope['path']} raised {exception_text(exc)}"
+            diagnostics.record(extension, "router", text, exc=exc)
             if started:
                 raise
             await _internal_error(exc)(scope, receive, send)

@@ -330,11 +330,7 @@ class RunOut(BaseModel):
             input=stored,
             answer=record.answer,
             error=record.error,
-            token_usage=TokenUsageOut(
-                input_tokens=record.tokens.input_tokens,
-                output_tokens=record.tokens.output_tokens,
-                total_tokens=record.tokens.total_tokens,
-            ),
+            token_usage=TokenUsageOut.model_validate(record.tokens, from_attributes=True),
             started_at=record.started_at,
             finished_at=record.finished_at,
         )

@@ -20,7 +20,7 @@ from .models import (
     ThreadRow,
     ThreadStatus,
 )
-from .records import PROCESS_OWNER, HostStore, RunRecord, RunTokens, ThreadRecord, owner_is_dead
+from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadRecord, owner_is_dead
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
@@ -34,7 +34,6 @@ __all__ = [
     "RunRecord",
     "RunRow",
     "RunStatus",
-    "RunTokens",
     "SessionFactory",
     "ThreadRecord",
     "ThreadRow",

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
+from ..tokens import TokenUsage
 from .engine import SessionFactory
 from .models import THREAD_STATUS_AFTER, RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
 
@@ -24,7 +25,6 @@ __all__ = [
     "PROCESS_OWNER",
     "HostStore",
     "RunRecord",
-    "RunTokens",
     "ThreadQuery",
     "ThreadRecord",
     "owner_is_dead",
@@ -79,13 +79,6 @@ class ThreadRecord:
 
 
 @dataclass(frozen=True)
-class RunTokens:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-
-
-@dataclass(frozen=True)
 class RunRecord:
     id: str
     thread_id: str
@@ -94,7 +87,7 @@ class RunRecord:
     input: dict[str, Any]
     answer: str | None
     error: str | None
-    tokens: RunTokens
+    tokens: TokenUsage
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -110,7 +103,7 @@ class RunRecord:
             dict(row.input or {}),
             row.answer,
             row.error,
-            RunTokens(row.input_tokens, row.output_tokens, row.total_tokens),
+            TokenUsage.of(row),
             row.created_at,
             row.started_at,
             row.finished_at,
@@ -254,7 +247,7 @@ class HostStore:
         outcome: str | None,
         answer: str | None = None,
         error: str | None = None,
-        tokens: RunTokens | None = None,
+        tokens: TokenUsage | None = None,
         thread_id: str | None = None,
         thread_status: str | None = None,
         title: str | None = None,
@@ -274,11 +267,7 @@ class HostStore:
         if answer is not None:
             values["answer"] = answer
         if tokens is not None:
-            values.update(
-                input_tokens=tokens.input_tokens,
-                output_tokens=tokens.output_tokens,
-                total_tokens=tokens.total_tokens,
-            )
+            values.update(dataclasses.asdict(tokens))
         async with self.session_factory.begin() as session:
             await session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
             if thread_id is not None and thread_status is not None:

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from ..agents.host import LeadRunRequest
@@ -36,7 +37,8 @@ from ..extensions.exits import PROCESS_EXITS, contain_exit
 from ..extensions.lifecycle import TaskBracket, task_bracket
 from ..extensions.snapshot import publish_snapshot
 from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
-from ..persistence.records import HostStore, RunTokens
+from ..persistence.records import HostStore
+from ..tokens import TokenUsage
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
 from .metrics import record_run
@@ -135,15 +137,6 @@ def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
     )
 
 
-def _tokens(result: Any) -> RunTokens:
-    usage = getattr(result, "token_usage", None)
-    return RunTokens(
-        int(getattr(usage, "input_tokens", 0) or 0),
-        int(getattr(usage, "output_tokens", 0) or 0),
-        int(getattr(usage, "total_tokens", 0) or 0),
-    )
-
-
 def _absorb_cancel() -> None:
     # Every pending cancel request is absorbed: notify decides a contributor's
     # CancelledError by ``Task.cancelling()``, and a leftover count would make a
@@ -156,10 +149,6 @@ def _absorb_cancel() -> None:
 def _cancel_pending() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) -> None:
@@ -198,7 +187,7 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             logger.exception("run %s could not be admitted", handle.run_id)
             status, outcome = RunStatus.ERROR, TaskOutcome.FAILED
             await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
-            await _persist_unstarted(handle, deps, status=status, error=f"not admitted: {_error_text(exc)}")
+            await _persist_unstarted(handle, deps, status=status, error=f"not admitted: {exception_text(exc)}")
     finally:
         record_run(outcome.value, None if started is None else time.monotonic() - started)
         handle.phase = RunPhase.DONE
@@ -290,7 +279,7 @@ async def _run(
         logger.warning(
             "run %s failed: %s",
             handle.run_id,
-            _error_text(exc),
+            exception_text(exc),
             exc_info=exc if logger.isEnabledFor(logging.DEBUG) else None,
         )
         status, outcome, error = RunStatus.ERROR, TaskOutcome.FAILED, exc
@@ -316,7 +305,7 @@ async def _persist(
     # A database failure here is logged, not raised: on_task_stop must still run, and the
     # startup recovery marks a row stuck in "running" as interrupted on the next start.
     if error is not None and error_text is None:
-        error_text = "interrupted" if status is RunStatus.INTERRUPTED else _error_text(error)
+        error_text = "interrupted" if status is RunStatus.INTERRUPTED else exception_text(error)
     try:
         await deps.store.finish_run(
             handle.run_id,
@@ -324,7 +313,7 @@ async def _persist(
             outcome=outcome.value,
             answer=getattr(result, "answer", None),
             error=error_text,
-            tokens=_tokens(result) if result is not None else None,
+            tokens=TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None,
             thread_id=handle.thread_id,
             thread_status=THREAD_STATUS_AFTER[status].value,
             title=getattr(result, "title", None),

@@ -14,6 +14,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from deerflow_ext.exception_text import exception_text
+
 from ..model import TransientModelError
 
 __all__ = ["LLMErrorHandlingMiddleware", "ToolErrorHandlingMiddleware", "describe_failure", "is_transient"]
@@ -46,10 +48,7 @@ def is_transient(exc: BaseException) -> bool:
 
 def describe_failure(exc: BaseException, *, limit: int = 300) -> str:
     """``TypeName: message`` on one line, bounded: provider errors embed whole JSON bodies."""
-    text = " ".join(str(exc).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return exception_text(exc, one_line=True, limit=limit)
 
 
 class LLMErrorHandlingMiddleware(AgentMiddleware):

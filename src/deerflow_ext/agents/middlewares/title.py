@@ -10,10 +10,10 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow_ext.config.schema import TitleConfig
-from deerflow_ext.extensions.snapshot import resolve_run_extensions
-from deerflow_extension_api import task_store_from_runtime
+from deerflow_ext.extensions.snapshot import LoadedExtensions, resolve_run_extensions
+from deerflow_extension_api import ExtensionData, task_store_from_runtime
 
-from ..title import generate_title, generate_title_sync
+from ..title import TitleCall
 from .state import HostState
 
 __all__ = ["TitleMiddleware"]
@@ -45,33 +45,25 @@ class TitleMiddleware(AgentMiddleware[HostState, Any]):
     def release_policy_parameters(self) -> dict[str, object]:
         return {"enabled": self.config.enabled, "max_chars": self.config.max_chars}
 
-    def _pending(self, state: HostState) -> tuple[str, str] | None:
+    def _pending(self, state: HostState) -> TitleCall | None:
         if not self.config.enabled or state.get("title"):
             return None
-        return _first_exchange(state["messages"])
+        exchange = _first_exchange(state["messages"])
+        return None if exchange is None else TitleCall.of(self.model, *exchange, max_chars=self.config.max_chars)
 
     def after_agent(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        exchange = self._pending(state)
-        if exchange is None:
-            return None
-        title = generate_title_sync(
-            self.model,
-            *exchange,
-            max_chars=self.config.max_chars,
-            extensions=resolve_run_extensions(getattr(runtime, "context", None)),
-            task_store=task_store_from_runtime(runtime),
-        )
-        return {"title": title} if title else None
+        call = self._pending(state)
+        return None if call is None else _update(call.run(*_run_scope(runtime)))
 
     async def aafter_agent(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        exchange = self._pending(state)
-        if exchange is None:
-            return None
-        title = await generate_title(
-            self.model,
-            *exchange,
-            max_chars=self.config.max_chars,
-            extensions=resolve_run_extensions(getattr(runtime, "context", None)),
-            task_store=task_store_from_runtime(runtime),
-        )
-        return {"title": title} if title else None
+        call = self._pending(state)
+        return None if call is None else _update(await call.arun(*_run_scope(runtime)))
+
+
+def _run_scope(runtime: Runtime[Any]) -> tuple[LoadedExtensions, ExtensionData | None]:
+    """The run's extension snapshot and task store, read from its runtime."""
+    return resolve_run_extensions(getattr(runtime, "context", None)), task_store_from_runtime(runtime)
+
+
+def _update(title: str | None) -> dict[str, Any] | None:
+    return {"title": title} if title else None

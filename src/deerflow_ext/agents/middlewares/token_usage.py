@@ -9,6 +9,7 @@ from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from deerflow_ext.tokens import TOKEN_KEYS
 from deerflow_extension_api import HostPolicySnapshot
 
 from ..context import context_value
@@ -18,12 +19,9 @@ __all__ = ["TokenBudgetMiddleware", "TokenUsageMiddleware", "add_usage"]
 
 logger = logging.getLogger(__name__)
 
-_KEYS = ("input_tokens", "output_tokens", "total_tokens")
-
-
 def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, int]:
-    base = {key: int((total or {}).get(key, 0) or 0) for key in _KEYS}
-    for key in _KEYS:
+    base = {key: int((total or {}).get(key, 0) or 0) for key in TOKEN_KEYS}
+    for key in TOKEN_KEYS:
         base[key] += int((usage or {}).get(key, 0) or 0)
     return base
 
