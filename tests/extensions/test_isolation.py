@@ -12,7 +12,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.isolation import IsolatedMiddleware, implemented_hooks
+from deerflow_ext.extensions.hooks import implemented_hooks
+from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from extensions.isolation_helpers import (
     EXT,
     call_echo,
@@ -585,7 +586,7 @@ class ToolsPropertyRaises(WrapsModel):
 
 
 def test_fusing_builds_new_wrappers_and_asks_the_extension_nothing_again(diagnostics: DiagnosticsList) -> None:
-    from deerflow_ext.extensions.isolation import fuse_wrap_only_runs
+    from deerflow_ext.extensions.fusion import fuse_wrap_only_runs
 
     originals = [
         IsolatedMiddleware(WrapsModel(), extension=EXT, index=1, diagnostics=diagnostics),

@@ -411,7 +411,8 @@ async def test_fused_and_carried_members_observe_only_too(
     mode: str, arrangement: str, diagnostics: DiagnosticsList
 ) -> None:
     from deerflow_ext.extensions.carry import carry_fused_groups
-    from deerflow_ext.extensions.isolation import fuse_wrap_only_runs, implemented_hooks
+    from deerflow_ext.extensions.fusion import fuse_wrap_only_runs
+    from deerflow_ext.extensions.hooks import implemented_hooks
 
     members = [isolate(ReplacesResult(), diagnostics), isolate(RewritesRequest(), diagnostics, index=2)]
     stack: list[Any] = [HostLayer(), *members]

@@ -37,7 +37,8 @@ from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions import stack as stack_module
 from deerflow_ext.extensions.assembly import describe_middleware
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.isolation import WRAP_HOOK_PAIRS, IsolatedMiddleware, implemented_hooks
+from deerflow_ext.extensions.hooks import WRAP_HOOK_PAIRS, implemented_hooks
+from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.stack import compose_middleware_stack

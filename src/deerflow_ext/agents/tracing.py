@@ -10,7 +10,8 @@ still pays two thread-pool round trips per layer — about a tenth of a millisec
 largest per-layer cost of a run, and the cost that grows with every contributed layer.
 
 langsmith provides a public hook for its async-to-thread step
-(``langsmith.set_runtime_overrides``). The host installs one that runs the step inline, in
+(``langsmith.set_runtime_overrides``); reading back the override installed before ours is
+private, and goes through ``adapters/langsmith_private.py``. The host installs one that runs the step inline, in
 the context langsmith gave it, when tracing is not enabled in that context, and defers to
 langsmith's default (or to an override installed before ours) whenever it is. Traced runs
 are unchanged; untraced runs skip the round trips and the extra task.
@@ -22,6 +23,8 @@ import contextvars
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from deerflow_ext.adapters.langsmith_private import UNREADABLE, installed_aio_to_thread
 
 __all__ = ["install_inline_untraced_bookkeeping"]
 
@@ -44,10 +47,11 @@ def install_inline_untraced_bookkeeping() -> bool:
         try:
             import langsmith
             from langsmith import utils as langsmith_utils
-            from langsmith._runtime_overrides import get_runtime_overrides
-        except ImportError:  # an older langsmith: keep its default behaviour
+        except ImportError:
             return False
-        previous = get_runtime_overrides().aio_to_thread
+        previous = installed_aio_to_thread()
+        if previous is UNREADABLE or not hasattr(langsmith, "set_runtime_overrides"):
+            return False  # an older langsmith: keep its default behaviour (adapters/langsmith_private.py)
         tracing_is_enabled = langsmith_utils.tracing_is_enabled
 
         async def aio_to_thread(

@@ -1,6 +1,6 @@
 """Run a fused group inside the host wrap layer just before it, instead of as a layer of its own.
 
-Fusing (:func:`~.isolation.fuse_wrap_only_runs`) makes a run of wrap-only contributions one
+Fusing (:func:`~.fusion.fuse_wrap_only_runs`) makes a run of wrap-only contributions one
 LangChain layer. Even so, ``create_agent`` pays for that layer at every construction: it
 decorates each of the layer's four wrap hooks with langsmith's ``traceable`` (two
 ``inspect.signature`` calls and several ``functools.wraps`` each, ~30 µs), and it normalises
@@ -22,8 +22,9 @@ would have named it (``<head name>.<hook>``), with the same input scrubbing and 
 trace policy, through a ``traceable`` made once per hook for the process instead of per
 construction. The span nests under the host layer's span, as the separate layer's did.
 
-Everything here uses LangChain's private composers and trace helpers; without them nothing
-is carried and every group stays a layer.
+Everything here uses LangChain's private composers and trace helpers
+(``adapters/langchain_private.py``); without them nothing is carried and every group stays a
+layer.
 """
 
 from __future__ import annotations
@@ -35,15 +36,12 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from .isolation import (
-    _COMPOSERS,
-    WRAP_HOOK_PAIRS,
-    IsolatedMiddleware,
-    _agroup_method,
-    _group_head_class,
-    _group_member_class,
-    _group_method,
-)
+from deerflow_ext.adapters.langchain_private import wrap_trace_kwargs
+
+from .fusion import COMPOSERS, rewrapped
+from .hooks import WRAP_HOOK_PAIRS
+from .isolation import IsolatedMiddleware
+from .mirror import agroup_method, group_head_class, group_member_class, group_method
 
 __all__ = ["carry_fused_groups"]
 
@@ -52,12 +50,12 @@ def carry_fused_groups(stack: Sequence[Any]) -> list[Any]:
     """``stack`` with each fused group carried by the host layer before it, axis by axis.
 
     Called once on the validated, final stack. Membership and order are unchanged; a carrier
-    is replaced by a copy of itself, the group head (created by this composition) by itself
-    with fewer hooks.
+    is replaced by a copy of itself, the group head (created by this composition) by a copy
+    exposing fewer hooks.
     """
     traced = _traced_group_hooks()
     result = list(stack)
-    if _COMPOSERS is None or traced is None:
+    if COMPOSERS is None or traced is None:
         return result
     for index, head in enumerate(result):
         if not isinstance(head, IsolatedMiddleware) or not head.fused_group:
@@ -71,13 +69,27 @@ def carry_fused_groups(stack: Sequence[Any]) -> list[Any]:
             carrier = copy.copy(result[at])
             for hook in pair:
                 carried = _carried(traced[hook], head, hook)
-                setattr(carrier, hook, _COMPOSERS[hook]([getattr(carrier, hook), carried]))
+                setattr(carrier, hook, COMPOSERS[hook]([getattr(carrier, hook), carried]))
             result[at] = carrier
         if len(kept) < len(head._group_axes):
-            inner_cls = type(head.inner)
-            head.__class__ = _group_head_class(inner_cls, tuple(kept)) if kept else _group_member_class(inner_cls)
-            head._group_axes = tuple(kept)
+            result[index] = _exposing(head, tuple(kept))
     return result
+
+
+def _exposing(head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...]) -> IsolatedMiddleware:
+    """A copy of group ``head`` whose class exposes only ``axes`` (none: a plain member).
+
+    A copy rather than a class swap on the head itself: the carried chains keep calling the
+    original head, whose class still runs the whole group.
+    """
+    inner_cls = type(head.inner)
+    if axes:
+        exposed = rewrapped(head, group_head_class(IsolatedMiddleware, inner_cls, axes))
+    else:
+        exposed = rewrapped(head, group_member_class(IsolatedMiddleware, inner_cls))
+    exposed._group_axes = axes
+    exposed._fused_group = (exposed, *head.fused_group[1:])
+    return exposed
 
 
 def _nearest_layer(stack: Sequence[Any], index: int, pair: tuple[str, str]) -> int | None:
@@ -118,18 +130,19 @@ def _traced_group_hooks() -> Mapping[str, Callable[..., Any]] | None:
     Two threads racing on the first call would each build an equal table; either is kept.
     """
     try:
-        from langchain.agents.factory import _wrap_trace_kwargs
         from langsmith import traceable
     except ImportError:
         return None
-    kwargs = _wrap_trace_kwargs(AgentMiddleware())
+    kwargs = wrap_trace_kwargs(AgentMiddleware())
+    if kwargs is None:
+        return None
     scrub = kwargs["process_inputs"]
 
     def process_inputs(inputs: dict[str, Any]) -> Any:
         return scrub({key: value for key, value in inputs.items() if key != "self"})
 
     decorate = traceable(process_inputs=process_inputs, process_outputs=kwargs["process_outputs"])
-    # The head's own group methods (isolation.py), now called with the head passed in.
-    return {sync: decorate(_group_method(sync)) for sync, _ in WRAP_HOOK_PAIRS} | {
-        asynchronous: decorate(_agroup_method(asynchronous)) for _, asynchronous in WRAP_HOOK_PAIRS
+    # The head's own group methods (mirror.py), now called with the head passed in.
+    return {sync: decorate(group_method(sync)) for sync, _ in WRAP_HOOK_PAIRS} | {
+        asynchronous: decorate(agroup_method(asynchronous)) for _, asynchronous in WRAP_HOOK_PAIRS
     }

@@ -24,12 +24,15 @@ and attributed by the Gateway's error layer instead of reaching the server as a 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi.routing import APIWebSocketRoute
+from starlette.routing import Mount, WebSocketRoute
+
+from deerflow_ext.adapters.fastapi_private import included_router, is_default_lifespan, merged_lifespan_parts
 from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionRuntimeDeps
 
@@ -225,10 +228,9 @@ def _methods(route: Any) -> frozenset[str]:
 def _flatten(routes: Iterable[Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
     """(full path, route) for every route, descending into included routers."""
     for route in routes:
-        original = getattr(route, "original_router", None)  # FastAPI's _IncludedRouter
-        if original is not None:
-            context = getattr(route, "include_context", None)
-            inner_prefix = getattr(context, "prefix", "") or ""
+        included = included_router(route)
+        if included is not None:
+            original, inner_prefix = included
             yield from _flatten(original.routes, prefix + inner_prefix)
             continue
         yield prefix + getattr(route, "path", ""), route
@@ -251,33 +253,30 @@ def _default_lifespan(router: Any) -> bool:
 def _has_own_lifespan(lifespan: Any) -> bool:
     """Whether ``lifespan`` runs code of the extension's own.
 
-    Starlette and FastAPI install a private ``_DefaultLifespan`` when no lifespan was given
-    (it runs only ``on_startup``/``on_shutdown`` handlers, which are checked separately).
-    ``include_router`` replaces the parent's lifespan with a closure merging the parent's and
-    the child's, so a router that merely includes another one would otherwise look like it
-    carried a lifespan: we look through that closure. Anything we cannot see through is
-    treated as the extension's own — refusing a harmless router is the safe mistake.
+    Starlette installs a stand-in when no lifespan was given (it runs only
+    ``on_startup``/``on_shutdown`` handlers, which are checked separately), and
+    ``include_router`` replaces the parent's lifespan with one merging the parent's and the
+    child's, so a router that merely includes another one would otherwise look like it
+    carried a lifespan: we look through both (``adapters/fastapi_private.py``). Anything we
+    cannot see through is treated as the extension's own — refusing a harmless router is the
+    safe mistake.
     """
-    if lifespan is None or type(lifespan).__name__ == "_DefaultLifespan":
+    if lifespan is None or is_default_lifespan(lifespan):
         return False
-    merged = getattr(lifespan, "__wrapped__", None)
-    if merged is not None and merged.__qualname__.endswith("_merge_lifespan_context.<locals>.merged_lifespan"):
-        parts = inspect.getclosurevars(merged).nonlocals
-        if {"original_context", "nested_context"} <= parts.keys():
-            return _has_own_lifespan(parts["original_context"]) or _has_own_lifespan(parts["nested_context"])
+    parts = list(merged_lifespan_parts(lifespan))
+    if parts:
+        return any(_has_own_lifespan(part) for part in parts)
     return True
 
 
 def _rejection(router: Any, taken: Sequence[RouteKey]) -> tuple[str | None, list[RouteKey]]:
-    from starlette.routing import Mount, WebSocketRoute
-
     if getattr(router, "on_startup", None) or getattr(router, "on_shutdown", None):
         return "it registers startup/shutdown handlers; use a service instead", []
     if not _default_lifespan(router):
         return "it has a lifespan; use a service instead", []
     mine: list[RouteKey] = []
     for path, route in _flatten(router.routes):
-        if isinstance(route, WebSocketRoute) or type(route).__name__ == "APIWebSocketRoute":
+        if isinstance(route, WebSocketRoute | APIWebSocketRoute):
             return f"it holds a WebSocket route ({path}); WebSocket routes are not supported", []
         if isinstance(route, Mount):
             return f"it holds a Mount ({path or '/'}); mounted sub-applications are not supported", []

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import importlib_metadata
 
+from deerflow_ext.adapters.importlib_metadata_private import metadata_directory
 from deerflow_ext.config.editing import (
     ConfigEditError,
     add_plugin,
@@ -115,7 +116,7 @@ def canonical(name: str) -> str:
 
 def _marker(dist: object) -> str:
     # A reinstall at the same version writes a new .dist-info; its inode/mtime tell it apart.
-    path = getattr(dist, "_path", None)
+    path = metadata_directory(dist)
     if path is None:
         return ""
     try:

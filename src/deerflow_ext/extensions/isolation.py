@@ -1,21 +1,13 @@
 """``IsolatedMiddleware``: a contributed middleware that cannot take a run down with it.
 
 Every middleware an extension contributes is wrapped before it reaches ``create_agent``.
-The wrapper has three jobs:
+The wrapper's rules:
 
-* **Look exactly like the inner middleware to LangChain.** ``create_agent`` decides which
-  graph nodes and wrapper chains to build by comparing *class attributes* against
-  ``AgentMiddleware``'s (``m.__class__.before_model is not AgentMiddleware.before_model``).
-  A single wrapper class that defined every hook would add a node for every hook of every
-  contribution, and a wrapper that defined none would hide them all. So one subclass is
-  generated per inner class, defining precisely the hooks the inner class overrides, with
-  ``__can_jump_to__`` copied so conditional edges survive. ``tools``, ``state_schema``,
-  ``transformers`` and ``trace_policy`` are mirrored from the instance.
-* **Complete the sync/async pair.** LangChain treats ``wrap_model_call``/``awrap_model_call``
-  (and the tool pair) as one capability: a middleware that defines only one side is put in
-  *both* chains, and the missing side raises ``NotImplementedError`` on that execution path.
-  The wrapper gives the missing side a pass-through, so a sync-only extension does not break
-  ``ainvoke`` (it simply does not observe it — implement both sides to observe both paths).
+* **Look exactly like the inner middleware to LangChain**, hook for hook: the wrapper's
+  class is generated per inner class (``mirror.py``), which also completes a one-sided
+  sync/async wrap pair with a pass-through (a sync-only extension does not break
+  ``ainvoke``; it simply does not observe it). ``tools``, ``state_schema``,
+  ``transformers`` and ``trace_policy`` are mirrored from the instance, here.
 * **Observe, never decide** (DeerFlow's ``IsolatedMiddleware`` guarantee). A contributed
   wrap hook sees the call; it does not get to change it. The handler it is given always runs
   the host's *original* request, whatever the extension passes it; the wrap hook's own
@@ -34,9 +26,8 @@ The wrapper has three jobs:
   stopped deciding would be a security hole, so these fail **closed**: an exception of the
   extension's own (or a result LangChain cannot take) is one attributed diagnostic line and
   then fails the run.
-* **Cost one LangChain layer per run of wrap-only wrappers**, not one per wrapper:
-  :func:`fuse_wrap_only_runs` (called by the composition point) lets the first wrapper of
-  such a run call every member's own isolated wrap hook; see the section at the end.
+* **Cost one LangChain layer per run of wrap-only wrappers**, not one per wrapper: that is
+  ``fusion.py``'s job (and ``carry.py``'s), on wrappers made here.
 * **Judge a CancelledError by its origin** (spec, Cancellation; see ``origin.py``). One the
   extension raised itself — an internal timeout built on cancellation — is contained like
   any other failure: otherwise it would end an otherwise healthy run as an error. A genuine
@@ -50,13 +41,9 @@ The wrapper has three jobs:
 from __future__ import annotations
 
 import asyncio
-import functools
-import re
-import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
-from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
@@ -66,40 +53,17 @@ from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .exits import EXTENSION_FAILURES
+from .hooks import node_slug
 from .loopwatch import DOWNSTREAM, RunningHook, register_site
 from .metrics import HookStats, hook_label, hook_stats, metrics_enabled
+from .mirror import isolated_class
 from .origin import is_host_cancellation
 
 if TYPE_CHECKING:
     from deerflow_extension_api import Placement
 
-__all__ = [
-    "STATE_HOOKS",
-    "WRAP_HOOK_PAIRS",
-    "IsolatedMiddleware",
-    "fuse_wrap_only_runs",
-    "implemented_hooks",
-    "node_slug",
-]
+__all__ = ["IsolatedMiddleware", "RepeatedHandlerCall"]
 
-#: The node hooks (``before_*`` / ``after_*``), each with its own sync and async side.
-STATE_HOOKS: tuple[str, ...] = (
-    "before_agent",
-    "abefore_agent",
-    "before_model",
-    "abefore_model",
-    "after_model",
-    "aafter_model",
-    "after_agent",
-    "aafter_agent",
-)
-#: Wrap hooks as (sync, async) pairs LangChain treats as one capability.
-WRAP_HOOK_PAIRS: tuple[tuple[str, str], ...] = (
-    ("wrap_model_call", "awrap_model_call"),
-    ("wrap_tool_call", "awrap_tool_call"),
-)
-
-_ASYNC_STATE_HOOKS = frozenset(STATE_HOOKS[1::2])
 _PHASE = "middleware"
 _MISSING: Any = object()
 _MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
@@ -108,22 +72,6 @@ _TOOL_RESULTS = (ToolMessage, Command)
 # (``is_host_cancellation`` sends a real cancellation of the run on), and the process exits
 # (exits.py: an extension cannot stop the Gateway).
 _CONTAINED = EXTENSION_FAILURES
-
-
-def implemented_hooks(cls: type) -> frozenset[str]:
-    """The hook names ``cls`` overrides, exactly as ``create_agent`` would detect them."""
-    names = [*STATE_HOOKS, *(hook for pair in WRAP_HOOK_PAIRS for hook in pair)]
-    return frozenset(name for name in names if getattr(cls, name, None) is not getattr(AgentMiddleware, name))
-
-
-@functools.lru_cache(maxsize=1024)
-def node_slug(text: str) -> str:
-    """A graph-node-safe fragment: LangGraph reserves ``|`` and ``:`` in node names.
-
-    Memoised: the same extension and class names are slugged for every contribution of
-    every construction, four times each.
-    """
-    return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"
 
 
 _perf_counter = time.perf_counter
@@ -210,7 +158,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     _hooks: ClassVar[frozenset[str]] = frozenset()
     _fused_group: tuple[IsolatedMiddleware, ...] = ()
-    _group_calls: _GroupChains
+    _group_calls: Any  # fusion.GroupChains, on a group head
     _group_axes: tuple[tuple[str, str], ...] = ()
 
     def __new__(
@@ -228,7 +176,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if isinstance(inner, IsolatedMiddleware):
             raise TypeError("middleware is already isolated")
         if cls is IsolatedMiddleware:
-            cls = _isolated_class_for(type(inner))
+            cls = isolated_class(IsolatedMiddleware, type(inner))
         return object.__new__(cls)
 
     def __init__(
@@ -290,7 +238,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         """The hooks the inner middleware implements, as ``create_agent`` would detect them.
 
         The same whether or not this wrapper is part of a fused group (see
-        :func:`fuse_wrap_only_runs`), where its class may expose more hooks (a group head) or
+        :func:`~.fusion.fuse_wrap_only_runs`), where its class may expose more hooks (a group head) or
         none (a member the head runs); ordering checks read this, not the class.
         """
         return type(self)._hooks
@@ -511,265 +459,3 @@ _VALID_RESULTS: dict[str, tuple[type, ...]] = {
     "wrap_tool_call": _TOOL_RESULTS,
     "awrap_tool_call": _TOOL_RESULTS,
 }
-
-
-# -- per-class generation --------------------------------------------------------------------
-_classes: WeakKeyDictionary[type, type[IsolatedMiddleware]] = WeakKeyDictionary()
-_classes_lock = threading.Lock()
-
-
-def _isolated_class_for(inner_cls: type) -> type[IsolatedMiddleware]:
-    with _classes_lock:
-        cls = _classes.get(inner_cls)
-        if cls is None:
-            cls = _build_class(inner_cls)
-            _classes[inner_cls] = cls
-        return cls
-
-
-def _build_class(inner_cls: type) -> type[IsolatedMiddleware]:
-    hooks = implemented_hooks(inner_cls)
-    namespace: dict[str, Any] = {"_hooks": hooks, "__module__": __name__, "__qualname__": ""}
-    for hook in STATE_HOOKS:
-        if hook in hooks:
-            namespace[hook] = _state_method(hook, is_async=hook in _ASYNC_STATE_HOOKS)
-    for sync_hook, async_hook in WRAP_HOOK_PAIRS:
-        if sync_hook not in hooks and async_hook not in hooks:
-            continue
-        sync_impl = _wrap_method if sync_hook in hooks else _sync_pass_through
-        async_impl = _awrap_method if async_hook in hooks else _async_pass_through
-        namespace[sync_hook] = sync_impl(sync_hook)
-        namespace[async_hook] = async_impl(async_hook)
-    for hook in hooks:
-        jump = getattr(getattr(inner_cls, hook, None), "__can_jump_to__", None)
-        if jump is not None and hook in namespace:
-            namespace[hook].__can_jump_to__ = list(jump)
-    name = f"Isolated{inner_cls.__name__}"
-    namespace["__qualname__"] = name
-    return type(name, (IsolatedMiddleware,), namespace)
-
-
-def _state_method(hook: str, *, is_async: bool) -> Callable[..., Any]:
-    if is_async:
-
-        async def async_hook(self: IsolatedMiddleware, state: Any, runtime: Any) -> Any:
-            return await self._arun_state_hook(hook, state, runtime)
-
-        async_hook.__name__ = hook
-        return async_hook
-
-    def sync_hook(self: IsolatedMiddleware, state: Any, runtime: Any) -> Any:
-        return self._run_state_hook(hook, state, runtime)
-
-    sync_hook.__name__ = hook
-    return sync_hook
-
-
-def _wrap_method(hook: str) -> Callable[..., Any]:
-    def wrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return self._run_wrap_hook(hook, request, handler)
-
-    wrap.__name__ = hook
-    return wrap
-
-
-def _awrap_method(hook: str) -> Callable[..., Any]:
-    async def awrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await self._arun_wrap_hook(hook, request, handler)
-
-    awrap.__name__ = hook
-    return awrap
-
-
-def _sync_pass_through(hook: str) -> Callable[..., Any]:
-    def pass_through(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return handler(request)
-
-    pass_through.__name__ = hook
-    return pass_through
-
-
-def _async_pass_through(hook: str) -> Callable[..., Any]:
-    async def pass_through(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await handler(request)
-
-    pass_through.__name__ = hook
-    return pass_through
-
-
-# -- fusing runs of wrap-only wrappers into one LangChain layer ------------------------------
-#
-# ``create_agent`` pays per middleware *layer*: it decorates every wrap hook with langsmith's
-# ``traceable`` (an ``inspect.signature`` per hook at build time; on the async path two
-# thread-pool hops and a task per call, even with tracing off), and each layer is one more
-# link in the composed chain. Ten no-op wrap-only contributions cost a lead run ~5 ms of
-# construction and ~0.3 ms per layer per model call. A run of consecutive wrappers in one
-# placement that only wrap (no node hooks, tools, state schema, transformers or trace policy
-# of their own) is therefore handed to LangChain as one layer: the first wrapper of the run
-# (the *head*) exposes the run's wrap hooks and calls every member's own isolated wrap hook
-# through LangChain's own composers, so nesting, result normalisation and command
-# accumulation between members are exactly what they were as separate layers; the other
-# members stay in the stack in their place (attribution, descriptor, ordering, node names)
-# but expose no hook, so LangChain builds nothing for them. Every member is still isolated
-# and attributed separately. What changes: LangSmith records one span per group, named
-# after the head, instead of one per member.
-
-_WRAP_HOOKS = frozenset(hook for pair in WRAP_HOOK_PAIRS for hook in pair)
-
-
-def _langchain_composers() -> Mapping[str, Callable[[Any], Any]] | None:
-    try:
-        from langchain.agents.factory import (
-            _chain_async_model_call_handlers,
-            _chain_async_tool_call_wrappers,
-            _chain_model_call_handlers,
-            _chain_tool_call_wrappers,
-        )
-    except ImportError:  # a LangChain without them: no fusing, every wrapper its own layer
-        return None
-    return {
-        "wrap_model_call": _chain_model_call_handlers,
-        "awrap_model_call": _chain_async_model_call_handlers,
-        "wrap_tool_call": _chain_tool_call_wrappers,
-        "awrap_tool_call": _chain_async_tool_call_wrappers,
-    }
-
-
-_COMPOSERS = _langchain_composers()
-
-
-def _fusible(mw: Any) -> bool:
-    cls = type(mw)
-    return (
-        isinstance(mw, IsolatedMiddleware)
-        and not mw._fused_group
-        and cls is _classes.get(type(mw._inner))  # a plain per-class wrapper, not a member
-        and bool(mw.wrapped_hooks)
-        and mw.wrapped_hooks <= _WRAP_HOOKS
-        and not mw.tools
-        and mw.state_schema is AgentMiddleware.state_schema  # type: ignore[misc]
-        and not mw.transformers
-        and mw.trace_policy is None
-    )
-
-
-def fuse_wrap_only_runs(stack: Sequence[Any]) -> list[Any]:
-    """``stack`` with each run of two or more consecutive fusible wrappers in one placement
-    handed to LangChain as one layer (see above). Order and membership are unchanged: the
-    result holds a wrapper for every entry of ``stack``, at the same index."""
-    if _COMPOSERS is None:
-        return list(stack)
-    result: list[Any] = []
-    run: list[IsolatedMiddleware] = []
-
-    def flush() -> None:
-        result.extend(_fused(run) if len(run) > 1 else run)
-        run.clear()
-
-    for mw in stack:
-        if not _fusible(mw):
-            flush()
-            result.append(mw)
-            continue
-        if run and mw.placement is not run[0].placement:
-            flush()
-        run.append(mw)
-    flush()
-    return result
-
-
-def _fused(run: Sequence[IsolatedMiddleware]) -> list[IsolatedMiddleware]:
-    assert _COMPOSERS is not None
-    head_inner = type(run[0]._inner)
-    hooks = frozenset().union(*(mw.wrapped_hooks for mw in run))
-    axes = tuple(pair for pair in WRAP_HOOK_PAIRS if hooks & set(pair))
-    head = _clone(run[0], _group_head_class(head_inner, axes))
-    members = [head, *(_clone(mw, _group_member_class(type(mw._inner))) for mw in run[1:])]
-    head._group_calls = _GroupChains(
-        {pair: [mw for mw in members if mw.wrapped_hooks & set(pair)] for pair in axes}
-    )
-    head._fused_group = tuple(members)
-    head._group_axes = axes
-    return members
-
-
-class _GroupChains:
-    """A fused group's composed chain for each wrap hook, composed when that hook first runs.
-
-    Speed: composing a chain through LangChain's composer costs tens of microseconds per
-    hook per construction, and most chains never run: the async path never calls the sync
-    pair, and a run that calls no tool never calls the tool pair. The chain is the same
-    whenever it is composed (the members are fixed when the group is); two threads racing
-    on a first call would each compose an equal chain, and either may be kept.
-    """
-
-    __slots__ = ("_chains", "_members")
-
-    def __init__(self, members: Mapping[tuple[str, str], Sequence[IsolatedMiddleware]]) -> None:
-        self._members = {hook: on_axis for pair, on_axis in members.items() for hook in pair}
-        self._chains: dict[str, Callable[..., Any]] = {}
-
-    def __getitem__(self, hook: str) -> Callable[..., Any]:
-        chain = self._chains.get(hook)
-        if chain is None:
-            assert _COMPOSERS is not None
-            # Each member's own isolated hook (its per-class wrapper's), bound to it.
-            chain = _COMPOSERS[hook](
-                [getattr(_classes[type(mw._inner)], hook).__get__(mw) for mw in self._members[hook]]
-            )
-            self._chains[hook] = chain
-        return chain
-
-
-def _clone(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
-    # A new wrapper of ``cls`` over the same state: nothing is mirrored from the extension
-    # again (a raising property would be reported twice), and the caller's objects are left
-    # as they were.
-    clone = object.__new__(cls)
-    clone.__dict__.update(mw.__dict__)
-    return clone
-
-
-_heads: WeakKeyDictionary[type, dict[tuple[tuple[str, str], ...], type[IsolatedMiddleware]]] = WeakKeyDictionary()
-_members: WeakKeyDictionary[type, type[IsolatedMiddleware]] = WeakKeyDictionary()
-
-
-def _group_head_class(inner_cls: type, axes: tuple[tuple[str, str], ...]) -> type[IsolatedMiddleware]:
-    with _classes_lock:
-        by_axes = _heads.setdefault(inner_cls, {})
-        cls = by_axes.get(axes)
-        if cls is None:
-            namespace: dict[str, Any] = {"_hooks": implemented_hooks(inner_cls), "__module__": __name__}
-            for pair in axes:
-                namespace[pair[0]] = _group_method(pair[0])
-                namespace[pair[1]] = _agroup_method(pair[1])
-            name = f"Isolated{inner_cls.__name__}Group"
-            namespace["__qualname__"] = name
-            cls = by_axes[axes] = type(name, (IsolatedMiddleware,), namespace)
-        return cls
-
-
-def _group_member_class(inner_cls: type) -> type[IsolatedMiddleware]:
-    with _classes_lock:
-        cls = _members.get(inner_cls)
-        if cls is None:
-            name = f"Isolated{inner_cls.__name__}InGroup"
-            namespace = {"_hooks": implemented_hooks(inner_cls), "__module__": __name__, "__qualname__": name}
-            cls = _members[inner_cls] = type(name, (IsolatedMiddleware,), namespace)
-        return cls
-
-
-def _group_method(hook: str) -> Callable[..., Any]:
-    def wrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return self._group_calls[hook](request, handler)
-
-    wrap.__name__ = hook
-    return wrap
-
-
-def _agroup_method(hook: str) -> Callable[..., Any]:
-    async def awrap(self: IsolatedMiddleware, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        return await self._group_calls[hook](request, handler)
-
-    awrap.__name__ = hook
-    return awrap

@@ -34,8 +34,6 @@ instead of touching those resources from a foreign loop (:class:`NotificationLoo
 from __future__ import annotations
 
 import asyncio
-import dis
-import inspect
 import logging
 import math
 import os
@@ -47,6 +45,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from deerflow_ext.adapters.cpython_bytecode import never_suspends
 from deerflow_ext.exception_text import exception_text
 
 from .diagnostics import log_extension_failure, logger
@@ -190,23 +189,15 @@ class _Plan(NamedTuple):
     meter: NotificationMeter | None  # per-contributor counts and time (metrics.py); None when off
 
 
-_YIELD_VALUE = dis.opmap["YIELD_VALUE"]
-
-
 def _cannot_suspend(fn: object) -> bool:
     """Whether awaiting ``fn(...)`` provably completes without yielding to the event loop.
 
-    A coroutine suspends only at a ``YIELD_VALUE`` in its own frame: every ``await``,
-    ``async for`` and ``async with`` compiles to one, and the functions it calls cannot
-    suspend it. So a plain ``async def`` (or a method of one) whose bytecode holds no
-    ``YIELD_VALUE`` runs to completion in the step that starts it. Anything else — a sync
-    callable returning an awaitable, a decorator's wrapper object, a builtin — is assumed to
-    suspend, which is always safe: it only means the full machinery runs.
+    A plain ``async def`` (or a method of one) whose bytecode holds no suspension point runs
+    to completion in the step that starts it (``adapters/cpython_bytecode.py``). Anything
+    else — a sync callable returning an awaitable, a decorator's wrapper object, a builtin —
+    is assumed to suspend, which is always safe: it only means the full machinery runs.
     """
-    func = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(func, types.FunctionType) or not func.__code__.co_flags & inspect.CO_COROUTINE:
-        return False
-    return all(instruction.opcode != _YIELD_VALUE for instruction in dis.get_instructions(func.__code__))
+    return never_suspends(fn.__func__ if isinstance(fn, types.MethodType) else fn)
 
 
 # ``method -> id(contributions) -> plan``: two lookups with keys whose hashes are cached

@@ -29,7 +29,8 @@ from typing import Any
 
 from deerflow_extension_api import Placement
 
-from .isolation import IsolatedMiddleware, implemented_hooks
+from .hooks import implemented_hooks
+from .isolation import IsolatedMiddleware
 
 __all__ = ["OrderingConstraint", "OrderingError", "assert_ordering", "core_ordering_constraints"]
 

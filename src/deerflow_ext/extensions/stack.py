@@ -39,7 +39,9 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 from .carry import carry_fused_groups
 from .diagnostics import DiagnosticsList, get_diagnostics
 from .exits import EXTENSION_FAILURES
-from .isolation import IsolatedMiddleware, fuse_wrap_only_runs, node_slug
+from .fusion import fuse_wrap_only_runs
+from .hooks import node_slug
+from .isolation import IsolatedMiddleware
 from .loopwatch import RunningHook, register_site
 from .metrics import time_call
 from .ordering import OrderingError, assert_ordering
@@ -105,7 +107,7 @@ def compose_middleware_stack(
     result is validated with :func:`assert_ordering`; a contribution whose placement promise
     cannot hold is dropped with a diagnostic, while a broken *host* order raises. Consecutive
     wrap-only contributions in one placement run as one LangChain layer
-    (:func:`~.isolation.fuse_wrap_only_runs`); the list still holds each of them, in order.
+    (:func:`~.fusion.fuse_wrap_only_runs`); the list still holds each of them, in order.
     """
     if not extensions.middlewares:
         return list(host)

@@ -1,0 +1,50 @@
+"""The middleware hooks as ``create_agent`` sees them: names, pairs, detection, node names.
+
+``create_agent`` decides which graph nodes and wrapper chains to build by comparing *class
+attributes* against ``AgentMiddleware``'s (``m.__class__.before_model is not
+AgentMiddleware.before_model``). Isolation, fusing, carrying and the ordering check all
+need that same test and the same hook vocabulary; this is its one copy.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from langchain.agents.middleware import AgentMiddleware
+
+__all__ = ["STATE_HOOKS", "WRAP_HOOKS", "WRAP_HOOK_PAIRS", "implemented_hooks", "node_slug"]
+
+#: The node hooks (``before_*`` / ``after_*``), each with its own sync and async side.
+STATE_HOOKS: tuple[str, ...] = (
+    "before_agent",
+    "abefore_agent",
+    "before_model",
+    "abefore_model",
+    "after_model",
+    "aafter_model",
+    "after_agent",
+    "aafter_agent",
+)
+#: Wrap hooks as (sync, async) pairs LangChain treats as one capability.
+WRAP_HOOK_PAIRS: tuple[tuple[str, str], ...] = (
+    ("wrap_model_call", "awrap_model_call"),
+    ("wrap_tool_call", "awrap_tool_call"),
+)
+WRAP_HOOKS = frozenset(hook for pair in WRAP_HOOK_PAIRS for hook in pair)
+
+
+def implemented_hooks(cls: type) -> frozenset[str]:
+    """The hook names ``cls`` overrides, exactly as ``create_agent`` would detect them."""
+    names = [*STATE_HOOKS, *(hook for pair in WRAP_HOOK_PAIRS for hook in pair)]
+    return frozenset(name for name in names if getattr(cls, name, None) is not getattr(AgentMiddleware, name))
+
+
+@functools.lru_cache(maxsize=1024)
+def node_slug(text: str) -> str:
+    """A graph-node-safe fragment: LangGraph reserves ``|`` and ``:`` in node names.
+
+    Memoised: the same extension and class names are slugged for every contribution of
+    every construction, four times each.
+    """
+    return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"

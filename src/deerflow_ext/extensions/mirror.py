@@ -1,0 +1,174 @@
+"""Generated wrapper classes that look, to LangChain, exactly like the middleware they wrap.
+
+``create_agent`` builds a node or a wrapper chain for each hook a middleware's *class*
+overrides (``hooks.implemented_hooks``). A single wrapper class that defined every hook
+would add a node for every hook of every contribution, and one that defined none would hide
+them all. So one subclass of the wrapper (``base``: ``IsolatedMiddleware``) is generated per
+inner class, defining precisely the hooks the inner class overrides, with
+``__can_jump_to__`` copied so conditional edges survive; a wrap hook whose other side is
+missing gets a pass-through (LangChain puts a one-sided middleware in *both* chains, and
+the missing side would raise ``NotImplementedError`` on that path). Fused groups
+(``fusion.py``) get classes of their own: a *head* exposing the group's wrap hooks and
+*members* exposing none.
+
+The generated methods only forward to the wrapper's own runners by name
+(``_run_state_hook``, ``_run_wrap_hook``, ``_group_calls``...): this module knows the
+wrapper's shape, not its rules. Classes are cached per inner class, weakly, under one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+from .hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
+
+__all__ = ["group_head_class", "group_member_class", "isolated_class", "isolated_hook", "plain_class"]
+
+W = TypeVar("W", bound=type)
+Axes = tuple[tuple[str, str], ...]
+
+_ASYNC_STATE_HOOKS = frozenset(STATE_HOOKS[1::2])
+_lock = threading.Lock()
+_classes: WeakKeyDictionary[type, type] = WeakKeyDictionary()
+_heads: WeakKeyDictionary[type, dict[Axes, type]] = WeakKeyDictionary()
+_members: WeakKeyDictionary[type, type] = WeakKeyDictionary()
+
+
+def isolated_class(base: W, inner_cls: type) -> W:
+    """The subclass of ``base`` that wraps instances of ``inner_cls`` (made once, cached)."""
+    with _lock:
+        cls = _classes.get(inner_cls)
+        if cls is None:
+            cls = _classes[inner_cls] = _build_class(base, inner_cls)
+        return cls  # type: ignore[return-value]
+
+
+def plain_class(inner_cls: type) -> type | None:
+    """The per-class wrapper made for ``inner_cls``, if any (not a group head or member)."""
+    return _classes.get(inner_cls)
+
+
+def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
+    """``wrapper``'s own isolated ``hook``, as its per-class wrapper defines it, bound to it
+    (a group head's class exposes the group's hooks instead)."""
+    return getattr(_classes[type(wrapper.inner)], hook).__get__(wrapper)  # type: ignore[no-any-return]
+
+
+def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
+    """The class of a fused group's head: it exposes the group's wrap hooks on ``axes``."""
+    with _lock:
+        by_axes = _heads.setdefault(inner_cls, {})
+        cls = by_axes.get(axes)
+        if cls is None:
+            namespace: dict[str, Any] = {"_hooks": implemented_hooks(inner_cls), "__module__": base.__module__}
+            for pair in axes:
+                namespace[pair[0]] = group_method(pair[0])
+                namespace[pair[1]] = agroup_method(pair[1])
+            name = f"Isolated{inner_cls.__name__}Group"
+            namespace["__qualname__"] = name
+            cls = by_axes[axes] = type(name, (base,), namespace)
+        return cls  # type: ignore[return-value]
+
+
+def group_member_class(base: W, inner_cls: type) -> W:
+    """The class of a fused group's member: it exposes no hook (the head runs it)."""
+    with _lock:
+        cls = _members.get(inner_cls)
+        if cls is None:
+            name = f"Isolated{inner_cls.__name__}InGroup"
+            namespace = {"_hooks": implemented_hooks(inner_cls), "__module__": base.__module__, "__qualname__": name}
+            cls = _members[inner_cls] = type(name, (base,), namespace)
+        return cls  # type: ignore[return-value]
+
+
+def group_method(hook: str) -> Callable[..., Any]:
+    """A group head's sync wrap hook: the group's composed chain for ``hook``."""
+
+    def wrap(self: Any, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._group_calls[hook](request, handler)
+
+    wrap.__name__ = hook
+    return wrap
+
+
+def agroup_method(hook: str) -> Callable[..., Any]:
+    """A group head's async wrap hook: the group's composed chain for ``hook``."""
+
+    async def awrap(self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await self._group_calls[hook](request, handler)
+
+    awrap.__name__ = hook
+    return awrap
+
+
+def _build_class(base: type, inner_cls: type) -> type:
+    hooks = implemented_hooks(inner_cls)
+    namespace: dict[str, Any] = {"_hooks": hooks, "__module__": base.__module__, "__qualname__": ""}
+    for hook in STATE_HOOKS:
+        if hook in hooks:
+            namespace[hook] = _state_method(hook, is_async=hook in _ASYNC_STATE_HOOKS)
+    for sync_hook, async_hook in WRAP_HOOK_PAIRS:
+        if sync_hook not in hooks and async_hook not in hooks:
+            continue
+        sync_impl = _wrap_method if sync_hook in hooks else _sync_pass_through
+        async_impl = _awrap_method if async_hook in hooks else _async_pass_through
+        namespace[sync_hook] = sync_impl(sync_hook)
+        namespace[async_hook] = async_impl(async_hook)
+    for hook in hooks:
+        jump = getattr(getattr(inner_cls, hook, None), "__can_jump_to__", None)
+        if jump is not None and hook in namespace:
+            namespace[hook].__can_jump_to__ = list(jump)
+    name = f"Isolated{inner_cls.__name__}"
+    namespace["__qualname__"] = name
+    return type(name, (base,), namespace)
+
+
+def _state_method(hook: str, *, is_async: bool) -> Callable[..., Any]:
+    if is_async:
+
+        async def async_hook(self: Any, state: Any, runtime: Any) -> Any:
+            return await self._arun_state_hook(hook, state, runtime)
+
+        async_hook.__name__ = hook
+        return async_hook
+
+    def sync_hook(self: Any, state: Any, runtime: Any) -> Any:
+        return self._run_state_hook(hook, state, runtime)
+
+    sync_hook.__name__ = hook
+    return sync_hook
+
+
+def _wrap_method(hook: str) -> Callable[..., Any]:
+    def wrap(self: Any, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._run_wrap_hook(hook, request, handler)
+
+    wrap.__name__ = hook
+    return wrap
+
+
+def _awrap_method(hook: str) -> Callable[..., Any]:
+    async def awrap(self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await self._arun_wrap_hook(hook, request, handler)
+
+    awrap.__name__ = hook
+    return awrap
+
+
+def _sync_pass_through(hook: str) -> Callable[..., Any]:
+    def pass_through(self: Any, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(request)
+
+    pass_through.__name__ = hook
+    return pass_through
+
+
+def _async_pass_through(hook: str) -> Callable[..., Any]:
+    async def pass_through(self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(request)
+
+    pass_through.__name__ = hook
+    return pass_through

@@ -1,0 +1,213 @@
+"""Other libraries' private names the host leans on, checked against the installed versions.
+
+Each adapter (``deerflow_ext/adapters/``) falls back quietly when its private name is gone,
+so the host keeps working; these tests are what makes an upgrade that took the fallback
+loud. Every failure names the library and its version.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import inspect
+import sys
+from collections.abc import AsyncIterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow_ext.adapters import (
+    cpython_bytecode,
+    fastapi_private,
+    importlib_metadata_private,
+    langchain_private,
+    langsmith_private,
+)
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "deerflow_ext"
+
+
+def _version(distribution: str) -> str:
+    return f"{distribution} {metadata.version(distribution)}"
+
+
+# -- LangChain ---------------------------------------------------------------------------------
+def test_langchain_chain_composers_exist_with_one_sequence_parameter() -> None:
+    from langchain.agents import factory
+
+    where = f"{_version('langchain')}: langchain.agents.factory"
+    for hook, name in langchain_private.LANGCHAIN_COMPOSER_NAMES.items():
+        composer = getattr(factory, name, None)
+        assert callable(composer), f"{where}.{name} is gone: {hook} runs are no longer fused"
+        parameters = list(inspect.signature(composer).parameters)
+        assert len(parameters) == 1, f"{where}.{name}{inspect.signature(composer)} no longer takes one sequence"
+    assert langchain_private.chain_composers() is not None
+
+
+def test_langchain_composers_nest_the_first_handler_outermost() -> None:
+    composers = langchain_private.chain_composers()
+    assert composers is not None, f"{_version('langchain')}: chain composers unavailable"
+    calls: list[str] = []
+
+    def outer(request: Any, handler: Any) -> Any:
+        calls.append("outer")
+        return handler(request)
+
+    def inner(request: Any, handler: Any) -> Any:
+        calls.append("inner")
+        return handler(request)
+
+    chain = composers["wrap_tool_call"]([outer, inner])
+    from langchain_core.messages import ToolMessage
+
+    result = chain("request", lambda request: ToolMessage(content=request, tool_call_id="1"))
+    assert calls == ["outer", "inner"], f"{_version('langchain')}: composer nesting changed: {calls}"
+    assert isinstance(result, ToolMessage) and result.content == "request"
+
+
+def test_langchain_wrap_trace_kwargs_still_scrubs_inputs_and_outputs() -> None:
+    from langchain.agents.middleware import AgentMiddleware
+
+    kwargs = langchain_private.wrap_trace_kwargs(AgentMiddleware())
+    assert kwargs is not None, (
+        f"{_version('langchain')}: langchain.agents.factory._wrap_trace_kwargs is gone or changed its answer; "
+        "fused groups are no longer carried by the host layer before them"
+    )
+    assert callable(kwargs["process_inputs"]) and callable(kwargs["process_outputs"])
+    scrubbed = kwargs["process_inputs"]({"request": 1, "handler": print, "runtime": object()})
+    assert "handler" not in scrubbed and scrubbed.get("request") == 1, f"{_version('langchain')}: {scrubbed!r}"
+
+
+# -- FastAPI / Starlette -----------------------------------------------------------------------
+def _versions() -> str:
+    return f"{_version('fastapi')}, {_version('starlette')}"
+
+
+def test_fastapi_included_routers_are_seen_through_with_their_prefix() -> None:
+    from fastapi import APIRouter
+
+    child = APIRouter()
+    child.add_api_route("/leaf", lambda: None, methods=["GET"])
+    parent = APIRouter()
+    parent.include_router(child, prefix="/child")
+    found = [fastapi_private.included_router(route) for route in parent.routes]
+    if all(item is None for item in found):
+        # Older FastAPI copies the routes in, prefixed: nothing to see through.
+        assert [getattr(route, "path", None) for route in parent.routes] == ["/child/leaf"], _versions()
+        return
+    (router, prefix), *_ = [item for item in found if item is not None]
+    assert router is child and prefix == "/child", f"{_versions()}: _IncludedRouter changed shape"
+
+
+def test_starlette_default_lifespan_is_recognised() -> None:
+    from fastapi import APIRouter
+
+    assert fastapi_private.is_default_lifespan(APIRouter().lifespan_context), (
+        f"{_versions()}: starlette.routing._DefaultLifespan is gone or renamed; "
+        "every contributed router would now be refused as carrying a lifespan"
+    )
+
+
+def test_fastapi_merged_lifespans_are_seen_through() -> None:
+    from fastapi import APIRouter
+
+    @contextlib.asynccontextmanager
+    async def own(app: Any) -> AsyncIterator[None]:
+        yield
+
+    parent, child = APIRouter(), APIRouter(lifespan=own)
+    parent.include_router(child)
+    parts = list(fastapi_private.merged_lifespan_parts(parent.lifespan_context))
+    assert len(parts) == 2, f"{_versions()}: fastapi.routing._merge_lifespan_context changed shape"
+    assert any(part is own for part in parts) or any(
+        getattr(part, "__wrapped__", None) is getattr(own, "__wrapped__", own) for part in parts
+    ), f"{_versions()}: the merged lifespan no longer holds the child's"
+    assert list(fastapi_private.merged_lifespan_parts(own)) == []
+
+
+# -- langsmith ---------------------------------------------------------------------------------
+def test_langsmith_runtime_overrides_can_be_read_back() -> None:
+    import langsmith
+
+    previous = langsmith_private.installed_aio_to_thread()
+    assert previous is not langsmith_private.UNREADABLE, (
+        f"{_version('langsmith')}: langsmith._runtime_overrides.get_runtime_overrides().aio_to_thread is gone; "
+        "untraced runs pay langsmith's thread hop again"
+    )
+    assert "aio_to_thread" in inspect.signature(langsmith.set_runtime_overrides).parameters, _version("langsmith")
+
+
+# -- importlib_metadata ------------------------------------------------------------------------
+def test_importlib_metadata_distributions_know_their_metadata_directory() -> None:
+    import importlib_metadata
+
+    dist = importlib_metadata.distribution("pluggy")
+    path = importlib_metadata_private.metadata_directory(dist)
+    assert path is not None, (
+        f"{_version('importlib-metadata')}: PathDistribution._path is gone; "
+        "a same-version reinstall is no longer reported"
+    )
+    assert path.is_dir() and path.name.startswith("pluggy") and path.suffix in (".dist-info", ".egg-info")
+
+
+# -- CPython bytecode --------------------------------------------------------------------------
+def test_cpython_bytecode_tells_a_suspending_coroutine_from_one_that_cannot() -> None:
+    where = f"Python {sys.version.split()[0]} ({sys.implementation.name})"
+    assert cpython_bytecode.YIELD_VALUE is not None, f"{where}: no YIELD_VALUE opcode; every hook now 'may suspend'"
+
+    async def plain() -> int:
+        return 1
+
+    async def awaits() -> None:
+        await asyncio.sleep(0)
+
+    async def iterates(items: Any) -> None:
+        async for _ in items:
+            pass
+
+    def sync() -> None:
+        return None
+
+    assert cpython_bytecode.never_suspends(plain), where
+    assert not cpython_bytecode.never_suspends(awaits), where
+    assert not cpython_bytecode.never_suspends(iterates), where
+    assert not cpython_bytecode.never_suspends(sync)
+    assert not cpython_bytecode.never_suspends(print)
+
+
+# -- nobody else reaches for them --------------------------------------------------------------
+def _private_imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            top = node.module.split(".")[0]
+            if top in ("deerflow_ext", "deerflow_extension_api", "__future__"):
+                continue
+            private_module = any(part.startswith("_") for part in node.module.split("."))
+            private_names = [alias.name for alias in node.names if alias.name.startswith("_")]
+            if private_module or private_names:
+                found.append(f"{path.relative_to(SRC)}:{node.lineno} from {node.module} import ...")
+    return found
+
+
+def test_no_host_module_outside_the_adapters_imports_a_private_name() -> None:
+    offenders = [
+        line
+        for path in sorted(SRC.rglob("*.py"))
+        if "adapters" not in path.relative_to(SRC).parts and "template" not in path.relative_to(SRC).parts
+        for line in _private_imports(path)
+    ]
+    assert offenders == [], "private names of other libraries belong in deerflow_ext/adapters/: " + "; ".join(offenders)
+
+
+@pytest.mark.parametrize("name", ["_DefaultLifespan", "_IncludedRouter", "_merge_lifespan_context", "_path"])
+def test_private_names_matched_as_text_live_only_in_the_adapters(name: str) -> None:
+    holders = sorted(
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if "adapters" not in path.relative_to(SRC).parts and f'"{name}"' in path.read_text(encoding="utf-8")
+    )
+    assert holders == [], f"{name} is matched outside deerflow_ext/adapters/: {holders}"
