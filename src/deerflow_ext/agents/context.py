@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from deerflow_ext.extensions.snapshot import (
     EXTENSION_SNAPSHOT_CONTEXT_KEY,
     LoadedExtensions,
+    context_get,
     publish_snapshot,
 )
 from deerflow_extension_api import EXTENSION_TASK_STORE_KEY, ExtensionData
@@ -65,9 +66,4 @@ def build_run_context(
 
 def context_value(runtime: object, key: str, default: Any = None) -> Any:
     """``runtime.context[key]`` for dict or attribute contexts; ``default`` when absent."""
-    context = getattr(runtime, "context", None)
-    if context is None:
-        return default
-    if isinstance(context, Mapping):
-        return context.get(key, default)
-    return getattr(context, key, default)
+    return context_get(getattr(runtime, "context", None), key, default)

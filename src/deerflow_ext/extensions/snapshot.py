@@ -35,6 +35,7 @@ __all__ = [
     "TablePrefix",
     "bound_extensions",
     "build_extensions",
+    "context_get",
     "get_loaded_extensions",
     "publish_snapshot",
     "resolve_run_extensions",
@@ -177,10 +178,16 @@ def publish_snapshot(
 
 def resolve_run_extensions(context: Mapping[str, Any] | object | None) -> LoadedExtensions:
     """The snapshot a run published on its runtime context, else the process-wide set."""
-    if context is None:
-        return _process_wide
-    if isinstance(context, Mapping):
-        value = context.get(EXTENSION_SNAPSHOT_CONTEXT_KEY)
-    else:
-        value = getattr(context, EXTENSION_SNAPSHOT_CONTEXT_KEY, None)
+    value = context_get(context, EXTENSION_SNAPSHOT_CONTEXT_KEY)
     return value if isinstance(value, LoadedExtensions) else _process_wide
+
+
+def context_get(context: object, key: str, default: Any = None) -> Any:
+    """``context[key]`` for a mapping context, its attribute ``key`` otherwise; ``default``
+    when absent or when there is no context. The one rule for reading a runtime context
+    (LangGraph hands over whatever shape the caller invoked the graph with)."""
+    if context is None:
+        return default
+    if isinstance(context, Mapping):
+        return context.get(key, default)
+    return getattr(context, key, default)
