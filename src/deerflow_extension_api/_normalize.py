@@ -14,7 +14,7 @@ one prompt or message the call site passed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 __all__: list[str] = []
 
@@ -32,7 +32,24 @@ def _read_only(self: object, *args: object, **kwargs: object) -> NoReturn:
     raise TypeError(f"{type(self).__name__} is read-only: the contract's values are frozen")
 
 
-class ReadOnlyDict(dict[str, Any]):
+class _Frozen:
+    """What a read-only copy shares: it pickles as its plain type's copy, and copying it
+    (shallow or deep) returns itself, since it can never change."""
+
+    __slots__ = ()
+    _plain: ClassVar[type]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (type(self)._plain(self),))
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self
+
+
+class ReadOnlyDict(_Frozen, dict[str, Any]):
     """A ``dict`` copy that refuses every change.
 
     A ``dict`` subclass rather than ``types.MappingProxyType`` so that the frozen value
@@ -43,34 +60,18 @@ class ReadOnlyDict(dict[str, Any]):
     """
 
     __slots__ = ()
+    _plain = dict
     __setitem__ = __delitem__ = __ior__ = _read_only
     clear = pop = popitem = setdefault = update = _read_only
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (dict(self),))
 
-    def __copy__(self) -> ReadOnlyDict:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> ReadOnlyDict:
-        return self
-
-
-class ReadOnlyList(list[Any]):
+class ReadOnlyList(_Frozen, list[Any]):
     """A ``list`` copy that refuses every change; see :class:`ReadOnlyDict` for why a subclass."""
 
     __slots__ = ()
+    _plain = list
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
     append = clear = extend = insert = pop = remove = reverse = sort = _read_only
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (list(self),))
-
-    def __copy__(self) -> ReadOnlyList:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> ReadOnlyList:
-        return self
 
 
 def frozen_mapping(value: Mapping[str, Any], *, deep: bool = True) -> Mapping[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,14 +15,16 @@ from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
-INFO = TaskInfo(task_id="t-1", run_id="r-1", thread_id="th-1", kind="lead")
-
 
 @pytest.fixture(autouse=True)
-def _no_notification_loop() -> Any:
+def _inline_notifications() -> Iterator[None]:
+    """No registered notification loop: the hooks run inline, in the test's own task."""
     notification_loop.reset()
     yield
     notification_loop.reset()
+
+
+INFO = TaskInfo(task_id="t-1", run_id="r-1", thread_id="th-1", kind="lead")
 
 
 class Hooks:

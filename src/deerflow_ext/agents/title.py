@@ -8,8 +8,9 @@ does; with no registered notification loop that observation is dropped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 
@@ -22,6 +23,8 @@ from .prompts import render_title_prompt
 from .system_calls import system_call_config
 
 __all__ = ["TitleCall", "clean_title"]
+
+_R = TypeVar("_R")
 
 
 def clean_title(raw: object, *, max_chars: int) -> str | None:
@@ -56,25 +59,16 @@ class TitleCall:
     def _title(self, response: Any) -> str | None:
         return clean_title(getattr(response, "content", response), max_chars=self.max_chars)
 
+    def _call(self, invoke: Callable[..., _R]) -> Callable[[], _R]:
+        return lambda: invoke(self.prompt, config=system_call_config(_KIND))
+
     async def arun(self, extensions: LoadedExtensions, task_store: ExtensionData | None) -> str | None:
-        response = await observe_system_call(
-            extensions,
-            task_store,
-            _KIND,
-            self._request(),
-            lambda: self.model.ainvoke(self.prompt, config=system_call_config(_KIND)),
-        )
-        return self._title(response)
+        call = self._call(self.model.ainvoke)
+        return self._title(await observe_system_call(extensions, task_store, _KIND, self._request(), call))
 
     def run(self, extensions: LoadedExtensions, task_store: ExtensionData | None) -> str | None:
-        response = observe_system_call_sync(
-            extensions,
-            task_store,
-            _KIND,
-            self._request(),
-            lambda: self.model.invoke(self.prompt, config=system_call_config(_KIND)),
-        )
-        return self._title(response)
+        call = self._call(self.model.invoke)
+        return self._title(observe_system_call_sync(extensions, task_store, _KIND, self._request(), call))
 
 
 _KIND = SystemOperationKind.TITLE

@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
@@ -29,6 +30,7 @@ __all__ = ["TaskBracket", "task_bracket"]
 logger = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
 class TaskBracket:
     """One task's bracket, as its body sees it.
 
@@ -39,48 +41,37 @@ class TaskBracket:
     outcome is read from how the body ended.
     """
 
-    __slots__ = ("_budget", "_ext", "_info", "_started", "_task_store", "_where", "outcome")
-
-    def __init__(
-        self,
-        ext: LoadedExtensions,
-        task_store: ExtensionData | None,
-        info: TaskInfo,
-        *,
-        where: str,
-        budget: float | None,
-    ) -> None:
-        self._ext = ext
-        self._task_store = task_store
-        self._info = info
-        self._where = where
-        self._budget = budget
-        self._started = False
-        self.outcome: TaskOutcome | None = None
+    ext: LoadedExtensions
+    task_store: ExtensionData | None
+    info: TaskInfo
+    where: str
+    budget: float | None = None
+    outcome: TaskOutcome | None = None
+    _started: bool = field(default=False, init=False)
 
     async def start(self) -> None:
         """Await ``on_task_start`` (nothing when there is no task store to notify)."""
-        if self._task_store is None or self._started:
+        if self.task_store is None or self._started:
             return
         self._started = True
         try:
-            await notify_task_start(self._ext, self._task_store, self._info, budget=self._budget)
+            await notify_task_start(self.ext, self.task_store, self.info, budget=self.budget)
         except PROCESS_EXITS as exc:  # an extension's: fail open, like any hook failure
-            contain_exit(exc, where=self._where)
+            contain_exit(exc, where=self.where)
 
     async def stop(self, ended: TaskOutcome) -> None:
         """Await ``on_task_stop`` once, with the declared outcome, else ``ended``."""
-        if self._task_store is None or not self._started:
+        if self.task_store is None or not self._started:
             return
         self._started = False
         try:
-            await notify_task_stop(self._ext, self._task_store, self._info, self.outcome or ended, budget=self._budget)
+            await notify_task_stop(self.ext, self.task_store, self.info, self.outcome or ended, budget=self.budget)
         except asyncio.CancelledError:
             raise
         except PROCESS_EXITS as exc:  # an extension's; the task has already ended
-            contain_exit(exc, where=self._where)
+            contain_exit(exc, where=self.where)
         except Exception:  # notify contains contributor failures; this is the host's own
-            logger.exception("%s: on_task_stop notification failed", self._where)
+            logger.exception("%s: on_task_stop notification failed", self.where)
 
 
 @asynccontextmanager
