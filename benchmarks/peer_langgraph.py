@@ -1,0 +1,325 @@
+"""Our Gateway against LangGraph's own server (``langgraph dev``) on the same agent shape.
+
+Run: ``PYTHONPATH=src python benchmarks/peer_langgraph.py [--peer /work/bench/peer/bin/langgraph]``.
+Not a test: prints figures and the ratios of arms measured alternately in one run.
+
+The peer is ``langgraph dev`` (langgraph-api's in-memory runtime). It is never a dependency
+of this project: install it in a virtualenv of its own, for example::
+
+    python3 -m venv /work/bench/peer
+    /work/bench/peer/bin/pip install "langgraph-cli[inmem]" langchain
+
+and pass ``--peer /work/bench/peer/bin/langgraph`` (the default is that path, then
+``langgraph`` on ``PATH``). Without it the script says so in one line and stops.
+
+Both servers serve a LangChain v1 ``create_agent`` graph whose model is deterministic and
+offline: one model call answers "hello". Ours is ``deerflow-ext serve`` (a real uvicorn, the
+embedded model, SQLite in a temp directory or ``--database-url``); the peer's graph module
+is written by this script into a temp directory (a ``BaseChatModel`` that answers one fixed
+message, ``create_agent`` with no tools). Arms:
+
+- ``ours``: title and memory off (the peer has neither) — the main comparison;
+- ``ours+defaults``: our defaults (title and memory on);
+- ``ours+io``: title and memory off, plus a lifecycle extension whose ``on_task_start``
+  awaits ``--io-seconds`` (0.5 s): an I/O-bound run (``--arms ours+io`` to include it);
+- ``peer``: ``langgraph dev --no-reload``.
+
+Every arm uses the same client, ``langgraph_sdk``: per run ``threads.create()`` then
+``runs.wait(thread, assistant, input=...)``; the latency is the ``runs.wait`` call. At
+each client count (1, 8, 32) the arms run in alternating order ``--rounds`` times and the
+medians are printed with the ratios ours/peer. The servers stay up for the whole run, each
+warmed before the first round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+EXTENSION = "peer_langgraph"  # this module, importable by the server through PYTHONPATH
+DEFAULT_PEER = Path("/work/bench/peer/bin/langgraph")
+PROMPT = "hello"
+INSTALL_HINT = (
+    "the peer is not installed: python3 -m venv /work/bench/peer && /work/bench/peer/bin/pip install "
+    '"langgraph-cli[inmem]" langchain, then pass --peer /work/bench/peer/bin/langgraph'
+)
+
+PEER_GRAPH = textwrap.dedent(
+    '''
+    """A create_agent graph on a deterministic offline model: one call answers "hello"."""
+    import uuid
+
+    from langchain.agents import create_agent
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+
+    class FixedModel(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "fixed"
+
+        def bind_tools(self, tools, **kwargs):
+            return self
+
+        def _reply(self, messages):
+            text = "Hello! You said: " + str(messages[-1].content)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(text, id=str(uuid.uuid4())))])
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            return self._reply(messages)
+
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            return self._reply(messages)
+
+
+    graph = create_agent(FixedModel(), tools=[], system_prompt="You are a helpful assistant.")
+    '''
+)
+
+
+class SleepyLifecycle:
+    """An I/O-bound run: ``on_task_start`` awaits (a stand-in for a network call)."""
+
+    seconds = float(os.environ.get("PEER_BENCH_IO_SECONDS", "0.5"))
+
+    async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
+        await asyncio.sleep(self.seconds)
+
+    async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
+        return None
+
+
+def install(registry: Any, config: Mapping[str, Any]) -> None:
+    registry.task_lifecycle(SleepyLifecycle())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Server:
+    name: str
+    url: str  # the LangGraph API base for langgraph_sdk
+    assistant: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    rates: dict[int, list[float]] = field(default_factory=dict)
+    latencies: dict[int, list[float]] = field(default_factory=dict)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], probe: str, log: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(probe, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(f"{probe} never answered; its log ({log}):\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+def start_ours(
+    tmp: Path, name: str, *, defaults: bool, io: bool, database_url: str | None, workers: int, python: str
+) -> Server:
+    lines = []
+    if io:
+        lines += ["plugins:", "  - name: sleepy", f"    use: {EXTENSION}:install"]
+    if not defaults:
+        lines += ["title:", "  enabled: false", "memory:", "  enabled: false"]
+    home = tmp / name
+    home.mkdir()
+    (home / "config.yaml").write_text("\n".join(lines) + "\n" if lines else "{}\n")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEERFLOW_")}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "benchmarks")]),
+        DEERFLOW_CONFIG=str(home / "config.yaml"),
+        DEERFLOW_DATABASE_URL=database_url or f"sqlite+aiosqlite:///{home / 'gw.db'}",
+        DEERFLOW_LOG_LEVEL="WARNING",
+    )
+    log = home / "server.log"
+    command = [python, "-m", "deerflow_ext.cli", "serve", "--port", str(port)]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    proc = subprocess.Popen(command, cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(proc, f"{base}/health", log)
+    return Server(name, f"{base}/api", "lead_agent", proc, log)
+
+
+def start_peer(tmp: Path, langgraph: str, jobs: int) -> Server:
+    home = tmp / "peer"
+    home.mkdir()
+    (home / "peer_graph.py").write_text(PEER_GRAPH)
+    (home / "langgraph.json").write_text('{"dependencies": ["."], "graphs": {"agent": "./peer_graph.py:graph"}}\n')
+    port = _free_port()
+    env = dict(os.environ)
+    for key in ("PYTHONPATH", "VIRTUAL_ENV"):
+        env.pop(key, None)
+    env.update(LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGGRAPH_CLI_NO_ANALYTICS="1")
+    log = home / "server.log"
+    command = [langgraph, "dev", "--no-browser", "--no-reload", "--port", str(port), "--n-jobs-per-worker", str(jobs)]
+    command += ["--server-log-level", "WARNING"]
+    proc = subprocess.Popen(command, cwd=home, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    _wait_ready(proc, f"{base}/ok", log)
+    return Server("peer", base, "agent", proc, log)
+
+
+async def _one(client: Any, server: Server, latencies: list[float]) -> None:
+    thread = await client.threads.create()
+    start = time.perf_counter()
+    values = await client.runs.wait(
+        thread["thread_id"], server.assistant, input={"messages": [{"role": "user", "content": PROMPT}]}
+    )
+    latencies.append(time.perf_counter() - start)
+    messages = values.get("messages") if isinstance(values, dict) else None
+    if not messages or messages[-1].get("type") != "ai":
+        raise RuntimeError(f"{server.name}: the run did not end with an AI message: {values!r:.300}")
+
+
+async def measure(server: Server, total: int, clients: int) -> tuple[float, list[float]]:
+    """``total`` runs by ``clients`` concurrent workers on one SDK client; runs/s and latencies."""
+    from langgraph_sdk import get_client
+
+    client = get_client(url=server.url, timeout=httpx.Timeout(300.0))
+    latencies: list[float] = []
+    counter = iter(range(total))
+
+    async def worker() -> None:
+        for _ in counter:
+            await _one(client, server, latencies)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    wall = time.perf_counter() - start
+    await client.http.client.aclose()
+    return total / wall, latencies
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def run(args: argparse.Namespace, servers: list[Server]) -> None:
+    for server in servers:
+        await measure(server, 8, 4)  # warm-up: imports, first compilation, connection pools
+    peer = next((s for s in servers if s.name == "peer"), None)
+    print(f"{'clients':>7} {'arm':<15}{'runs/s':>9}{'p50 ms':>9}{'p95 ms':>9}   ratio to peer (runs/s; p50)")
+    for clients in args.clients:
+        total = max(args.runs, clients * 2)
+        for round_ in range(args.rounds):
+            order = servers if round_ % 2 == 0 else list(reversed(servers))
+            for server in order:
+                rate, latencies = await measure(server, total, clients)
+                server.rates.setdefault(clients, []).append(rate)
+                server.latencies.setdefault(clients, []).extend(latencies)
+        for server in servers:
+            rate = statistics.median(server.rates[clients])
+            lat = server.latencies[clients]
+            p50, p95 = _pct(lat, 0.5) * 1e3, _pct(lat, 0.95) * 1e3
+            line = f"{clients:>7} {server.name:<15}{rate:>9.1f}{p50:>9.1f}{p95:>9.1f}"
+            if peer is not None and server is not peer:
+                peer_rate = statistics.median(peer.rates[clients])
+                line += f"   {rate / peer_rate:.2f}x; {_pct(lat, 0.5) / _pct(peer.latencies[clients], 0.5):.2f}x"
+            print(line, flush=True)
+        rounds = ", ".join(f"{s.name} " + "/".join(f"{r:.1f}" for r in s.rates[clients]) for s in servers)
+        print(f"        per round: {rounds}; load {_load()}", flush=True)
+
+
+def _peer_path(option: str | None) -> str | None:
+    if option:
+        return option if Path(option).exists() or shutil.which(option) else None
+    if DEFAULT_PEER.exists():
+        return str(DEFAULT_PEER)
+    return shutil.which("langgraph")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", help=f"the peer's langgraph command (default {DEFAULT_PEER}, then PATH)")
+    parser.add_argument("--no-peer", action="store_true", help="measure our arms only")
+    parser.add_argument("--peer-jobs", type=int, default=10, help="langgraph dev --n-jobs-per-worker (its default 10)")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--runs", type=int, default=64, help="runs per arm per round (at least 2x the clients)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per client count")
+    arms = ["ours", "ours+defaults", "ours+io"]
+    parser.add_argument("--arms", nargs="+", default=arms[:2], choices=arms, help="our servers to measure")
+    parser.add_argument("--io-seconds", type=float, default=0.5, help="what the ours+io lifecycle hook awaits")
+    parser.add_argument("--database-url", help="our database (default: SQLite in a temp dir); e.g. PostgreSQL")
+    parser.add_argument("--workers", type=int, default=1, help="deerflow-ext serve --workers")
+    parser.add_argument("--python", default=sys.executable, help="the python that runs deerflow-ext serve")
+    args = parser.parse_args()
+
+    langgraph = None if args.no_peer else _peer_path(args.peer)
+    if not args.no_peer and langgraph is None:
+        raise SystemExit(f"peer_langgraph: {INSTALL_HINT} (or --no-peer)")
+    os.environ["PEER_BENCH_IO_SECONDS"] = str(args.io_seconds)
+    print(
+        f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; load {_load()}; "
+        f"{args.runs} runs x {args.rounds} rounds per arm and client count; database "
+        f"{args.database_url or 'SQLite'}; workers {args.workers}; peer {langgraph or '-'} (jobs {args.peer_jobs})"
+    )
+    servers: list[Server] = []
+    with tempfile.TemporaryDirectory(prefix="dfx-peer-") as name:
+        tmp = Path(name)
+        try:
+            for arm in args.arms:
+                servers.append(
+                    start_ours(
+                        tmp,
+                        arm,
+                        defaults=arm == "ours+defaults",
+                        io=arm == "ours+io",
+                        database_url=args.database_url,
+                        workers=args.workers,
+                        python=args.python,
+                    )
+                )
+            if langgraph is not None:
+                servers.append(start_peer(tmp, langgraph, args.peer_jobs))
+            asyncio.run(run(args, servers))
+        finally:
+            for server in servers:
+                server.stop()
+
+
+if __name__ == "__main__":
+    main()
