@@ -28,7 +28,9 @@ Every arm uses the same client, ``langgraph_sdk``: per run ``threads.create()`` 
 ``runs.wait(thread, assistant, input=...)``; the latency is the ``runs.wait`` call. At
 each client count (1, 8, 32) the arms run in alternating order ``--rounds`` times and the
 medians are printed with the ratios ours/peer. The servers stay up for the whole run, each
-warmed before the first round.
+warmed before the first round. ``--baseline DIR`` also starts every arm of ours from the
+checkout in DIR (``base:<arm>``), alternating with the rest: how each optimisation was
+measured against the tree before it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = "peer_langgraph"  # this module, importable by the server through PYTHONPATH
 DEFAULT_PEER = Path("/work/bench/peer/bin/langgraph")
 PROMPT = "hello"
+BASE = "base:"
 INSTALL_HINT = (
     "the peer is not installed: python3 -m venv /work/bench/peer && /work/bench/peer/bin/pip install "
     '"langgraph-cli[inmem]" langchain, then pass --peer /work/bench/peer/bin/langgraph'
@@ -156,7 +159,15 @@ def _wait_ready(proc: subprocess.Popen[bytes], probe: str, log: Path, timeout: f
 
 
 def start_ours(
-    tmp: Path, name: str, *, defaults: bool, io: bool, database_url: str | None, workers: int, python: str
+    tmp: Path,
+    name: str,
+    *,
+    defaults: bool,
+    io: bool,
+    database_url: str | None,
+    workers: int,
+    python: str,
+    tree: Path = ROOT,
 ) -> Server:
     lines = []
     if io:
@@ -169,7 +180,7 @@ def start_ours(
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEERFLOW_")}
     env.update(
-        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "benchmarks")]),
+        PYTHONPATH=os.pathsep.join([str(tree / "src"), str(Path(__file__).resolve().parent)]),
         DEERFLOW_CONFIG=str(home / "config.yaml"),
         DEERFLOW_DATABASE_URL=database_url or f"sqlite+aiosqlite:///{home / 'gw.db'}",
         DEERFLOW_LOG_LEVEL="WARNING",
@@ -242,7 +253,8 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
     for server in servers:
         await measure(server, 8, 4)  # warm-up: imports, first compilation, connection pools
     peer = next((s for s in servers if s.name == "peer"), None)
-    print(f"{'clients':>7} {'arm':<15}{'runs/s':>9}{'p50 ms':>9}{'p95 ms':>9}   ratio to peer (runs/s; p50)")
+    by_name = {s.name: s for s in servers}
+    print(f"{'clients':>7} {'arm':<20}{'runs/s':>9}{'p50 ms':>9}{'p95 ms':>9}   ratios (runs/s; p50)")
     for clients in args.clients:
         total = max(args.runs, clients * 2)
         for round_ in range(args.rounds):
@@ -255,10 +267,14 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
             rate = statistics.median(server.rates[clients])
             lat = server.latencies[clients]
             p50, p95 = _pct(lat, 0.5) * 1e3, _pct(lat, 0.95) * 1e3
-            line = f"{clients:>7} {server.name:<15}{rate:>9.1f}{p50:>9.1f}{p95:>9.1f}"
-            if peer is not None and server is not peer:
-                peer_rate = statistics.median(peer.rates[clients])
-                line += f"   {rate / peer_rate:.2f}x; {_pct(lat, 0.5) / _pct(peer.latencies[clients], 0.5):.2f}x"
+            line = f"{clients:>7} {server.name:<20}{rate:>9.1f}{p50:>9.1f}{p95:>9.1f}"
+            others = [("peer", peer)] if server is not peer else []
+            if not server.name.startswith(BASE):
+                others.append(("base", by_name.get(BASE + server.name)))
+            for label, other in others:
+                if other is not None and other is not server:
+                    ratio = rate / statistics.median(other.rates[clients])
+                    line += f"   /{label} {ratio:.2f}x; {p50 / (_pct(other.latencies[clients], 0.5) * 1e3):.2f}x"
             print(line, flush=True)
         rounds = ", ".join(f"{s.name} " + "/".join(f"{r:.1f}" for r in s.rates[clients]) for s in servers)
         print(f"        per round: {rounds}; load {_load()}", flush=True)
@@ -286,6 +302,9 @@ def main() -> None:
     parser.add_argument("--database-url", help="our database (default: SQLite in a temp dir); e.g. PostgreSQL")
     parser.add_argument("--workers", type=int, default=1, help="deerflow-ext serve --workers")
     parser.add_argument("--python", default=sys.executable, help="the python that runs deerflow-ext serve")
+    parser.add_argument(
+        "--baseline", help="another checkout (`git archive` of the commit before) measured alternately: base:<arm>"
+    )
     args = parser.parse_args()
 
     langgraph = None if args.no_peer else _peer_path(args.peer)
@@ -301,18 +320,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dfx-peer-") as name:
         tmp = Path(name)
         try:
-            for arm in args.arms:
-                servers.append(
-                    start_ours(
-                        tmp,
-                        arm,
-                        defaults=arm == "ours+defaults",
-                        io=arm == "ours+io",
-                        database_url=args.database_url,
-                        workers=args.workers,
-                        python=args.python,
+            trees = [("", ROOT)] + ([(BASE, Path(args.baseline).resolve())] if args.baseline else [])
+            for prefix, tree in trees:
+                for arm in args.arms:
+                    servers.append(
+                        start_ours(
+                            tmp,
+                            prefix + arm,
+                            defaults=arm == "ours+defaults",
+                            io=arm == "ours+io",
+                            database_url=args.database_url,
+                            workers=args.workers,
+                            python=args.python,
+                            tree=tree,
+                        )
                     )
-                )
             if langgraph is not None:
                 servers.append(start_peer(tmp, langgraph, args.peer_jobs))
             asyncio.run(run(args, servers))

@@ -89,3 +89,18 @@ def test_sqlite_folder_is_created(tmp_path) -> None:
     engine = create_engine(url)
     assert (tmp_path / "a" / "b").is_dir()
     engine.sync_engine.dispose()
+
+
+async def test_sqlite_connections_sync_the_log_at_checkpoints_not_every_commit(tmp_path) -> None:
+    """Both writers (host tables and checkpointer) run WAL with ``synchronous=NORMAL``:
+    ``FULL`` cost an fsync per commit, about ten per run (issue 16)."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+            assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 1  # NORMAL
+    finally:
+        await engine.dispose()
+    async with open_checkpointer(url) as saver, saver.conn.execute("PRAGMA synchronous") as cursor:
+        assert (await cursor.fetchone())[0] == 1

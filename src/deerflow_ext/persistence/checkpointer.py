@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
-from .engine import normalize_database_url, sqlite_path
+from .engine import SQLITE_SYNCHRONOUS, normalize_database_url, sqlite_path
 
 __all__ = ["SETUP_LOCK_KEY", "open_checkpointer", "psycopg_conninfo"]
 
@@ -41,6 +41,7 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
         path.parent.mkdir(parents=True, exist_ok=True)
         async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
             await saver.setup()
+            await saver.conn.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
             yield saver
         return
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
