@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..tokens import TokenUsage
 from .engine import SessionFactory
@@ -122,17 +123,22 @@ class HostStore:
         self, metadata: dict[str, Any] | None = None, *, thread_id: str | None = None
     ) -> ThreadRecord:
         now = utcnow()
-        row = ThreadRow(
-            id=thread_id or str(uuid.uuid4()),
-            title=None,
-            status=ThreadStatus.IDLE.value,
-            created_at=now,
-            updated_at=now,
-            meta=dict(metadata or {}),
-        )
+        new_id = thread_id or str(uuid.uuid4())
+        record = ThreadRecord(new_id, None, ThreadStatus.IDLE.value, now, now, dict(metadata or {}))
+        # Core INSERTs, here and for runs: the ORM unit of work (flush planning, identity
+        # map) cost more CPU than the statement on the Gateway's hot path (issue 16).
         async with self.session_factory.begin() as session:
-            session.add(row)
-        return ThreadRecord.of(row)
+            await session.execute(
+                insert(ThreadRow.__table__).values(
+                    id=record.id,
+                    title=None,
+                    status=record.status,
+                    created_at=now,
+                    updated_at=now,
+                    metadata=dict(record.metadata),
+                )
+            )
+        return record
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         async with self.session_factory() as session:
@@ -167,12 +173,7 @@ class HostStore:
     async def update_thread_metadata(self, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
         """Merge ``patch`` into the thread's metadata (keys it names are replaced)."""
         async with self.session_factory.begin() as session:
-            row = await session.get(ThreadRow, thread_id, with_for_update=True)
-            if row is None:
-                return None
-            row.meta = {**(row.meta or {}), **patch}
-            row.updated_at = utcnow()
-        return ThreadRecord.of(row)
+            return await _merge_metadata(session, thread_id, patch)
 
     async def delete_thread(self, thread_id: str) -> bool | None:
         """Delete a thread and its runs: True; False when it does not exist; None when a run
@@ -199,22 +200,37 @@ class HostStore:
 
     # -- runs -------------------------------------------------------------------------
     async def create_run(
-        self, thread_id: str, run_id: str, run_input: dict[str, Any], *, owner: str
+        self,
+        thread_id: str,
+        run_id: str,
+        run_input: dict[str, Any],
+        *,
+        owner: str,
+        thread_metadata: dict[str, Any] | None = None,
     ) -> RunRecord:
-        row = RunRow(
-            id=run_id,
-            thread_id=thread_id,
-            status=RunStatus.PENDING.value,
-            input=run_input,
-            input_tokens=0,
-            output_tokens=0,
-            total_tokens=0,
-            created_at=utcnow(),
-            owner=owner,
-        )
+        """Persist a ``pending`` run; ``thread_metadata`` is merged into its thread's metadata
+        in the same transaction (what a run records on its thread, one commit for both)."""
+        record = RunRecord(
+            run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
+            None, None, owner,
+        )  # fmt: skip
         async with self.session_factory.begin() as session:
-            session.add(row)
-        return RunRecord.of(row)
+            if thread_metadata:
+                await _merge_metadata(session, thread_id, thread_metadata)
+            await session.execute(
+                insert(RunRow.__table__).values(
+                    id=run_id,
+                    thread_id=thread_id,
+                    status=record.status,
+                    input=run_input,
+                    input_tokens=0,
+                    output_tokens=0,
+                    total_tokens=0,
+                    created_at=record.created_at,
+                    owner=owner,
+                )
+            )
+        return record
 
     async def mark_started(self, run_id: str, thread_id: str) -> bool:
         """Mark a ``pending`` run ``running`` and its thread ``busy``; False when it is not pending.
@@ -456,6 +472,19 @@ def _thread_select(query: ThreadQuery) -> Any:
 def _metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
     have = metadata or {}
     return all(key in have and have[key] == value for key, value in wanted.items())
+
+
+async def _merge_metadata(session: AsyncSession, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
+    """Merge ``patch`` into a thread's metadata inside ``session``'s transaction, the row
+    locked first (``FOR UPDATE`` on PostgreSQL; SQLite serialises writers anyway)."""
+    columns = (ThreadRow.title, ThreadRow.status, ThreadRow.created_at, ThreadRow.meta)
+    found = (await session.execute(select(*columns).where(ThreadRow.id == thread_id).with_for_update())).first()
+    if found is None:
+        return None
+    title, status, created_at, meta = found
+    merged, now = {**(meta or {}), **patch}, utcnow()
+    await session.execute(update(ThreadRow).where(ThreadRow.id == thread_id).values(meta=merged, updated_at=now))
+    return ThreadRecord(thread_id, title, status, created_at, now, merged)
 
 
 def _thread_values(status: str, title: str | None) -> dict[str, Any]:

@@ -61,16 +61,19 @@ def _heartbeat(request: Request) -> float:
     return float(request.app.state.options.sse_heartbeat)
 
 
-async def _thread_for(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> None:
+_RUN_THREAD_METADATA = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+
+
+async def _thread_for(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> dict[str, Any]:
+    """Check (or create) the run's thread; returns the metadata the run still has to record
+    on it, written with the run's row (one commit, not two)."""
     thread = await runtime.store.get_thread(thread_id)
     if thread is None:
         if body.if_not_exists != "create":
             raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
-        thread = await runtime.store.create_thread(thread_id=thread_id)
+        thread = await runtime.store.create_thread(dict(_RUN_THREAD_METADATA), thread_id=thread_id)
     # What a LangGraph server records: UIs find a graph's threads by these (thread search).
-    missing = {k: v for k, v in (("graph_id", GRAPH_ID), ("assistant_id", ASSISTANT_ID)) if k not in thread.metadata}
-    if missing:
-        await runtime.store.update_thread_metadata(thread_id, missing)
+    return {k: v for k, v in _RUN_THREAD_METADATA.items() if k not in thread.metadata}
 
 
 def _spec(body: RunCreate) -> LeadRunSpec:
@@ -94,7 +97,7 @@ def _spec(body: RunCreate) -> LeadRunSpec:
 async def _start(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> RunHandle:
     if body.assistant_id is not None and body.assistant_id not in _KNOWN_ASSISTANTS:
         raise HTTPException(status_code=404, detail=f"assistant {body.assistant_id} not found; use '{ASSISTANT_ID}'")
-    await _thread_for(runtime, thread_id, body)
+    missing = await _thread_for(runtime, thread_id, body)
     stored = body.model_dump(mode="json", exclude_none=True)
     stored.setdefault("goal", None)
     stored["assistant_id"] = ASSISTANT_ID
@@ -104,6 +107,7 @@ async def _start(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> Ru
             spec=_spec(body),
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
+            thread_metadata=missing,
         )
     except ThreadBusyError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc
