@@ -305,6 +305,7 @@ def main() -> None:
     parser.add_argument(
         "--baseline", help="another checkout (`git archive` of the commit before) measured alternately: base:<arm>"
     )
+    parser.add_argument("--baseline-python", help="the python for the baseline's servers (default: --python)")
     args = parser.parse_args()
 
     langgraph = None if args.no_peer else _peer_path(args.peer)
@@ -320,8 +321,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dfx-peer-") as name:
         tmp = Path(name)
         try:
-            trees = [("", ROOT)] + ([(BASE, Path(args.baseline).resolve())] if args.baseline else [])
-            for prefix, tree in trees:
+            trees = [("", ROOT, args.python)]
+            if args.baseline:
+                trees.append((BASE, Path(args.baseline).resolve(), args.baseline_python or args.python))
+            for prefix, tree, python in trees:
                 for arm in args.arms:
                     servers.append(
                         start_ours(
@@ -331,7 +334,7 @@ def main() -> None:
                             io=arm == "ours+io",
                             database_url=args.database_url,
                             workers=args.workers,
-                            python=args.python,
+                            python=python,
                             tree=tree,
                         )
                     )

@@ -111,3 +111,20 @@ async def test_a_hanging_extension_route_cannot_block_shutdown(settings_for: Any
     assert outcome == ["cancelled"]
     # The host cancelled the request: that is not the extension's failure.
     assert [d for d in app.state.extension_diagnostics if d.phase == "router"] == []
+
+
+def test_serve_runs_on_uvloop_and_httptools(settings_for: Any) -> None:
+    """The Gateway depends on uvicorn's fast event loop and HTTP parser and lets uvicorn pick
+    them: on asyncio's loop and h11 a trivial run cost about twice the CPU (issue 16)."""
+    import uvicorn
+
+    config = uvicorn.Config(lambda: None, **uvicorn_options(settings_for(port=free_port())))
+    config.load()
+    assert config.http_protocol_class.__module__ == "uvicorn.protocols.http.httptools_impl"
+    factory = config.get_loop_factory()
+    assert factory is not None
+    loop = factory()
+    try:
+        assert type(loop).__module__.startswith("uvloop")
+    finally:
+        loop.close()
