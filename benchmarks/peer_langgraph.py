@@ -271,6 +271,8 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
             others = [("peer", peer)] if server is not peer else []
             if not server.name.startswith(BASE):
                 others.append(("base", by_name.get(BASE + server.name)))
+            if "@" in server.name:  # the same arm on the default database, one process
+                others.append(("sqlite", by_name.get(server.name.partition("@")[0])))
             for label, other in others:
                 if other is not None and other is not server:
                     ratio = rate / statistics.median(other.rates[clients])
@@ -305,6 +307,8 @@ def main() -> None:
     parser.add_argument(
         "--baseline", help="another checkout (`git archive` of the commit before) measured alternately: base:<arm>"
     )
+    parser.add_argument("--pg", help="also run each arm on this PostgreSQL URL (<arm>@pg), measured alternately")
+    parser.add_argument("--pg-workers", type=int, nargs="*", default=[], help="and with --workers N there (<arm>@pg*N)")
     parser.add_argument("--baseline-python", help="the python for the baseline's servers (default: --python)")
     args = parser.parse_args()
 
@@ -324,20 +328,25 @@ def main() -> None:
             trees = [("", ROOT, args.python)]
             if args.baseline:
                 trees.append((BASE, Path(args.baseline).resolve(), args.baseline_python or args.python))
+            places = [("", args.database_url, args.workers)]
+            if args.pg:
+                places.append(("@pg", args.pg, 1))
+                places += [(f"@pg*{n}", args.pg, n) for n in args.pg_workers]
             for prefix, tree, python in trees:
                 for arm in args.arms:
-                    servers.append(
-                        start_ours(
-                            tmp,
-                            prefix + arm,
-                            defaults=arm == "ours+defaults",
-                            io=arm == "ours+io",
-                            database_url=args.database_url,
-                            workers=args.workers,
-                            python=python,
-                            tree=tree,
+                    for suffix, database_url, workers in places:
+                        servers.append(
+                            start_ours(
+                                tmp,
+                                prefix + arm + suffix,
+                                defaults=arm == "ours+defaults",
+                                io=arm == "ours+io",
+                                database_url=database_url,
+                                workers=workers,
+                                python=python,
+                                tree=tree,
+                            )
                         )
-                    )
             if langgraph is not None:
                 servers.append(start_peer(tmp, langgraph, args.peer_jobs))
             asyncio.run(run(args, servers))
