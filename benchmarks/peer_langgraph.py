@@ -39,19 +39,20 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from gateway import _free_port, _pct  # the sibling script's helpers (benchmarks/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = "peer_langgraph"  # this module, importable by the server through PYTHONPATH
@@ -112,17 +113,6 @@ class SleepyLifecycle:
 
 def install(registry: Any, config: Mapping[str, Any]) -> None:
     registry.task_lifecycle(SleepyLifecycle())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @dataclass
