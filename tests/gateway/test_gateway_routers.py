@@ -51,7 +51,7 @@ async def test_unsafe_router_is_rejected_while_a_good_one_mounts(settings, case:
     mounted = [c.extension for c in app.state.mounted_routers]
     assert mounted == ["gateway.gw_fixtures:install_good", "gateway.gw_fixtures:install_other_method"]
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         assert (await client.get("/acme/ping")).json() == {"pong": "acme"}
         assert (await client.post("/acme/ping")).json() == {"posted": "yes"}
         # Nothing of the rejected router is reachable, not even its harmless routes.
@@ -68,7 +68,7 @@ async def test_unsafe_router_is_rejected_while_a_good_one_mounts(settings, case:
 async def test_a_router_that_includes_another_mounts(settings) -> None:
     app = create_app(settings, config=_config("install_nested"))
     assert not [d for d in app.state.extension_diagnostics if d.phase == "router"]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
         assert (await client.get("/nested-ext/inner/info")).json() == {"nested": "yes"}
 
 

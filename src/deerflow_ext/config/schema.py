@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 __all__ = [
+    "JSON_DEPTH_CEILING",
     "MODEL_PURPOSES",
     "AppConfig",
     "GatewayConfig",
@@ -20,6 +21,7 @@ __all__ = [
     "ModelEntry",
     "ModelPurpose",
     "PluginEntry",
+    "RequestLimits",
     "RetryConfig",
     "SubagentsConfig",
     "SummarizationConfig",
@@ -155,10 +157,36 @@ class GoalConfig(_Strict):
     max_continuations: int = Field(default=3, ge=0)
 
 
+JSON_DEPTH_CEILING = 128
+"""The deepest JSON the Gateway ever stores: pydantic refuses to serialise a document nested
+much past 250 levels, so anything deeper could be written but never read back."""
+
+
+class RequestLimits(_Strict):
+    """What one HTTP request may carry (``gateway.limits``); bigger is refused at the door.
+
+    Without them one client could make the Gateway buffer a 100 MB body, parse 100 000
+    messages on its event loop, or store JSON so deep that reading it back fails. Bodies
+    over ``max_body_bytes`` get 413 before they are read whole; the rest get 422 naming
+    the field. "Bytes" are those of the field's compact JSON.
+    """
+
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_messages: int = Field(default=500, ge=1)
+    max_message_bytes: int = Field(default=1024 * 1024, ge=256)
+    max_field_bytes: int = Field(default=256 * 1024, ge=256)
+    max_json_depth: int = Field(default=64, ge=4, le=JSON_DEPTH_CEILING)
+
+
 class GatewayConfig(_Strict):
     """HTTP settings that belong with the deployment's config (``DEERFLOW_*`` variables win)."""
 
     cors_origins: list[str] | None = None
+    #: Names the Gateway answers to (``Host`` header); unset: loopback names and DEERFLOW_HOST.
+    allowed_hosts: list[str] | None = None
+    #: Bearer token every route except /health and /ok requires; prefer DEERFLOW_API_TOKEN.
+    api_token: str | None = Field(default=None, min_length=16, repr=False)
+    limits: RequestLimits = Field(default_factory=RequestLimits)
 
 
 class AppConfig(_Strict):

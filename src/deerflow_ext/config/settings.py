@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
@@ -110,6 +110,12 @@ class Settings(BaseSettings):
     #: Browser origins allowed to call the API (comma-separated; ``*`` for any, ``loopback``
     #: for localhost on any port). Unset: ``gateway.cors_origins`` in config.yaml, else loopback.
     cors_origins: str | None = None
+    #: Host names the Gateway answers to (comma-separated; ``*`` for any). Unset:
+    #: ``gateway.allowed_hosts`` in config.yaml, else loopback names and ``DEERFLOW_HOST``.
+    allowed_hosts: str | None = None
+    #: A bearer token every route but ``/health`` and ``/ok`` requires (``Authorization:
+    #: Bearer ...`` or ``X-Api-Key``). Unset: ``gateway.api_token``, else no token.
+    api_token: SecretStr | None = Field(default=None, min_length=16)
     #: Redis for run streams shared by every Gateway process (``redis://127.0.0.1:6379/0``).
     #: Unset: streams live in the memory of the process running the run.
     redis_url: str | None = None
@@ -146,6 +152,9 @@ class Settings(BaseSettings):
         return sync_database_url(self.database_url)
 
 
+_SECRETS = frozenset({"api_token"})  # never echoed back in an error message
+
+
 class SettingsError(ValueError):
     """A ``DEERFLOW_*`` value (or the option standing for it) cannot be used.
 
@@ -168,6 +177,6 @@ def load_settings(**overrides: Any) -> Settings:
         for error in exc.errors(include_url=False):
             name = str(error.get("loc", ("?",))[0])
             variable = f"DEERFLOW_{name.upper()}"
-            shown = error.get("input")
+            shown = "<hidden>" if name in _SECRETS else error.get("input")
             problems.append(f"{variable}={shown!r}: {error.get('msg', 'invalid')}")
         raise SettingsError("; ".join(problems)) from None

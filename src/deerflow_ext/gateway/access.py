@@ -1,17 +1,171 @@
-"""Who may read the operator's views (``/api/extensions``, ``/metrics``).
+"""Who may talk to the Gateway at all: the Host it was addressed as, the page that sent the
+request, and (optionally) a bearer token.
 
-One FastAPI dependency, applied to the operator router as a whole, so the bearer-token
-check of the hardening work (``DEERFLOW_API_TOKEN``) lands in one place and covers every
-operator route at once. Today it admits everyone: the Gateway binds to loopback by default.
+One pure ASGI middleware in front of every route — the host's and every extension's — so no
+route can forget a check and no contributed router can opt out:
+
+* **Host allow-list.** A page on ``attacker.example`` whose DNS name is re-pointed at
+  127.0.0.1 (DNS rebinding) reaches a loopback Gateway from the victim's browser with
+  ``Host: attacker.example``. Only the names in ``DEERFLOW_ALLOWED_HOSTS`` /
+  ``gateway.allowed_hosts`` are answered (default: loopback names and ``DEERFLOW_HOST``);
+  anything else gets 421. Liveness (``/health``, ``/ok``) answers any Host: orchestrators
+  probe a container by its address.
+* **Cross-site requests.** A browser sends "simple" cross-site POSTs (forms, ``text/plain``
+  fetches) without asking CORS first; they would start runs or delete threads even though
+  the page cannot read the answer. A state-changing request whose ``Origin`` is neither the
+  Gateway's own nor an allowed CORS origin (``cors.py``: the same list, so what CORS lets a
+  page call, this lets through) is refused with 403, as is one a browser marks
+  ``Sec-Fetch-Site: cross-site`` without an Origin. Clients that are not browsers send no
+  Origin and are unaffected.
+* **Bearer token.** With ``DEERFLOW_API_TOKEN`` (or ``gateway.api_token``) set, every request
+  needs it as ``Authorization: Bearer <token>`` or ``X-Api-Key: <token>`` (what
+  ``langgraph_sdk``'s ``api_key`` sends), except liveness (``/health``, ``/ok``) and the
+  static documentation page (``/docs`` and its assets; the schema and every call made from
+  it need the token). ``/metrics`` needs it too: scrapers send it (Prometheus
+  ``authorization``), and the metrics name every loaded extension.
+
+CORS stays outermost (``cors.py``): a preflight is answered before this runs, and this
+middleware's refusals carry the CORS headers a page needs to show them.
 """
 
 from __future__ import annotations
 
-from fastapi import Request
+import hmac
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
-__all__ = ["operator_access"]
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .cors import LOOPBACK, LOOPBACK_ORIGIN_REGEX
+
+__all__ = ["LIVENESS_PATHS", "LOOPBACK_HOSTS", "OPEN_PATHS", "AccessGuard", "AccessPolicy", "allowed_hosts"]
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+LIVENESS_PATHS = frozenset({"/health", "/ok", "/api/ok"})
+OPEN_PATHS = LIVENESS_PATHS | {"/docs", "/docs/oauth2-redirect"}  # no token needed
+_OPEN_PREFIXES = ("/static-offline-docs/",)
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+_LOOPBACK_ORIGIN = re.compile(LOOPBACK_ORIGIN_REGEX)
 
 
-async def operator_access(request: Request) -> None:
-    """Admit the request to an operator route (the auth dependency will live here)."""
-    del request
+def _host_name(value: str) -> str:
+    """``Example.COM:8001`` -> ``example.com``; ``[::1]:8001`` and ``::1`` -> ``[::1]``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value.split("]", 1)[0] + "]"
+    if value.count(":") > 1:  # a bare IPv6 address
+        return f"[{value}]"
+    return value.split(":", 1)[0].rstrip(".")  # "localhost." is localhost
+
+
+def allowed_hosts(env_value: str | None, configured: Iterable[str] | None, bind_host: str) -> tuple[str, ...]:
+    """The host names in force: the environment's list, else the config's, else loopback
+    names plus the address the Gateway binds to (unless that is a wildcard)."""
+    if env_value is not None and env_value.strip():
+        names: Iterable[str] = env_value.split(",")
+    elif configured is not None:
+        names = configured
+    else:
+        bound = () if bind_host.strip() in _WILDCARD_BINDS else (bind_host,)
+        names = (*LOOPBACK_HOSTS, *bound)
+    return tuple(dict.fromkeys(n.strip() if n.strip() == "*" else _host_name(n) for n in names if n.strip()))
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    """``hosts``: allowed Host names (``*`` any); ``origins``: the CORS origins in force
+    (``cors.cors_origins``); ``token``: the bearer token, None when none is required."""
+
+    hosts: tuple[str, ...]
+    origins: tuple[str, ...]
+    token: str | None = None
+
+    def host_allowed(self, host: str | None) -> bool:
+        return "*" in self.hosts or (host is not None and _host_name(host) in self.hosts)
+
+    def origin_allowed(self, origin: str, host: str | None) -> bool:
+        origin = origin.rstrip("/")
+        if "*" in self.origins or origin in self.origins:
+            return True
+        if LOOPBACK in self.origins and _LOOPBACK_ORIGIN.fullmatch(origin):
+            return True
+        # Same origin (the docs page posting to its own Gateway) is never cross-site.
+        return host is not None and urlsplit(origin).netloc.lower() == host.strip().lower()
+
+    def token_matches(self, presented: str | None) -> bool:
+        if self.token is None:
+            return True
+        return presented is not None and hmac.compare_digest(presented.encode(), self.token.encode())
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+
+
+def _presented_token(headers: dict[str, str]) -> str | None:
+    scheme, _, credentials = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return headers.get("x-api-key")
+
+
+class AccessGuard:
+    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        status, detail, extra = refusal
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps({"detail": detail}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
+        policy = self.policy
+        headers = _headers(scope)
+        host = headers.get("host")
+        path: str = scope["path"]
+        if path in LIVENESS_PATHS and scope.get("method") in _SAFE_METHODS:
+            return None
+        if not policy.host_allowed(host):
+            return (
+                421,
+                f"this Gateway does not answer to Host {host!r}; add the name to DEERFLOW_ALLOWED_HOSTS "
+                "(or gateway.allowed_hosts in config.yaml)",
+                [],
+            )
+        if scope.get("method", "GET") not in _SAFE_METHODS:
+            origin = headers.get("origin")
+            if origin is not None and not policy.origin_allowed(origin, host):
+                return (
+                    403,
+                    f"cross-site request from origin {origin!r} refused; allow the origin in DEERFLOW_CORS_ORIGINS "
+                    "(or gateway.cors_origins in config.yaml)",
+                    [],
+                )
+            if origin is None and headers.get("sec-fetch-site") == "cross-site":
+                return 403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)", []
+        if path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES):
+            return None
+        if not policy.token_matches(_presented_token(headers)):
+            return (
+                401,
+                "this Gateway requires its API token: send 'Authorization: Bearer <token>' or 'X-Api-Key: <token>'",
+                [(b"www-authenticate", b"Bearer")],
+            )
+        return None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
@@ -66,10 +66,13 @@ from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
+from .access import AccessGuard, AccessPolicy, allowed_hosts
 from .cors import cors_origins, install_cors
-from .errors import install_error_handlers
+from .door import door
+from .errors import TolerantJSONResponse, UnexpectedErrors, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .json_bodies import OriginlessBodiesAreJson
+from .limits import BodySizeLimit
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
@@ -176,7 +179,11 @@ def create_app(
     # CDN, so the documentation works with no network. No /redoc: ReDoc's bundle fetches its
     # logo from its vendor's CDN whatever it is told, and a docs page must not phone out.
     app = FastAPIOffline(
-        title="deerflow-ext Gateway", version=package_version("deerflow-ext"), lifespan=_lifespan, redoc_url=None
+        title="deerflow-ext Gateway",
+        version=package_version("deerflow-ext"),
+        lifespan=_lifespan,
+        redoc_url=None,
+        default_response_class=TolerantJSONResponse,
     )
     app.state.settings = settings
     app.state.config = config
@@ -189,11 +196,24 @@ def create_app(
     app.state.runtime = None
     install_error_handlers(app)
     for router in HOST_ROUTERS:
-        app.include_router(router)
+        app.include_router(router, dependencies=[Depends(door)])
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
+    # Middlewares, innermost first: each add_middleware wraps everything added before it.
     app.add_middleware(OriginlessBodiesAreJson)  # agent-chat-ui's server-side proxy drops Content-Type
-    install_cors(app, cors_origins(settings.cors_origins, config.gateway.cors_origins))  # outermost: last
+    app.add_middleware(BodySizeLimit, max_body_bytes=config.gateway.limits.max_body_bytes)
+    origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
+    app.add_middleware(AccessGuard, policy=_access_policy(settings, config, origins))
+    app.add_middleware(UnexpectedErrors)  # a JSON 500 that keeps the connection, CORS headers included
+    install_cors(app, origins)  # outermost: last
     return app
+
+
+def _access_policy(settings: Settings, config: AppConfig, origins: tuple[str, ...]) -> AccessPolicy:
+    """Host names, origins and token in force; each ``DEERFLOW_*`` variable wins over its
+    ``gateway:`` key in config.yaml, as for CORS."""
+    token = settings.api_token.get_secret_value() if settings.api_token is not None else config.gateway.api_token
+    hosts = allowed_hosts(settings.allowed_hosts, config.gateway.allowed_hosts, settings.host)
+    return AccessPolicy(hosts=hosts, origins=origins, token=token)
 
 
 async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBridge:

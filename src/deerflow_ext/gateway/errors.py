@@ -5,10 +5,16 @@ operators reading a log want one sentence naming the field, so ``detail`` is tha
 and the structured list rides along under ``errors``. An error escaping a route an extension
 contributed is answered the same way but attributed to that extension
 (:class:`ContributedRouteErrors`).
+
+An unexpected error is answered by :class:`UnexpectedErrors`, a middleware, rather than by
+Starlette's handler for ``Exception``: that handler re-raises after answering, and uvicorn
+then closes the keep-alive connection, so one bad request cost the client its connection
+(and a pooled client a failed next request). The middleware answers and swallows.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -26,7 +32,13 @@ from ..extensions.gateway import route_extension
 from ..extensions.loopwatch import RunningHook, register_site
 from ..extensions.origin import is_host_cancellation
 
-__all__ = ["ContributedRouteErrors", "install_error_handlers", "validation_message"]
+__all__ = [
+    "ContributedRouteErrors",
+    "TolerantJSONResponse",
+    "UnexpectedErrors",
+    "install_error_handlers",
+    "validation_message",
+]
 
 logger = logging.getLogger("deerflow_ext.gateway")
 
@@ -64,6 +76,9 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
 async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     detail: Any = exc.detail
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+        # FastAPI's "error parsing the body" when json itself gave up on the nesting.
+        return JSONResponse(status_code=422, content={"detail": "request body is nested too deeply to parse"})
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"no route for {request.method} {request.url.path}"
     elif exc.status_code == 405 and detail == "Method Not Allowed":
@@ -75,9 +90,45 @@ def _internal_error(exc: BaseException) -> JSONResponse:
     return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    logger.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return _internal_error(exc)
+class TolerantJSONResponse(JSONResponse):
+    """JSON as Starlette renders it, falling back to ``\\u`` escapes for text UTF-8 cannot
+    encode (a lone surrogate in a stored value): the answer stays valid JSON, not a 500."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
+class UnexpectedErrors:
+    """Answer an exception no handler took with the JSON 500 and keep the connection.
+
+    Outside every other middleware but CORS. Once a response has started (a stream), there
+    is nothing left to answer: the exception propagates and the server ends the response.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
+            if started:
+                raise
+            await _internal_error(exc)(scope, receive, send)
 
 
 class ContributedRouteErrors:
@@ -134,5 +185,4 @@ register_site(ContributedRouteErrors.__call__, _running_route)
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
-    app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(ContributedRouteErrors)

@@ -29,10 +29,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from ..persistence.records import RunRecord, ThreadRecord
 from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
+from .door import readable
 
 __all__ = [
     "ASSISTANT_ID",
     "GRAPH_ID",
+    "MAX_OFFSET",
     "CheckpointRef",
     "HistoryQuery",
     "MessageIn",
@@ -52,6 +54,10 @@ __all__ = [
 
 ASSISTANT_ID = "lead_agent"
 GRAPH_ID = "lead_agent"
+
+MAX_OFFSET = 2**31 - 1
+"""The largest page offset: beyond it a database refuses the number itself (SQLite's
+integers are 64-bit; ``?offset=2**63`` raised OverflowError)."""
 
 _IGNORED = "Accepted for compatibility with LangGraph Platform and ignored: "
 
@@ -104,7 +110,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     tags: list[str] = Field(default_factory=list)
-    recursion_limit: int | None = Field(default=None, ge=1)
+    recursion_limit: int | None = Field(default=None, ge=1, le=100_000)
     configurable: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -151,7 +157,9 @@ class RunCreate(_Request):
     if_not_exists: Literal["create", "reject"] = Field(
         default="reject", description="create: start the thread when it does not exist."
     )
-    after_seconds: float | None = Field(default=None, ge=0, description="Stay pending this long before starting.")
+    after_seconds: float | None = Field(
+        default=None, ge=0, le=86_400, description="Stay pending this long before starting (at most a day)."
+    )
     checkpoint: CheckpointRef | None = Field(default=None, description="Fork the thread from this checkpoint.")
     checkpoint_id: str | None = Field(default=None, description="Fork the thread from this checkpoint.")
     durability: Literal["sync", "async", "exit"] | None = None
@@ -226,7 +234,7 @@ class ThreadCount(_Request):
 class ThreadSearch(ThreadCount):
     ids: list[str] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     sort_by: _ThreadSortBy = "updated_at"
     sort_order: Literal["asc", "desc"] = "desc"
     select: list[str] | None = None
@@ -279,7 +287,7 @@ class ThreadOut(BaseModel):
             thread_id=record.id,
             created_at=record.created_at,
             updated_at=record.updated_at,
-            metadata=record.metadata,
+            metadata=readable(record.metadata, f"the metadata of thread {record.id}"),
             status=record.status,
             values=values,
             title=record.title,
@@ -315,7 +323,7 @@ class RunOut(BaseModel):
 
     @classmethod
     def of(cls, record: RunRecord) -> RunOut:
-        stored = record.input
+        stored = readable(record.input, f"the request of run {record.id}")
         return cls(
             run_id=record.id,
             thread_id=record.thread_id,

@@ -214,6 +214,7 @@ async def _persist_unstarted(
         # midway; "mark started" may have committed, so the thread must not stay busy.
         error = error.replace("before it started", "while it was being admitted")
         thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
+    tokens = TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None
     try:
         await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error, **thread)
     except Exception:
@@ -302,10 +303,15 @@ async def _persist(
     error: BaseException | None,
     error_text: str | None = None,
 ) -> None:
-    # A database failure here is logged, not raised: on_task_stop must still run, and the
-    # startup recovery marks a row stuck in "running" as interrupted on the next start.
+    # A database failure here is logged, not raised: on_task_stop must still run. What the
+    # run produced may itself be what the database refuses (an answer holding a lone
+    # surrogate or a NUL), so a failed save is retried with the outcome alone: the run then
+    # still ends with a terminal status and its thread is not left busy. Only when even that
+    # fails (the database is gone) is the row left to the startup recovery.
     if error is not None and error_text is None:
         error_text = "interrupted" if status is RunStatus.INTERRUPTED else exception_text(error)
+    thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
+    tokens = TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None
     try:
         await deps.store.finish_run(
             handle.run_id,
@@ -313,10 +319,24 @@ async def _persist(
             outcome=outcome.value,
             answer=getattr(result, "answer", None),
             error=error_text,
-            tokens=TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None,
-            thread_id=handle.thread_id,
-            thread_status=THREAD_STATUS_AFTER[status].value,
+            tokens=tokens,
             title=getattr(result, "title", None),
+            **thread,
+        )
+        return
+    except Exception as exc:
+        logger.warning(
+            "run %s: could not save its completion (%s); saving its outcome alone", handle.run_id, exception_text(exc)
+        )
+        unsaved = f"its result could not be saved: {type(exc).__name__}"
+    try:
+        await deps.store.finish_run(
+            handle.run_id,
+            status=status.value,
+            outcome=outcome.value,
+            error=unsaved if error_text is None else f"{error_text[:2000]!a}; {unsaved}",
+            tokens=tokens,
+            **thread,
         )
     except Exception:
         logger.exception("run %s: could not persist its completion", handle.run_id)

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..schemas import ASSISTANT_ID, GRAPH_ID, selected
+from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, selected
 from ..state import runtime_of
 
 __all__ = ["AssistantOut", "AssistantSearch", "router"]
@@ -45,7 +45,7 @@ class AssistantSearch(BaseModel):
     graph_id: str | None = None
     name: str | None = None
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[str] | None = None

@@ -1,7 +1,7 @@
 """The operator's live views: ``GET /api/extensions`` and ``GET /metrics``.
 
-Both sit on one router guarded by :func:`~deerflow_ext.gateway.access.operator_access`, so
-an authentication dependency added there applies to both. ``/api/extensions`` describes every
+Both need the API token when one is set, like every route but liveness
+(``gateway/access.py`` guards them all). ``/api/extensions`` describes every
 ``plugins:`` entry as the running Gateway loaded it (``extensions/inventory.py``), with its
 most recent diagnostics; ``/metrics`` is the Prometheus exposition of ``runtime/metrics.py``
 (404 when ``DEERFLOW_METRICS=0`` switched the counting off).
@@ -11,17 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 
 from ...extensions.discovery import EntryPointIndex
 from ...extensions.inventory import describe_entries
 from ...extensions.metrics import metrics_enabled
 from ...runtime import metrics as run_metrics
-from ..access import operator_access
 
 __all__ = ["entry_reports", "router"]
 
-router = APIRouter(tags=["operator"], dependencies=[Depends(operator_access)])
+router = APIRouter(tags=["operator"])
 
 
 def entry_reports(request: Request) -> list[Any]:

@@ -24,7 +24,7 @@ from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyErr
 from ...runtime.stream_modes import API_STREAM_MODES
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
-from ..schemas import ASSISTANT_ID, GRAPH_ID, RunCreate, RunOut, selected
+from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, RunCreate, RunOut, selected
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 
@@ -215,7 +215,7 @@ async def list_runs(
     request: Request,
     thread_id: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     status: Literal["pending", "running", "success", "error", "interrupted", "timeout"] | None = None,
     select: Annotated[list[str] | None, Query()] = None,
 ) -> Any:

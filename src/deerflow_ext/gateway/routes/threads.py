@@ -13,6 +13,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from ...persistence.records import ThreadQuery, ThreadRecord
 from ...runtime.wire import jsonable
 from ..schemas import (
+    MAX_OFFSET,
     HistoryQuery,
     StateUpdate,
     ThreadCount,
@@ -100,7 +101,7 @@ async def count_threads(request: Request, body: Annotated[ThreadCount | None, Bo
 async def list_threads(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Any:
     runtime = runtime_of(request)
     return [
