@@ -583,3 +583,35 @@ def test_a_quiet_stream_sends_heartbeats(server: SdkServer) -> None:
             if lines.count(": heartbeat") == 2:
                 server.open_gate(gate)
     assert lines.count(": heartbeat") >= 2 and "event: end" in lines
+
+
+# ---------------------------------------------------------------------------- API token
+
+API_TOKEN = "sdk-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    """A Gateway started with DEERFLOW_API_TOKEN (here the setting it fills)."""
+    with sdk_server(tmp_path_factory.mktemp("sdk-token"), api_token=API_TOKEN) as running:
+        yield running
+
+
+def test_the_sdk_api_key_or_a_bearer_header_opens_a_token_gateway(secured: SdkServer) -> None:
+    from langgraph_sdk.errors import AuthenticationError
+
+    keyed = get_sync_client(url=secured.url, api_key=API_TOKEN)  # sent as X-Api-Key
+    thread_id = keyed.threads.create()["thread_id"]
+    values = keyed.runs.wait(thread_id, "lead_agent", input=human("with a key"))
+    assert values["messages"][-1]["type"] == "ai"
+    parts = list(keyed.runs.stream(thread_id, "lead_agent", input=human("streamed"), stream_mode="values"))
+    assert parts[0].event == "metadata" and "values" in {p.event for p in parts} and parts[-1].event == "end"
+
+    bearer = get_sync_client(url=secured.url, api_key=None, headers={"Authorization": f"Bearer {API_TOKEN}"})
+    assert [r["status"] for r in bearer.runs.list(thread_id)] == ["success", "success"]
+
+    for stranger in (get_sync_client(url=secured.url, api_key=None), get_sync_client(url=secured.url, api_key="no")):
+        with pytest.raises(AuthenticationError):
+            stranger.threads.search()
+    with httpx.Client() as http:  # liveness stays open for probes
+        assert http.get(f"{secured.url}/ok").json() == {"ok": True}

@@ -22,9 +22,11 @@ Responses carry LangGraph's fields plus the Gateway's own: a run's ``outcome``, 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+from langchain_core.messages import convert_to_messages
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..persistence.records import RunRecord, ThreadRecord
@@ -35,6 +37,7 @@ __all__ = [
     "ASSISTANT_ID",
     "GRAPH_ID",
     "MAX_OFFSET",
+    "THREAD_ID_PATTERN",
     "CheckpointRef",
     "HistoryQuery",
     "MessageIn",
@@ -85,6 +88,10 @@ class MessageIn(BaseModel):
             raise ValueError("a message needs a 'type' (human, ai, system, tool) or a 'role' (user, assistant, ...)")
         if self.kind == "tool" and not (self.model_extra or {}).get("tool_call_id"):
             raise ValueError("a tool message needs 'tool_call_id'")
+        try:  # what the run will do with it: a key LangChain cannot take fails here, not in the run
+            convert_to_messages([self.for_graph()])
+        except (ValueError, TypeError, NotImplementedError) as exc:
+            raise ValueError(f"not a message LangChain accepts: {exc}") from None
         return self
 
     @property
@@ -193,8 +200,13 @@ class RunCreate(_Request):
         return self.checkpoint_id
 
 
+THREAD_ID_PATTERN = r"^[\w.:@~-]{1,64}$"
+"""A client-chosen thread id: it goes into every URL of the thread, so no spaces, slashes or
+control characters (one with them could be created but never addressed again)."""
+
+
 class ThreadCreate(_Request):
-    thread_id: str | None = Field(default=None, min_length=1, max_length=64)
+    thread_id: str | None = Field(default=None, pattern=THREAD_ID_PATTERN)
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
     graph_id: str | None = None
@@ -254,6 +266,15 @@ class HistoryQuery(_Request):
     metadata: dict[str, Any] | None = None
     checkpoint: CheckpointRef | None = None
     select: list[str] | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _filter_keys(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The checkpointers refuse any other key (LangGraph's filter-key rule), mid-query.
+        for key in value or {}:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", key):
+                raise ValueError(f"filter key {key!r} may hold only letters, digits, '_', '.' and '-'")
+        return value
 
     @property
     def before_id(self) -> str | None:

@@ -12,6 +12,7 @@ because both official SDKs join that path to their base URL (``http://host:8001/
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -24,7 +25,7 @@ from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyErr
 from ...runtime.stream_modes import API_STREAM_MODES
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
-from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, RunCreate, RunOut, selected
+from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, THREAD_ID_PATTERN, RunCreate, RunOut, selected
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 
@@ -71,6 +72,10 @@ async def _thread_for(runtime: GatewayRuntime, thread_id: str, body: RunCreate) 
     if thread is None:
         if body.if_not_exists != "create":
             raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+        if not re.fullmatch(THREAD_ID_PATTERN, thread_id):
+            raise HTTPException(
+                status_code=422, detail=f"thread_id: {thread_id!r} is not a thread id (letters, digits, . : @ ~ -)"
+            )
         thread = await runtime.store.create_thread(dict(_RUN_THREAD_METADATA), thread_id=thread_id)
     # What a LangGraph server records: UIs find a graph's threads by these (thread search).
     return {k: v for k, v in _RUN_THREAD_METADATA.items() if k not in thread.metadata}
