@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from langgraph.errors import InvalidUpdateError
 
 from ...persistence.records import ThreadQuery, ThreadRecord
 from ...runtime.wire import jsonable
@@ -244,7 +245,7 @@ async def update_state(request: Request, thread_id: str, body: StateUpdate) -> d
     checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint is not None else body.checkpoint_id
     try:
         configurable = await states.update(thread_id, body.values, as_node=body.as_node, checkpoint_id=checkpoint_id)
-    except (ValueError, LookupError) as exc:  # LangGraph's InvalidUpdateError is a ValueError
+    except (ValueError, LookupError, InvalidUpdateError) as exc:  # a node or values the graph refuses
         raise HTTPException(status_code=422, detail=f"cannot update the state of thread {thread_id}: {exc}") from exc
     return {"checkpoint": _checkpoint(configurable, thread_id)}
 
