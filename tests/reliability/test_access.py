@@ -6,8 +6,8 @@
   ``Origin`` are refused (403) on host and extension routes alike; allowed CORS origins and
   the Gateway's own origin are not, and clients without ``Origin`` are unaffected.
 * With ``DEERFLOW_API_TOKEN`` every host route and every route an extension contributed
-  needs the token (Bearer or ``X-Api-Key``); ``/health`` and ``/ok`` stay open, ``/metrics``
-  does not.
+  needs the token (Bearer or ``X-Api-Key``); ``/health``, ``/ok`` and the docs stay open,
+  ``/metrics`` does not.
 * ``PUT /api/extensions-config`` writes only validated, size-limited files.
 """
 
@@ -126,7 +126,6 @@ async def test_the_api_token_guards_every_host_and_extension_route(
                 ("GET", "/api/extensions-config"),
                 ("PUT", "/api/extensions-config"),
                 ("GET", "/metrics"),
-                ("GET", "/openapi.json"),
                 ("GET", "/ext/hello"),
                 ("POST", "/ext/note"),
             ]
@@ -138,8 +137,10 @@ async def test_the_api_token_guards_every_host_and_extension_route(
             assert routed_ext.WRITES == []
             assert (await client.get(f"/api/threads/{thread_id}")).status_code == 200  # not deleted
 
-            for path in ("/health", "/ok", "/api/ok", "/docs"):
+            for path in ("/health", "/ok", "/api/ok", "/docs", "/openapi.json"):
                 assert (await anonymous.get(path)).status_code == 200, path
+            document = (await anonymous.get("/openapi.json")).json()  # Swagger UI's "Authorize"
+            assert set(document["components"]["securitySchemes"]) == {"bearer", "apiKey"}
             assert (await client.get("/ext/hello")).json() == {"hello": "world"}
             assert (await client.get("/metrics")).status_code == 200
             created = await client.post(f"/api/threads/{thread_id}/runs", json=run_body("with a token"))

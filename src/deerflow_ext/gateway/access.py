@@ -20,8 +20,9 @@ route can forget a check and no contributed router can opt out:
 * **Bearer token.** With ``DEERFLOW_API_TOKEN`` (or ``gateway.api_token``) set, every request
   needs it as ``Authorization: Bearer <token>`` or ``X-Api-Key: <token>`` (what
   ``langgraph_sdk``'s ``api_key`` sends), except liveness (``/health``, ``/ok``) and the
-  static documentation page (``/docs`` and its assets; the schema and every call made from
-  it need the token). ``/metrics`` needs it too: scrapers send it (Prometheus
+  documentation (``/docs``, its assets and ``/openapi.json``, which describe routes, not
+  data; the schema then declares the token, so Swagger UI's "Authorize" sends it with every
+  call made from the page). ``/metrics`` needs it too: scrapers send it (Prometheus
   ``authorization``), and the metrics name every loaded extension.
 
 CORS stays outermost (``cors.py``): a preflight is answered before this runs, and this
@@ -35,17 +36,27 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .cors import LOOPBACK, LOOPBACK_ORIGIN_REGEX
 
-__all__ = ["LIVENESS_PATHS", "LOOPBACK_HOSTS", "OPEN_PATHS", "AccessGuard", "AccessPolicy", "allowed_hosts"]
+__all__ = [
+    "LIVENESS_PATHS",
+    "LOOPBACK_HOSTS",
+    "OPEN_PATHS",
+    "AccessGuard",
+    "AccessPolicy",
+    "allowed_hosts",
+    "declare_token",
+]
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 LIVENESS_PATHS = frozenset({"/health", "/ok", "/api/ok"})
-OPEN_PATHS = LIVENESS_PATHS | {"/docs", "/docs/oauth2-redirect"}  # no token needed
+OPEN_PATHS = LIVENESS_PATHS | {"/docs", "/docs/oauth2-redirect", "/openapi.json"}  # no token needed
 _OPEN_PREFIXES = ("/static-offline-docs/",)
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
@@ -169,3 +180,23 @@ class AccessGuard:
                 [(b"www-authenticate", b"Bearer")],
             )
         return None
+
+
+_SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "DEERFLOW_API_TOKEN"},
+    "apiKey": {"type": "apiKey", "in": "header", "name": "X-Api-Key", "description": "DEERFLOW_API_TOKEN"},
+}
+
+
+def declare_token(app: FastAPI) -> None:
+    """Make the OpenAPI document say every operation takes the token (either header)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            schema.setdefault("components", {})["securitySchemes"] = _SECURITY_SCHEMES
+            schema["security"] = [{"bearer": []}, {"apiKey": []}]
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -66,7 +66,7 @@ from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
-from .access import AccessGuard, AccessPolicy, allowed_hosts
+from .access import AccessGuard, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins, install_cors
 from .door import door
 from .errors import TolerantJSONResponse, UnexpectedErrors, install_error_handlers
@@ -202,7 +202,10 @@ def create_app(
     app.add_middleware(OriginlessBodiesAreJson)  # agent-chat-ui's server-side proxy drops Content-Type
     app.add_middleware(BodySizeLimit, max_body_bytes=config.gateway.limits.max_body_bytes)
     origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
-    app.add_middleware(AccessGuard, policy=_access_policy(settings, config, origins))
+    policy = _access_policy(settings, config, origins)
+    app.add_middleware(AccessGuard, policy=policy)
+    if policy.token is not None:
+        declare_token(app)
     app.add_middleware(UnexpectedErrors)  # a JSON 500 that keeps the connection, CORS headers included
     install_cors(app, origins)  # outermost: last
     return app
