@@ -58,42 +58,6 @@ def make_settings(
     return Settings(config=config, database_url=database_url or sqlite_url(tmp_path))
 
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def _pg_unreachable() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, connect_timeout=2):
-            return None
-    except Exception as exc:
-        return f"PostgreSQL at 127.0.0.1:5432 is not reachable ({type(exc).__name__}: {exc})"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh database for one test: a SQLite file, or a PostgreSQL database of its own."""
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-        return
-    reason = _pg_unreachable()
-    if reason:
-        pytest.skip(reason)
-    import uuid
-
-    import psycopg
-
-    name = f"dfx_rel_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @dataclass
 class LiveServer:
     app: Any

@@ -1,5 +1,5 @@
-"""Shared by the HTTP fuzz suites: a Gateway on a real uvicorn for a module, and the final
-check that every run it accepted ended and no thread was left busy."""
+"""Shared by the HTTP fuzz suites: what every answer must look like, a Gateway process for
+a module, and the final check that every run it accepted ended and no thread was left busy."""
 
 from __future__ import annotations
 
@@ -13,9 +13,18 @@ import httpx
 
 from conftest import start_gateway_process, write_config
 
-__all__ = ["FuzzGateway", "fuzz_gateway"]
+__all__ = ["FuzzGateway", "check_answer", "fuzz_gateway"]
 
 LIVE = ("pending", "running")
+
+
+def check_answer(response: httpx.Response) -> None:
+    """Never a 5xx; a refusal is JSON with one ``detail`` sentence."""
+    assert response.status_code < 500, (response.status_code, response.text[:300])
+    if response.status_code >= 400:
+        assert response.headers["content-type"].startswith("application/json"), response.text[:200]
+        detail = response.json()["detail"]
+        assert isinstance(detail, str) and detail, response.text[:200]
 
 
 class FuzzGateway:

@@ -18,6 +18,11 @@ async def hello() -> dict[str, str]:
     return {"hello": "world"}
 
 
+@router.get("/odd")
+async def odd() -> dict[str, str]:
+    return {"text": "half a pair: \ud800"}  # text UTF-8 cannot encode
+
+
 @router.post("/note")
 async def note(request: Request) -> dict[str, int]:
     body = await request.body()

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fuzz_support import check_answer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,14 +68,6 @@ def _send(client: httpx.Client, method: str, path: str, body: tuple[str, Any]) -
     return client.request(method, path, content=value, headers={"content-type": "application/json"})
 
 
-def _check(response: httpx.Response) -> None:
-    assert response.status_code < 500, (response.status_code, response.text[:500])
-    if response.status_code >= 400:
-        assert response.headers["content-type"].startswith("application/json"), response.text[:200]
-        detail = response.json()["detail"]
-        assert isinstance(detail, str) and detail, response.text[:200]
-
-
 @pytest.mark.parametrize("route", ["runs", "runs/stream"])
 def test_run_routes_reject_malformed_bodies(gateway: tuple[httpx.Client, str], route: str) -> None:
     client, thread_id = gateway
@@ -82,7 +75,7 @@ def test_run_routes_reject_malformed_bodies(gateway: tuple[httpx.Client, str], r
     @SETTINGS
     @given(body=BODIES)
     def check(body: tuple[str, Any]) -> None:
-        _check(_send(client, "POST", f"/api/threads/{thread_id}/{route}", body))
+        check_answer(_send(client, "POST", f"/api/threads/{thread_id}/{route}", body))
 
     check()
 
@@ -96,7 +89,7 @@ def test_other_writable_routes_reject_malformed_bodies(
     @SETTINGS
     @given(body=BODIES)
     def check(body: tuple[str, Any]) -> None:
-        _check(_send(client, method, path, body))
+        check_answer(_send(client, method, path, body))
 
     check()
 

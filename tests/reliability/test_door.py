@@ -29,6 +29,7 @@ import pytest
 from conftest import live_server, make_settings, new_thread, run_body, sqlite_url, wait_run
 
 UNSAVABLE = {"name": "unsavable", "use": "unsavable_ext:install", "intercept": True}
+ROUTED = {"name": "routed", "use": "routed_ext:install"}
 
 
 def _raw_json(value: Any) -> dict[str, Any]:
@@ -114,6 +115,17 @@ async def test_a_completion_the_database_refuses_still_ends_the_run(tmp_path: Pa
         thread = (await client.get(f"/api/threads/{thread_id}")).json()
         assert thread["status"] != "busy", thread
         assert (await client.get("/api/threads")).status_code == 200
+
+
+async def test_a_response_holding_a_lone_surrogate_is_escaped_json(tmp_path: Path) -> None:
+    """An extension's route answers text UTF-8 cannot encode: \\u escapes, not a 500."""
+    from deerflow_ext.gateway import create_app
+
+    app = create_app(make_settings(tmp_path, [ROUTED]))
+    async with live_server(app) as live, live.client() as client:
+        response = await client.get("/ext/odd")
+        assert response.status_code == 200, response.text
+        assert b"\\ud800" in response.content and json.loads(response.content) == {"text": "half a pair: \ud800"}
 
 
 # -- item 4: nesting depth ------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fuzz_support import FuzzGateway, fuzz_gateway
+from fuzz_support import FuzzGateway, check_answer, fuzz_gateway
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -100,18 +100,10 @@ def _encode(body: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-def _check(response: httpx.Response) -> None:
-    assert response.status_code < 500, (response.status_code, response.text[:300])
-    if response.status_code >= 400:
-        assert response.headers["content-type"].startswith("application/json"), response.text[:200]
-        detail = response.json()["detail"]
-        assert isinstance(detail, str) and detail, response.text[:200]
-
-
 def _post(gateway: FuzzGateway, method: str, path: str, body: Any) -> httpx.Response:
     content = _encode(body)
     response = gateway.client.request(method, path, content=content, headers={"content-type": "application/json"})
-    _check(response)
+    check_answer(response)
     return response
 
 
@@ -155,7 +147,7 @@ def test_thread_bodies(gateway: FuzzGateway, thread_id: str) -> None:
     listed = gateway.client.get("/api/threads?limit=1000")
     searched = gateway.client.post("/api/threads/search", json={"limit": 1000})
     for response in (listed, searched):
-        _check(response)
+        check_answer(response)
         assert response.status_code == 200
     gateway.assert_settled()
 
@@ -169,5 +161,5 @@ def test_state_and_config_bodies(gateway: FuzzGateway, thread_id: str) -> None:
         _post(gateway, "PUT", "/api/extensions-config", {"mcpServers": servers})
 
     check()
-    _check(gateway.client.get(f"/api/threads/{thread_id}/state"))
-    _check(gateway.client.get("/api/extensions-config"))
+    check_answer(gateway.client.get(f"/api/threads/{thread_id}/state"))
+    check_answer(gateway.client.get("/api/extensions-config"))

@@ -32,7 +32,6 @@ middleware's refusals carry the CORS headers a page needs to show them.
 from __future__ import annotations
 
 import hmac
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .cors import LOOPBACK, LOOPBACK_ORIGIN_REGEX
@@ -137,16 +137,13 @@ class AccessGuard:
         if refusal is None:
             await self.app(scope, receive, send)
             return
-        status, detail, extra = refusal
+        status, detail, headers = refusal
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps({"detail": detail}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await JSONResponse({"detail": detail}, status_code=status, headers=headers)(scope, receive, send)
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
+    def _refusal(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
         policy = self.policy
         headers = _headers(scope)
         host = headers.get("host")
@@ -158,7 +155,7 @@ class AccessGuard:
                 421,
                 f"this Gateway does not answer to Host {host!r}; add the name to DEERFLOW_ALLOWED_HOSTS "
                 "(or gateway.allowed_hosts in config.yaml)",
-                [],
+                {},
             )
         if scope.get("method", "GET") not in _SAFE_METHODS:
             origin = headers.get("origin")
@@ -167,17 +164,17 @@ class AccessGuard:
                     403,
                     f"cross-site request from origin {origin!r} refused; allow the origin in DEERFLOW_CORS_ORIGINS "
                     "(or gateway.cors_origins in config.yaml)",
-                    [],
+                    {},
                 )
             if origin is None and headers.get("sec-fetch-site") == "cross-site":
-                return 403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)", []
+                return 403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)", {}
         if path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES):
             return None
         if not policy.token_matches(_presented_token(headers)):
             return (
                 401,
                 "this Gateway requires its API token: send 'Authorization: Bearer <token>' or 'X-Api-Key: <token>'",
-                [(b"www-authenticate", b"Bearer")],
+                {"www-authenticate": "Bearer"},
             )
         return None
 

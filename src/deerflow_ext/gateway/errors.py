@@ -22,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deerflow_ext.exception_text import exception_text
 
@@ -31,6 +31,7 @@ from ..extensions.exits import EXTENSION_FAILURES
 from ..extensions.gateway import route_extension
 from ..extensions.loopwatch import RunningHook, register_site
 from ..extensions.origin import is_host_cancellation
+from .asgi import StartTracking
 
 __all__ = [
     "ContributedRouteErrors",
@@ -115,18 +116,12 @@ class UnexpectedErrors:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        response = StartTracking(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, response)
         except Exception as exc:
             logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
-            if started:
+            if response.started:
                 raise
             await _internal_error(exc)(scope, receive, send)
 
@@ -151,15 +146,9 @@ class ContributedRouteErrors:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        response = StartTracking(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, response)
         except EXTENSION_FAILURES as exc:
             extension = route_extension(scope)
             if extension is None or is_host_cancellation(exc):
@@ -168,7 +157,7 @@ class ContributedRouteErrors:
             diagnostics = diagnostics if diagnostics is not None else get_diagnostics()
             text = f"route {scope['method']} {scope['path']} raised {exception_text(exc)}"
             diagnostics.record(extension, "router", text, exc=exc)
-            if started:
+            if response.started:
                 raise
             await _internal_error(exc)(scope, receive, send)
 

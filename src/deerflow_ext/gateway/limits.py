@@ -9,10 +9,11 @@ as an ``HTTPException`` and the error handlers answer it.
 
 from __future__ import annotations
 
-import json
-
 from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .asgi import StartTracking
 
 __all__ = ["BodySizeLimit", "BodyTooLarge"]
 
@@ -46,10 +47,9 @@ class BodySizeLimit:
             return
         declared = _declared_length(scope)
         if declared is not None and declared > self.limit:
-            await self._refuse(send)
+            await self._refuse(scope, receive, send)
             return
         received = 0
-        started = False
 
         async def counting_receive() -> Message:
             nonlocal received
@@ -60,29 +60,15 @@ class BodySizeLimit:
                     raise BodyTooLarge(self.limit)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        response = StartTracking(send)
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, response)
         except BodyTooLarge:
-            if started:
+            if response.started:
                 raise
-            await self._refuse(send)
+            await self._refuse(scope, receive, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"detail": BodyTooLarge(self.limit).detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Connection: close, since the rest of the body is never read.
+        detail = BodyTooLarge(self.limit).detail
+        await JSONResponse({"detail": detail}, status_code=413, headers={"connection": "close"})(scope, receive, send)

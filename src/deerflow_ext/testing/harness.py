@@ -365,7 +365,9 @@ def start_host(
             config=load_app_config(config_path),
             options=GatewayOptions(notify_budget=notify_budget),
         )
-        client = TestClient(app, raise_server_exceptions=True)
+        # A loopback name: the Gateway answers only the Host names it allows (gateway/access.py),
+        # and TestClient's default ("testserver") is not one of them.
+        client = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=True)
         client.__enter__()
         cleanup.push(lambda *exc: client.__exit__(None, None, None))
         return HostHarness(app, client, config_path, database_url, entries, cleanup.pop_all())
