@@ -51,17 +51,17 @@ def _where(path: tuple[str, ...]) -> str:
     return ".".join(shown) or "body"
 
 
-def _walk(document: Any, max_depth: int) -> Iterator[str]:
+_DEPTH_SETTING = " (gateway.limits.max_json_depth in config.yaml)"
+
+
+def _walk(document: Any, max_depth: int, depth_hint: str = _DEPTH_SETTING) -> Iterator[str]:
     """Problems of one JSON document, depth-first, without recursion (it may be deep)."""
     stack: list[tuple[Any, tuple[str, ...], int]] = [(document, (), 0)]
     while stack:
         value, path, depth = stack.pop()
         if isinstance(value, dict | list):
             if depth >= max_depth:
-                yield (
-                    f"{_where(path)}: nested deeper than {max_depth} levels "
-                    "(gateway.limits.max_json_depth in config.yaml)"
-                )
+                yield f"{_where(path)}: nested deeper than {max_depth} levels{depth_hint}"
                 continue
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, item in items:
@@ -141,7 +141,7 @@ def readable(value: dict[str, Any], what: str) -> dict[str, Any]:
     may be too deep to serialise or hold text no response can encode; one such row must
     not make every listing that includes it fail, so the row is shown without that field.
     """
-    problem = next(_walk(value, JSON_DEPTH_CEILING), None)
+    problem = next(_walk(value, JSON_DEPTH_CEILING, depth_hint=""), None)
     if problem is None:
         return value
     logger.warning("%s cannot be shown: %s", what, problem)
