@@ -214,7 +214,6 @@ async def _persist_unstarted(
         # midway; "mark started" may have committed, so the thread must not stay busy.
         error = error.replace("before it started", "while it was being admitted")
         thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
-    tokens = TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None
     try:
         await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error, **thread)
     except Exception:
