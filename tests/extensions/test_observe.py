@@ -145,14 +145,16 @@ async def test_a_repeated_cancel_cannot_interrupt_the_cancellation_observation()
             await super().on_system_model_call(*args)
 
     slow = Slow()
+    started = asyncio.Event()
 
     async def call() -> object:
+        started.set()
         await asyncio.Event().wait()
 
     caller = asyncio.create_task(
         observe_system_call(observed(slow, observer), None, SystemOperationKind.GOAL, REQUEST, call)
     )
-    await asyncio.sleep(0.01)
+    await started.wait()
     caller.cancel()
     await asyncio.sleep(0)
     caller.cancel()
@@ -166,17 +168,19 @@ async def test_without_a_notification_loop_the_cancellation_observation_is_dropp
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     observer = Observer()
+    started = asyncio.Event()
 
     async def call() -> object:
+        started.set()
         await asyncio.Event().wait()
 
     caller = asyncio.create_task(observe_system_call(observed(observer), None, SystemOperationKind.GOAL, REQUEST, call))
-    await asyncio.sleep(0.01)
+    await started.wait()
     with caplog.at_level(logging.DEBUG, LOGGER):
         caller.cancel()
         with pytest.raises(asyncio.CancelledError):
             await caller
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a window for a (wrongly) scheduled observation: nothing to wait on
     assert observer.seen == []
     assert "no notification loop registered; dropping goal system-model observation" in caplog.text
 
@@ -366,5 +370,5 @@ async def test_compaction_after_intake_closed_is_dropped() -> None:
             seen.append(event)
 
     assert submit_compaction(compacting(Logs()), EVENT) is False
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a window for a (wrongly) scheduled observation: nothing to wait on
     assert seen == []

@@ -18,6 +18,7 @@ from deerflow_ext.extensions.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsLi
 from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.snapshot import get_loaded_extensions
 from deerflow_ext.gateway import create_app
+from deerflow_ext.testing import wait_until
 
 
 def _body(text: str) -> dict[str, Any]:
@@ -128,10 +129,7 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
     async with live_server(app) as server, server.client() as client:
         thread_id = (await client.post("/api/threads")).json()["thread_id"]
         run_id = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow"))).json()["run_id"]
-        for _ in range(500):
-            if "agent-begin" in gw_fixtures.kinds(run_id):
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: "agent-begin" in gw_fixtures.kinds(run_id))
         assert order == ["start:svc_a", "start:svc_b"]
         del order[:]
         app_engine = app.state.runtime.engine
@@ -171,10 +169,7 @@ async def test_shutdown_drains_a_subagent_in_flight(settings_for) -> None:
         thread_id = (await client.post("/api/threads")).json()["thread_id"]
         body = _body("delegate: count the deer")
         assert (await client.post(f"/api/threads/{thread_id}/runs", json=body)).status_code == 200
-        for _ in range(1000):
-            if ("start", "subagent", "") in fixtures.KIND_EVENTS:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: ("start", "subagent", "") in fixtures.KIND_EVENTS, timeout=10)
         assert fixtures.KIND_EVENTS == [("start", "lead", ""), ("start", "subagent", "")]
         await server.stop()
 

@@ -78,7 +78,8 @@ imported on first use of one of them, so this package loads where it is absent.
 
 Helpers: :class:`Plugin`, :func:`plugins_yaml`, :func:`install_reference` (how an install
 function is named in ``use:``), :func:`parse_sse`, :func:`wait_for` (poll until a
-service's background work shows up).
+service's background work shows up) and :func:`wait_until`, its ``await``-able twin for async
+tests.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ from .harness import (
     parse_sse,
     start_host,
     wait_for,
+    wait_until,
 )
 
 __all__ = [
@@ -124,6 +126,7 @@ __all__ = [
     "plugins_yaml",
     "start_host",
     "wait_for",
+    "wait_until",
 ]
 
 # Names that need hypothesis, and the module that defines each: imported on first access.

@@ -12,6 +12,7 @@ hosts can be started one after another in one process, as a property check does.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -34,6 +35,7 @@ __all__ = [
     "parse_sse",
     "start_host",
     "wait_for",
+    "wait_until",
 ]
 
 
@@ -143,21 +145,55 @@ def parse_sse(text: str) -> tuple[SseEvent, ...]:
     return tuple(events)
 
 
+class _Poll:
+    """One condition and its deadline: the rule :func:`wait_for` and :func:`wait_until` share."""
+
+    def __init__(self, predicate: Callable[[], Any], timeout: float) -> None:
+        self.predicate = predicate
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+
+    def __call__(self) -> Any:
+        """The predicate's value when truthy, else ``None``; ``AssertionError`` past the deadline."""
+        value = self.predicate()
+        if value:
+            return value
+        if time.monotonic() >= self.deadline:
+            name = getattr(self.predicate, "__name__", self.predicate)
+            raise AssertionError(f"condition not met within {self.timeout}s: {name!r}")
+        return None
+
+
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 5.0, interval: float = 0.02) -> Any:
     """Poll *predicate* until it returns something truthy and return it; ``AssertionError`` on timeout.
 
     For effects a service produces in the background (a writer flushing its buffer):
     a fixed sleep is either flaky or slow. An ``AssertionError`` fails a pytest test and is
-    a counterexample to a property check alike.
+    a counterexample to a property check alike. In a coroutine use :func:`wait_until`, which
+    lets the event loop run the work being waited for.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {getattr(predicate, '__name__', predicate)!r}")
+    poll = _Poll(predicate, timeout)
+    while (value := poll()) is None:
         time.sleep(interval)
+    return value
+
+
+async def wait_until(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 5.0,  # noqa: ASYNC109 - wait_for's parameter, for the same failure message
+    interval: float = 0.005,
+) -> Any:
+    """:func:`wait_for` for async tests: the predicate is polled between turns of the event loop.
+
+    ``await wait_until(lambda: calls == ["a"])`` returns as soon as a task started with
+    ``asyncio.create_task`` got that far, however loaded the machine is, where a fixed
+    ``asyncio.sleep`` only guesses how long that takes.
+    """
+    poll = _Poll(predicate, timeout)
+    while (value := poll()) is None:  # noqa: ASYNC110 - a predicate has no Event to wait on
+        await asyncio.sleep(interval)
+    return value
 
 
 @contextmanager
