@@ -1,12 +1,11 @@
-"""Gateway suite fixtures: a database per test (SQLite file, and PostgreSQL when reachable)
-and a real uvicorn on 127.0.0.1 with a free port."""
+"""Gateway suite fixtures: a real uvicorn on 127.0.0.1 with a free port (``database_url``, a
+database per test, is the whole suite's: ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import socket
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,41 +14,6 @@ from typing import Any
 import gw_fixtures
 import httpx
 import pytest
-
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def _pg_reason() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, connect_timeout=2):
-            return None
-    except Exception as exc:
-        return f"PostgreSQL at 127.0.0.1:5432 is not reachable ({type(exc).__name__}: {exc})"
-
-
-_PG_UNREACHABLE = _pg_reason()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database for one test."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'deer-flow' / 'deerflow.db'}"
-        return
-    if _PG_UNREACHABLE:
-        pytest.skip(_PG_UNREACHABLE)
-    import psycopg
-
-    name = f"dfx_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(autouse=True)
