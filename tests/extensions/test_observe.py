@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions import observe
-from deerflow_ext.extensions.diagnostics import get_diagnostics
 from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.observe import (
     observe_system_call,
@@ -193,19 +192,19 @@ async def test_observer_failures_are_logged_never_propagated_or_listed(
             raise ValueError("observer bug")
 
     after = Observer()
-    before = len(get_diagnostics())
+    ext = observed(Broken(), after)
 
     async def call() -> str:
         return "title"
 
     with caplog.at_level(logging.ERROR, LOGGER):
-        result = await observe_system_call(observed(Broken(), after), None, SystemOperationKind.TITLE, REQUEST, call)
+        result = await observe_system_call(ext, None, SystemOperationKind.TITLE, REQUEST, call)
     assert result == "title"
     assert len(after.seen) == 1
     assert [r.getMessage() for r in caplog.records if r.name == LOGGER] == [
         "Extension obs0:install: on_system_model_call raised ValueError: observer bug"
     ]
-    assert len(get_diagnostics()) == before
+    assert len(ext.diagnostics) == 0
 
 
 async def test_an_observer_failure_does_not_replace_the_calls_own_exception() -> None:

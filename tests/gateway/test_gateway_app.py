@@ -14,7 +14,7 @@ from gw_fixtures import FakeAgentHost, ServiceRecorder, extensions_with
 
 from conftest import live_server
 from deerflow_ext.config.schema import AppConfig, PluginEntry
-from deerflow_ext.extensions.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList, get_diagnostics
+from deerflow_ext.extensions.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList
 from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.snapshot import get_loaded_extensions
 from deerflow_ext.gateway import create_app
@@ -41,9 +41,9 @@ async def test_plugins_load_once_and_the_snapshot_diagnostics_and_loop_are_publi
     # One frozen snapshot, the same object on app.state and process-wide.
     assert app.state.extensions is get_loaded_extensions()
     assert app.state.extensions.loaded == ("gateway.gw_fixtures:install_counting",)
-    # The live list is the loader's own list (its load failure is in it) and the process-wide one.
+    # The live list is the loader's own list (its load failure is in it), kept by the snapshot.
     diagnostics = app.state.extension_diagnostics
-    assert isinstance(diagnostics, DiagnosticsList) and diagnostics is get_diagnostics()
+    assert isinstance(diagnostics, DiagnosticsList) and diagnostics is app.state.extensions.diagnostics
     assert [d.extension for d in diagnostics] == ["no_such_module_for_gateway_test:install"]
 
     async with live_server(app) as server, server.client() as client:
@@ -148,13 +148,11 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
 
 @pytest.fixture(autouse=True)
 def _restore_process_state():
-    from deerflow_ext.extensions.diagnostics import set_diagnostics
     from deerflow_ext.extensions.snapshot import set_loaded_extensions
 
-    extensions, diagnostics = get_loaded_extensions(), get_diagnostics()
+    extensions = get_loaded_extensions()
     yield
     set_loaded_extensions(extensions)
-    set_diagnostics(diagnostics)
 
 
 async def test_shutdown_drains_a_subagent_in_flight(settings_for) -> None:

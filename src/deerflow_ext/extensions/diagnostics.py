@@ -2,6 +2,12 @@
 
 Operators read the Gateway log, so the log line is the primary output; the bounded live list
 on ``app.state.extension_diagnostics`` exists for tests, ``doctor`` and the author kit.
+
+There is no process-wide list: each ``LoadedExtensions`` snapshot carries the list its
+loading started (``LoadedExtensions.diagnostics``, the one ``create_app`` puts on
+``app.state``), and everything that records a problem of those extensions — loading,
+middleware composition and isolation, services, routers — is handed that list. Two Gateway
+apps in one process therefore never see each other's diagnostics.
 Lifecycle-hook and observer failures are logged with the same prefix but deliberately kept
 out of the list (spec: "logged but not added to that list") — they happen per run and would
 push the load-time diagnostics an operator needs out of the window.
@@ -20,10 +26,8 @@ __all__ = [
     "DIAGNOSTICS_LIMIT",
     "Diagnostic",
     "DiagnosticsList",
-    "get_diagnostics",
     "log_extension_failure",
     "logger",
-    "set_diagnostics",
 ]
 
 DIAGNOSTICS_LIMIT = 1000
@@ -102,18 +106,3 @@ def log_extension_failure(
 ) -> None:
     """Log a failure attributed to ``extension`` without adding it to the live list."""
     logger.log(level, "Extension %s: %s", extension, message, exc_info=_exc_info(exc), extra={"extension": extension})
-
-
-_current = DiagnosticsList()
-_current_lock = threading.Lock()
-
-
-def get_diagnostics() -> DiagnosticsList:
-    """The process-wide live list (the one ``create_app`` installs on ``app.state``)."""
-    return _current
-
-
-def set_diagnostics(diagnostics: DiagnosticsList) -> None:
-    global _current
-    with _current_lock:
-        _current = diagnostics

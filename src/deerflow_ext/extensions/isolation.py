@@ -51,7 +51,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from .diagnostics import DiagnosticsList, get_diagnostics
+from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .hooks import node_slug
 from .loopwatch import DOWNSTREAM, RunningHook, register_site
@@ -167,7 +167,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         *,
         extension: str,
         index: int = 1,
-        diagnostics: DiagnosticsList | None = None,
+        diagnostics: DiagnosticsList,
         placement: Placement | None = None,
         intercept: bool = False,
     ) -> IsolatedMiddleware:
@@ -185,7 +185,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         *,
         extension: str,
         index: int = 1,
-        diagnostics: DiagnosticsList | None = None,
+        diagnostics: DiagnosticsList,
         placement: Placement | None = None,
         intercept: bool = False,
     ) -> None:
@@ -266,8 +266,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def _report(self, hook: str, problem: str, exc: BaseException | None = None) -> None:
         """One attributed diagnostic line: ``Extension <use>: <Class>.<hook> <problem>``."""
-        diagnostics = self._diagnostics if self._diagnostics is not None else get_diagnostics()
-        diagnostics.record(self._extension, _PHASE, f"{type(self._inner).__name__}.{hook} {problem}", exc=exc)
+        self._diagnostics.record(self._extension, _PHASE, f"{type(self._inner).__name__}.{hook} {problem}", exc=exc)
 
     def _fail(self, hook: str, exc: BaseException) -> None:
         stats = self._stats.get(hook)

@@ -37,7 +37,7 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
 
 from .carry import carry_fused_groups
-from .diagnostics import DiagnosticsList, get_diagnostics
+from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .fusion import fuse_wrap_only_runs
 from .hooks import node_slug
@@ -111,7 +111,7 @@ def compose_middleware_stack(
     """
     if not extensions.middlewares:
         return list(host)
-    diagnostics = diagnostics if diagnostics is not None else get_diagnostics()
+    diagnostics = diagnostics if diagnostics is not None else extensions.diagnostics
     placed = _collect(extensions, ctx, diagnostics)
     dropped: set[str] = set()
     while True:

@@ -5,8 +5,8 @@ operator's ``extensions check`` all start hosts through :func:`start_host`, so e
 runs the same thing an operator's deployment runs: ``create_app`` on a real
 ``config.yaml``, a temporary SQLite database and the embedded, offline model, driven over
 its HTTP API. A host changes process-wide state while it runs (the published extension
-snapshot and diagnostics list, the ``DEERFLOW_*`` variables, the working directory, and the
-notification budget when one is given); :meth:`HostHarness.close` puts every piece back, so
+snapshot, the ``DEERFLOW_*`` variables, the working directory, and the notification budget
+when one is given); :meth:`HostHarness.close` puts every piece back, so
 hosts can be started one after another in one process, as a property check does.
 """
 
@@ -219,11 +219,10 @@ def notification_budget(seconds: float | None) -> Iterator[None]:
 
 @contextmanager
 def _process_state(config_path: Path, database_url: str, directory: Path) -> Iterator[None]:
-    """The environment a Gateway process would have, restored on exit with the published state."""
-    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
+    """The environment a Gateway process would have, restored on exit with the published set."""
     from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
 
-    previous = get_loaded_extensions(), get_diagnostics()
+    previous = get_loaded_extensions()
     saved = {key: os.environ.get(key) for key in ("DEERFLOW_CONFIG", "DEERFLOW_DATABASE_URL")}
     cwd = Path.cwd()
     os.environ["DEERFLOW_CONFIG"] = str(config_path)
@@ -238,8 +237,7 @@ def _process_state(config_path: Path, database_url: str, directory: Path) -> Ite
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        set_loaded_extensions(previous[0])
-        set_diagnostics(previous[1])
+        set_loaded_extensions(previous)
 
 
 def _write_config(directory: Path, plugins: Iterable[Plugin], app_config: Mapping[str, Any] | None) -> Path:
@@ -256,14 +254,12 @@ def load_plugins(plugins: Iterable[PluginLike], *, app_config: Mapping[str, Any]
     Required entries that fail raise ``ExtensionLoadError`` here as they stop a Gateway.
     """
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.diagnostics import DiagnosticsList
     from deerflow_ext.extensions.loader import load_extensions
 
     entries = tuple(plugin_records(plugins))
     document = {**dict(app_config or {}), "plugins": [p.record() for p in entries]}
-    diagnostics = DiagnosticsList()
-    extensions = load_extensions(AppConfig.model_validate(document), diagnostics=diagnostics)
-    return LoadResult(extensions=extensions, diagnostics=diagnostics, plugins=entries)
+    extensions = load_extensions(AppConfig.model_validate(document))
+    return LoadResult(extensions=extensions, diagnostics=extensions.diagnostics, plugins=entries)
 
 
 # ---------------------------------------------------------------------------- the host
