@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import TracebackType
 
 __all__ = [
     "DIAGNOSTICS_LIMIT",
@@ -93,7 +94,7 @@ class DiagnosticsList:
         return f"DiagnosticsList({len(self)} of {self._items.maxlen})"
 
 
-def _exc_info(exc: BaseException | None) -> tuple[type[BaseException], BaseException, object] | None:
+def _exc_info(exc: BaseException | None) -> tuple[type[BaseException], BaseException, TracebackType | None] | None:
     # Tracebacks go to DEBUG-enabled logs only: the message line already names the extension
     # and the error; a full traceback per failing run would drown the operator's log.
     if exc is None or not logger.isEnabledFor(logging.DEBUG):

@@ -210,10 +210,12 @@ async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBrid
     this process's memory. An unreachable Redis stops startup with the variable's name."""
     if opts.streams is not None:
         return opts.streams
-    retention = {"retain_events": settings.stream_retain_events, "retain_seconds": settings.stream_retain_seconds}
+    events, seconds = settings.stream_retain_events, settings.stream_retain_seconds
     if not settings.redis_url:
-        return MemoryStreamBridge(**retention)
-    bridge = RedisStreamBridge(settings.redis_url, prefix=settings.redis_prefix, **retention)
+        return MemoryStreamBridge(retain_events=events, retain_seconds=seconds)
+    bridge = RedisStreamBridge(
+        settings.redis_url, prefix=settings.redis_prefix, retain_events=events, retain_seconds=seconds
+    )
     await bridge.start()
     return bridge
 

@@ -15,6 +15,9 @@ operator's deployment would, only in-process.
 Fixtures
 --------
 
+Annotate them for completion and type checks: ``deerflow_host: HostFactory``,
+``extension_loader: LoaderFactory`` (both importable from here).
+
 ``deerflow_host`` — a factory::
 
     def test_counts(deerflow_host):
@@ -89,7 +92,9 @@ from typing import Any
 
 from .entries import Plugin, install_reference, plugin_records, plugins_yaml
 from .harness import (
+    HostFactory,
     HostHarness,
+    LoaderFactory,
     LoadResult,
     RunOutcome,
     SseEvent,
@@ -103,8 +108,10 @@ from .harness import (
 
 __all__ = [
     "CONTAINED_BEHAVIOURS",
+    "HostFactory",
     "HostHarness",
     "LoadResult",
+    "LoaderFactory",
     "Plugin",
     "PropertyFailed",
     "RunOutcome",

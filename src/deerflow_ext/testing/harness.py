@@ -17,17 +17,27 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .entries import Plugin, PluginLike, plugin_records
 
+if TYPE_CHECKING:  # for annotations only: the kit imports the host when a host is started
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from deerflow_ext.extensions.diagnostics import DiagnosticsList
+    from deerflow_ext.extensions.snapshot import LoadedExtensions
+    from deerflow_extension_api import ExtensionData
+
 __all__ = [
+    "HostFactory",
     "HostHarness",
     "LoadResult",
+    "LoaderFactory",
     "RunOutcome",
     "SseEvent",
     "load_plugins",
@@ -107,13 +117,45 @@ def _last_ai_text(data: Any) -> str | None:
 class LoadResult:
     """What the host's loader made of a ``plugins:`` list (no Gateway involved)."""
 
-    extensions: Any
-    diagnostics: Any
+    extensions: LoadedExtensions
+    diagnostics: DiagnosticsList
     plugins: tuple[Plugin, ...] = ()
 
     @property
     def loaded(self) -> tuple[str, ...]:
         return tuple(self.extensions.loaded)
+
+
+class HostFactory(Protocol):
+    """The ``deerflow_host`` fixture: annotate a test's argument with it for completion and
+    type checks (``def test_counts(deerflow_host: HostFactory) -> None``)."""
+
+    def __call__(
+        self,
+        install_or_plugins: PluginLike | Sequence[PluginLike],
+        config: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        required: bool = False,
+        table_prefix: str | None = None,
+        app_config: Mapping[str, Any] | None = None,
+        notify_budget: float | None = None,
+    ) -> HostHarness: ...
+
+
+class LoaderFactory(Protocol):
+    """The ``extension_loader`` fixture (the loader only, no Gateway)."""
+
+    def __call__(
+        self,
+        install_or_plugins: PluginLike | Sequence[PluginLike],
+        config: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        required: bool = False,
+        table_prefix: str | None = None,
+    ) -> LoadResult: ...
+
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -274,8 +316,8 @@ class HostHarness:
 
     def __init__(
         self,
-        app: Any,
-        client: Any,
+        app: FastAPI,
+        client: TestClient,
         config_path: Path,
         database_url: str,
         plugins: tuple[Plugin, ...],
@@ -292,15 +334,17 @@ class HostHarness:
 
     # What the host recorded -------------------------------------------------
     @property
-    def extensions(self) -> Any:
-        return self.app.state.extensions
+    def extensions(self) -> LoadedExtensions:
+        extensions: LoadedExtensions = self.app.state.extensions
+        return extensions
 
     @property
-    def diagnostics(self) -> Any:
-        return self.app.state.extension_diagnostics
+    def diagnostics(self) -> DiagnosticsList:
+        diagnostics: DiagnosticsList = self.app.state.extension_diagnostics
+        return diagnostics
 
     @property
-    def app_store(self) -> Any:
+    def app_store(self) -> ExtensionData:
         return self.extensions.app_store
 
     @property
