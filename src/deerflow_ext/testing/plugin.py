@@ -55,19 +55,17 @@ def deerflow_host(tmp_path: Path) -> Iterator[HostFactory]:
     harnesses: list[HostHarness] = []
     counter = itertools.count(1)
 
+    # The arguments are HostFactory's (the fixture's declared type): passed on to entries_of.
     def start(
-        install_or_plugins: PluginLike | Sequence[PluginLike],
-        config: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        required: bool = False,
-        table_prefix: str | None = None,
+        *entry: Any,
         app_config: Mapping[str, Any] | None = None,
         notify_budget: float | None = None,
+        **options: Any,
     ) -> HostHarness:
         directory = tmp_path / f"deerflow-host-{next(counter)}"
-        entries = entries_of(install_or_plugins, config, name=name, required=required, table_prefix=table_prefix)
-        harness = start_host(entries, directory, app_config=app_config, notify_budget=notify_budget)
+        harness = start_host(
+            entries_of(*entry, **options), directory, app_config=app_config, notify_budget=notify_budget
+        )
         harnesses.append(harness)
         return harness
 
@@ -82,16 +80,7 @@ def extension_loader() -> LoaderFactory:
     required=False, table_prefix=None) -> LoadResult`` — the host's loader only, no Gateway
     (:class:`LoaderFactory`)."""
 
-    def load(
-        install_or_plugins: PluginLike | Sequence[PluginLike],
-        config: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        required: bool = False,
-        table_prefix: str | None = None,
-    ) -> LoadResult:
-        return load_plugins(
-            entries_of(install_or_plugins, config, name=name, required=required, table_prefix=table_prefix)
-        )
+    def load(*entry: Any, **options: Any) -> LoadResult:  # LoaderFactory's arguments
+        return load_plugins(entries_of(*entry, **options))
 
     return load
