@@ -8,6 +8,7 @@ loading started (``LoadedExtensions.diagnostics``, the one ``create_app`` puts o
 ``app.state``), and everything that records a problem of those extensions — loading,
 middleware composition and isolation, services, routers — is handed that list. Two Gateway
 apps in one process therefore never see each other's diagnostics.
+
 Lifecycle-hook and observer failures are logged with the same prefix but deliberately kept
 out of the list (spec: "logged but not added to that list") — they happen per run and would
 push the load-time diagnostics an operator needs out of the window.
