@@ -28,6 +28,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 
 from deerflow_ext.extensions import metrics
+from deerflow_ext.extensions.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.notify import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution
@@ -74,7 +75,7 @@ def _arms() -> dict[str, dict[str, Callable[[], Awaitable[Any]]]]:
     args = (ExtensionData("app"), ExtensionData("task"), TaskInfo(task_id="t", run_id="r", thread_id=None, kind="lead"))
     for label, enabled in (("on", True), ("off", False)):
         metrics.set_metrics_enabled(enabled)
-        mw = IsolatedMiddleware(NoOp(), extension=f"bench_{label}:install")
+        mw = IsolatedMiddleware(NoOp(), extension=f"bench_{label}:install", diagnostics=DiagnosticsList())
         contributions = tuple(
             Contribution(f"bench_{label}_{i}:install", f"b{i}", i, f"{i}:b", Lifecycle()) for i in range(10)
         )

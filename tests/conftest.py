@@ -20,7 +20,8 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 
-from redis_support import REDIS_UNREACHABLE, REDIS_URL  # noqa: E402  (needs TESTS_DIR on sys.path)
+from pg_support import PG_UNREACHABLE, fresh_database  # noqa: E402  (needs TESTS_DIR on sys.path)
+from redis_support import REDIS_UNREACHABLE, REDIS_URL  # noqa: E402
 
 
 @pytest.fixture
@@ -43,6 +44,18 @@ def redis_prefix() -> Iterator[str]:
         client.close()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database for one test."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'deer-flow' / 'deerflow.db'}"
+        return
+    if PG_UNREACHABLE:
+        pytest.skip(PG_UNREACHABLE)
+    with fresh_database() as name:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+
+
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     """Commands run in-process install the process's logging setup (``deerflow_ext.logs``);
@@ -57,40 +70,3 @@ def _restore_logging() -> Iterator[None]:
     root.setLevel(saved[1])
     for name, level in saved[2].items():
         logging.getLogger(name).setLevel(level)
-
-
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def _pg_reason() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, connect_timeout=2):
-            return None
-    except Exception as exc:
-        return f"PostgreSQL at 127.0.0.1:5432 is not reachable ({type(exc).__name__}: {exc})"
-
-
-_PG_UNREACHABLE = _pg_reason()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database for one test: a SQLite file, and (marked ``postgres``) a
-    PostgreSQL database of its own, skipped with the reason when none answers."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'deer-flow' / 'deerflow.db'}"
-        return
-    if _PG_UNREACHABLE:
-        pytest.skip(_PG_UNREACHABLE)
-    import psycopg
-
-    name = f"dfx_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

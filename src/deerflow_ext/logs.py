@@ -56,7 +56,9 @@ def _exception_line(exc_info: Any) -> str:
 class _Reducing(logging.Formatter):
     """Shared rule: tracebacks only when the root logger is at DEBUG. Times are UTC."""
 
-    converter = time.gmtime
+    @staticmethod
+    def converter(seconds: float | None = None) -> time.struct_time:
+        return time.gmtime(seconds)
 
     def _debug(self) -> bool:
         return logging.getLogger().isEnabledFor(logging.DEBUG)

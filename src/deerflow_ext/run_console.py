@@ -194,7 +194,7 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     """``deerflow-ext run PROMPT [--config PATH] [--thread ID]``; exit codes of :mod:`deerflow_ext.exitcodes`."""
     args = _parser().parse_args(argv)
     from .agents.middlewares.errors import describe_failure
-    from .config.settings import SettingsError, load_settings
+    from .config.settings import load_settings
     from .extensions.loader import load_extensions
     from .extensions.metrics import set_metrics_enabled
     from .logs import configure_logging
@@ -207,7 +207,7 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         config = load_startup_config(settings, config_path=args.config)
         check_database(settings.database_url)
         extensions = load_extensions(config)  # logs the summary line
-    except (SettingsError, *refusals()) as exc:
+    except refusals() as exc:  # SettingsError among them
         print(error_line(exc), file=sys.stderr)
         return EXIT_STARTUP
 

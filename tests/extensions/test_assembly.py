@@ -24,7 +24,7 @@ from deerflow_ext.extensions.assembly import (
     describe_tool,
     emit_agent_assembled,
 )
-from deerflow_ext.extensions.diagnostics import get_diagnostics
+from deerflow_ext.extensions.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import AgentAssemblyDescriptor, MiddlewarePlacement, Placement
@@ -97,14 +97,13 @@ def test_observers_run_in_registration_order_with_the_app_store() -> None:
 
 def test_an_observer_exception_is_logged_and_construction_goes_on(caplog: pytest.LogCaptureFixture) -> None:
     after = Recorder()
-    live = get_diagnostics()
-    before = len(live)
+    ext = observed(Exploding(), after)
     with caplog.at_level(logging.ERROR, logger="deerflow_ext.extensions"):
-        graph = make_lead_agent(AppConfig(), extensions=observed(Exploding(), after))
+        graph = make_lead_agent(AppConfig(), extensions=ext)
     assert graph is not None
     assert len(after.descriptors) == 1
     assert "Extension obs0:install: on_agent_assembled raised RuntimeError: observer bug" in caplog.messages
-    assert len(live) == before  # logged, not added to the diagnostics list
+    assert len(ext.diagnostics) == 0  # logged, not added to the diagnostics list
 
 
 def test_an_async_observer_is_reported_not_left_unawaited(caplog: pytest.LogCaptureFixture) -> None:
@@ -198,7 +197,9 @@ class Probed(AgentMiddleware):
 
 
 def test_an_isolated_middleware_is_described_by_its_inner_class() -> None:
-    wrapped = IsolatedMiddleware(ToolTimer(200), extension="deerflow_extension_hello:install")
+    wrapped = IsolatedMiddleware(
+        ToolTimer(200), extension="deerflow_extension_hello:install", diagnostics=DiagnosticsList()
+    )
     described = describe_middleware(wrapped)
     assert described.name == "ToolTimer"
     assert described.module == __name__

@@ -54,10 +54,8 @@ def test_doctor_refuses_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_the_gateway_refuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from deerflow_ext.config.settings import Settings
-    from deerflow_ext.extensions import diagnostics
     from deerflow_ext.gateway import create_app
 
-    monkeypatch.setattr(diagnostics, "_current", diagnostics.get_diagnostics())  # put back afterwards
     settings = Settings(config=tmp_path / "config.yaml", database_url=f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
     with pytest.raises(TablePrefixCollisionError, match="thread_leases"):
         create_app(settings, config=AppConfig.model_validate({"plugins": [RECORD]}))

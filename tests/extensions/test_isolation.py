@@ -336,7 +336,7 @@ def test_exactly_the_inner_hooks_are_exposed() -> None:
         (ToolBeforeHandler, {"wrap_tool_call", "awrap_tool_call"}),
         (WithToolsAndState, {"after_model"}),
     ]:
-        wrapped = IsolatedMiddleware(cls(), extension=EXT)
+        wrapped = IsolatedMiddleware(cls(), extension=EXT, diagnostics=DiagnosticsList())
         assert type(wrapped) is not IsolatedMiddleware
         assert isinstance(wrapped, IsolatedMiddleware)
         assert implemented_hooks(type(wrapped)) == expected, cls
@@ -345,7 +345,9 @@ def test_exactly_the_inner_hooks_are_exposed() -> None:
 
 def test_graph_nodes_match_the_inner_middleware() -> None:
     plain = create_agent(scripted(), middleware=[RaisingNodeHooks()])
-    wrapped = create_agent(scripted(), middleware=[IsolatedMiddleware(RaisingNodeHooks(), extension=EXT)])
+    wrapped = create_agent(
+        scripted(), middleware=[IsolatedMiddleware(RaisingNodeHooks(), extension=EXT, diagnostics=DiagnosticsList())]
+    )
     suffixes = lambda graph: sorted(n.split(".", 1)[1] for n in graph.get_graph().nodes if "." in n)  # noqa: E731
     assert suffixes(plain) == suffixes(wrapped) == ["after_model", "before_model"]
 
@@ -373,20 +375,22 @@ def test_node_names_are_unique_valid_and_attributed(diagnostics: DiagnosticsList
 
 
 def test_only_middleware_can_be_isolated() -> None:
-    with pytest.raises(TypeError):
-        IsolatedMiddleware(object(), extension=EXT)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        IsolatedMiddleware(IsolatedMiddleware(Jumper(), extension=EXT), extension=EXT)
+    with pytest.raises(TypeError, match="expected an AgentMiddleware"):
+        IsolatedMiddleware(object(), extension=EXT, diagnostics=DiagnosticsList())  # type: ignore[arg-type]
+    inner = IsolatedMiddleware(Jumper(), extension=EXT, diagnostics=DiagnosticsList())
+    with pytest.raises(TypeError, match="already isolated"):
+        IsolatedMiddleware(inner, extension=EXT, diagnostics=DiagnosticsList())
 
 
-def test_diagnostics_default_to_the_process_wide_list(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failures_are_recorded_in_the_list_the_wrapper_was_given_and_there_is_no_default() -> None:
     live = DiagnosticsList()
-    monkeypatch.setattr("deerflow_ext.extensions.isolation.get_diagnostics", lambda: live)
     model = scripted(AIMessage("ok"))
-    create_agent(model, middleware=[IsolatedMiddleware(ModelBeforeHandler(), extension=EXT)]).invoke(
+    create_agent(model, middleware=[IsolatedMiddleware(ModelBeforeHandler(), extension=EXT, diagnostics=live)]).invoke(
         {"messages": [{"role": "user", "content": "x"}]}
     )
     assert [d.extension for d in live] == [EXT]
+    with pytest.raises(TypeError, match="diagnostics"):
+        IsolatedMiddleware(ModelBeforeHandler(), extension=EXT)  # type: ignore[call-arg]
 
 
 def _stream_factory(scope: tuple[str, ...]) -> Any:
@@ -401,7 +405,7 @@ class WithTransformers(AgentMiddleware):
 
 
 def test_stream_transformers_reach_the_compiled_graph_through_the_wrapper() -> None:
-    wrapped = IsolatedMiddleware(WithTransformers(), extension=EXT)
+    wrapped = IsolatedMiddleware(WithTransformers(), extension=EXT, diagnostics=DiagnosticsList())
     assert wrapped.transformers == (_stream_factory,)
     graph = create_agent(scripted(), middleware=[wrapped])
     assert _stream_factory in graph.stream_transformers

@@ -127,7 +127,7 @@ async def test_cancelling_the_remote_caller_cancels_the_notification_on_the_regi
     await asyncio.to_thread(cancelled.wait, 5)
     assert isinstance(outcome.get("error"), asyncio.CancelledError)
     assert cancelled.is_set()
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a window for a (wrongly) notified "later": nothing to wait on
     assert calls == ["blocks"]
 
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions import observe
-from deerflow_ext.extensions.diagnostics import get_diagnostics
 from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.observe import (
     observe_system_call,
@@ -145,14 +144,16 @@ async def test_a_repeated_cancel_cannot_interrupt_the_cancellation_observation()
             await super().on_system_model_call(*args)
 
     slow = Slow()
+    started = asyncio.Event()
 
     async def call() -> object:
+        started.set()
         await asyncio.Event().wait()
 
     caller = asyncio.create_task(
         observe_system_call(observed(slow, observer), None, SystemOperationKind.GOAL, REQUEST, call)
     )
-    await asyncio.sleep(0.01)
+    await started.wait()
     caller.cancel()
     await asyncio.sleep(0)
     caller.cancel()
@@ -166,17 +167,19 @@ async def test_without_a_notification_loop_the_cancellation_observation_is_dropp
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     observer = Observer()
+    started = asyncio.Event()
 
     async def call() -> object:
+        started.set()
         await asyncio.Event().wait()
 
     caller = asyncio.create_task(observe_system_call(observed(observer), None, SystemOperationKind.GOAL, REQUEST, call))
-    await asyncio.sleep(0.01)
+    await started.wait()
     with caplog.at_level(logging.DEBUG, LOGGER):
         caller.cancel()
         with pytest.raises(asyncio.CancelledError):
             await caller
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a window for a (wrongly) scheduled observation: nothing to wait on
     assert observer.seen == []
     assert "no notification loop registered; dropping goal system-model observation" in caplog.text
 
@@ -189,19 +192,19 @@ async def test_observer_failures_are_logged_never_propagated_or_listed(
             raise ValueError("observer bug")
 
     after = Observer()
-    before = len(get_diagnostics())
+    ext = observed(Broken(), after)
 
     async def call() -> str:
         return "title"
 
     with caplog.at_level(logging.ERROR, LOGGER):
-        result = await observe_system_call(observed(Broken(), after), None, SystemOperationKind.TITLE, REQUEST, call)
+        result = await observe_system_call(ext, None, SystemOperationKind.TITLE, REQUEST, call)
     assert result == "title"
     assert len(after.seen) == 1
     assert [r.getMessage() for r in caplog.records if r.name == LOGGER] == [
         "Extension obs0:install: on_system_model_call raised ValueError: observer bug"
     ]
-    assert len(get_diagnostics()) == before
+    assert len(ext.diagnostics) == 0
 
 
 async def test_an_observer_failure_does_not_replace_the_calls_own_exception() -> None:
@@ -366,5 +369,5 @@ async def test_compaction_after_intake_closed_is_dropped() -> None:
             seen.append(event)
 
     assert submit_compaction(compacting(Logs()), EVENT) is False
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # a window for a (wrongly) scheduled observation: nothing to wait on
     assert seen == []

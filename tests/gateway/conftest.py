@@ -1,5 +1,5 @@
-"""Gateway suite fixtures: settings on the test's database (``database_url``, from
-``tests/conftest.py``) and a real uvicorn on 127.0.0.1 with a free port."""
+"""Gateway suite fixtures: a real uvicorn on 127.0.0.1 with a free port (``database_url``, a
+database per test, is the whole suite's: ``tests/conftest.py``)."""
 
 from __future__ import annotations
 

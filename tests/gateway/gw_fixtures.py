@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
 
@@ -107,6 +107,12 @@ class FakeAgentHost:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+if TYPE_CHECKING:  # mypy (the ``types`` session) checks the double against the worker's Protocol
+    from deerflow_ext.runtime import LeadRunner
+
+    _AS_LEAD_RUNNER: LeadRunner = FakeAgentHost()
 
 
 def extensions_with(
@@ -304,7 +310,7 @@ class _KindRecorder:
 def _slow_subagent_middleware() -> Any:
     from langchain.agents.middleware import AgentMiddleware
 
-    class SlowModel(AgentMiddleware):  # type: ignore[misc]
+    class SlowModel(AgentMiddleware[Any]):
         """Holds every subagent model call, so a shutdown finds the subagent in flight."""
 
         async def awrap_model_call(self, request: Any, handler: Any) -> Any:

@@ -50,7 +50,6 @@ def sdk_server(directory: Path, **settings: Any) -> Iterator[SdkServer]:
 
     from deerflow_ext.config.loading import load_app_config
     from deerflow_ext.config.settings import Settings
-    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
     from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
     from deerflow_ext.gateway import create_app
 
@@ -59,7 +58,7 @@ def sdk_server(directory: Path, **settings: Any) -> Iterator[SdkServer]:
     config = directory / "config.yaml"
     plugins = [{"name": "gate", "use": "sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
     config.write_text(json.dumps({"plugins": plugins}), encoding="utf-8")  # JSON is YAML
-    previous, previous_diagnostics = get_loaded_extensions(), get_diagnostics()
+    previous = get_loaded_extensions()
     app = create_app(
         Settings(config=config, database_url=f"sqlite+aiosqlite:///{directory / 'deerflow.db'}", **settings),
         config=load_app_config(config),
@@ -80,7 +79,6 @@ def sdk_server(directory: Path, **settings: Any) -> Iterator[SdkServer]:
         server.should_exit = True  # shutdown interrupts runs still held at a gate
         thread.join(60)
         set_loaded_extensions(previous)
-        set_diagnostics(previous_diagnostics)
 
 
 class CuttingProxy:

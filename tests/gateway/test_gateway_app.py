@@ -14,10 +14,11 @@ from gw_fixtures import FakeAgentHost, ServiceRecorder, extensions_with
 
 from conftest import live_server
 from deerflow_ext.config.schema import AppConfig, PluginEntry
-from deerflow_ext.extensions.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList, get_diagnostics
+from deerflow_ext.extensions.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList
 from deerflow_ext.extensions.notify import notification_loop
 from deerflow_ext.extensions.snapshot import get_loaded_extensions
 from deerflow_ext.gateway import create_app
+from deerflow_ext.testing import wait_until
 
 
 def _body(text: str) -> dict[str, Any]:
@@ -40,9 +41,9 @@ async def test_plugins_load_once_and_the_snapshot_diagnostics_and_loop_are_publi
     # One frozen snapshot, the same object on app.state and process-wide.
     assert app.state.extensions is get_loaded_extensions()
     assert app.state.extensions.loaded == ("gateway.gw_fixtures:install_counting",)
-    # The live list is the loader's own list (its load failure is in it) and the process-wide one.
+    # The live list is the loader's own list (its load failure is in it), kept by the snapshot.
     diagnostics = app.state.extension_diagnostics
-    assert isinstance(diagnostics, DiagnosticsList) and diagnostics is get_diagnostics()
+    assert isinstance(diagnostics, DiagnosticsList) and diagnostics is app.state.extensions.diagnostics
     assert [d.extension for d in diagnostics] == ["no_such_module_for_gateway_test:install"]
 
     async with live_server(app) as server, server.client() as client:
@@ -128,10 +129,7 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
     async with live_server(app) as server, server.client() as client:
         thread_id = (await client.post("/api/threads")).json()["thread_id"]
         run_id = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow"))).json()["run_id"]
-        for _ in range(500):
-            if "agent-begin" in gw_fixtures.kinds(run_id):
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: "agent-begin" in gw_fixtures.kinds(run_id))
         assert order == ["start:svc_a", "start:svc_b"]
         del order[:]
         app_engine = app.state.runtime.engine
@@ -150,13 +148,11 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
 
 @pytest.fixture(autouse=True)
 def _restore_process_state():
-    from deerflow_ext.extensions.diagnostics import set_diagnostics
     from deerflow_ext.extensions.snapshot import set_loaded_extensions
 
-    extensions, diagnostics = get_loaded_extensions(), get_diagnostics()
+    extensions = get_loaded_extensions()
     yield
     set_loaded_extensions(extensions)
-    set_diagnostics(diagnostics)
 
 
 async def test_shutdown_drains_a_subagent_in_flight(settings_for) -> None:
@@ -171,10 +167,7 @@ async def test_shutdown_drains_a_subagent_in_flight(settings_for) -> None:
         thread_id = (await client.post("/api/threads")).json()["thread_id"]
         body = _body("delegate: count the deer")
         assert (await client.post(f"/api/threads/{thread_id}/runs", json=body)).status_code == 200
-        for _ in range(1000):
-            if ("start", "subagent", "") in fixtures.KIND_EVENTS:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: ("start", "subagent", "") in fixtures.KIND_EVENTS, timeout=10)
         assert fixtures.KIND_EVENTS == [("start", "lead", ""), ("start", "subagent", "")]
         await server.stop()
 

@@ -9,26 +9,34 @@ import pytest
 from deerflow_ext.persistence import create_engine, is_sqlite
 from deerflow_ext.runtime import LocalThreadCoordinator, MemoryStreamBridge, PostgresThreadCoordinator
 from deerflow_ext.runtime.stream import follow
+from deerflow_ext.testing import wait_until
 
 
 async def _exclusive(coordinators, thread_id: str = "t") -> list[str]:
+    """Six holders over ``coordinators`` in turn, each started once the previous one asked.
+
+    Asking and queueing on the local lock happen in one step (no await between them), so
+    once a holder has asked it is in the queue: FIFO is tested, not the scheduler.
+    """
     log: list[str] = []
     active = 0
+    asked: list[str] = []
 
     async def run(coordinator, name: str) -> None:
         nonlocal active
+        asked.append(name)
         async with coordinator.hold(thread_id, name):
             active += 1
             assert active == 1, "two holders of one thread"
             log.append(f"in:{name}")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)  # the behaviour: a hold that spans the others' requests
             log.append(f"out:{name}")
             active -= 1
 
     tasks = []
     for i in range(6):
         tasks.append(asyncio.create_task(run(coordinators[i % len(coordinators)], f"r{i}")))
-        await asyncio.sleep(0.005)
+        await wait_until(lambda n=i + 1: len(asked) == n)
     await asyncio.gather(*tasks)
     return log
 
@@ -40,7 +48,7 @@ async def test_local_hold_is_exclusive_fifo_and_cancellable() -> None:
 
     async with coordinator.hold("t", "a"):
         waiter = asyncio.create_task(_enter(coordinator, "b"))
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: coordinator._users.get("t") == 2)  # "a" holds, "b" is queued
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter

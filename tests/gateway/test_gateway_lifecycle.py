@@ -9,18 +9,11 @@ from gw_fixtures import FakeAgentHost, LifecycleRecorder, ServiceRecorder, exten
 from conftest import live_server, read_sse
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.gateway import GatewayOptions, create_app
+from deerflow_ext.testing import wait_until
 
 
 def _body(text: str) -> dict:
     return {"input": {"messages": [{"role": "user", "content": text}]}}
-
-
-async def _until(predicate, within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 async def _wait_final(client, thread_id: str, run_id: str) -> dict:
@@ -49,7 +42,7 @@ async def test_follow_up_waits_for_previous_on_task_stop_and_end_follows_stop(se
     async with live_server(app) as server, server.client() as client:
         thread_id = (await client.post("/api/threads")).json()["thread_id"]
         first = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow one"))).json()["run_id"]
-        await _until(lambda: "agent-begin" in kinds(first))
+        await wait_until(lambda: "agent-begin" in kinds(first))
         async with client.stream("POST", f"/api/threads/{thread_id}/runs/stream", json=_body("fast")) as resp:
             events = await read_sse(resp)
         second = events[0][1]["run_id"]
@@ -99,9 +92,9 @@ async def test_run_cancelled_before_admission_gets_no_hooks(settings_for) -> Non
     async with live_server(app) as server, server.client() as client:
         thread_id = (await client.post("/api/threads")).json()["thread_id"]
         a = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow a"))).json()["run_id"]
-        await _until(lambda: "agent-begin" in kinds(a))
+        await wait_until(lambda: "agent-begin" in kinds(a))
         b = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow b"))).json()["run_id"]
-        await _until(lambda: "stop-begin" in kinds(a))  # a finalizing, b waiting for the thread
+        await wait_until(lambda: "stop-begin" in kinds(a))  # a finalizing, b waiting for the thread
         c = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("fast c"))).json()["run_id"]
         run_b = await _wait_final(client, thread_id, b)
         run_c = await _wait_final(client, thread_id, c)
@@ -119,13 +112,13 @@ async def test_cancel_route_and_failed_run(settings_for) -> None:
     async with live_server(app) as server, server.client() as client:
         thread_id = (await client.post("/api/threads")).json()["thread_id"]
         run_id = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow"))).json()["run_id"]
-        await _until(lambda: "agent-begin" in kinds(run_id))
+        await wait_until(lambda: "agent-begin" in kinds(run_id))
         cancel = await client.post(f"/api/threads/{thread_id}/runs/{run_id}/cancel")
         assert cancel.status_code == 202
         run = await _wait_final(client, thread_id, run_id)
         assert (run["status"], run["outcome"]) == ("interrupted", "aborted")
         # Persistence (step 4) precedes on_task_stop (step 5): the row can be final first.
-        await _until(lambda: "stop-end" in kinds(run_id))
+        await wait_until(lambda: "stop-end" in kinds(run_id))
         assert recorder.outcomes[run_id] == "aborted"
         assert (await client.get(f"/api/threads/{thread_id}")).json()["status"] == "interrupted"
 
@@ -168,7 +161,7 @@ async def test_shutdown_with_two_runs_in_flight(settings_for) -> None:
                 "run_id"
             ]
             runs.append((thread_id, run_id))
-        await _until(lambda: all("agent-begin" in kinds(r) for _, r in runs))
+        await wait_until(lambda: all("agent-begin" in kinds(r) for _, r in runs))
         await server.stop()
 
     assert {recorder.outcomes[r] for _, r in runs} == {"aborted"}

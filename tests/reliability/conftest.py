@@ -149,13 +149,11 @@ async def wait_run(client: httpx.AsyncClient, thread_id: str, run_id: str, withi
 @pytest.fixture(autouse=True)
 def _restore_process_state() -> Iterator[None]:
     """create_app publishes process-wide state; put it back so other tests see theirs."""
-    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
     from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
 
-    extensions, diagnostics = get_loaded_extensions(), get_diagnostics()
+    extensions = get_loaded_extensions()
     yield
     set_loaded_extensions(extensions)
-    set_diagnostics(diagnostics)
 
 
 # -- a Gateway in a background thread (for sync clients: hypothesis, thread soaks) ----------

@@ -44,11 +44,10 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, str]]:
-    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
     from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
     from deerflow_ext.gateway import create_app
 
-    saved = get_loaded_extensions(), get_diagnostics()
+    saved = get_loaded_extensions()
     tmp: Path = tmp_path_factory.mktemp("bad-input")
     server = ThreadedServer(create_app(make_settings(tmp, [])))
     try:
@@ -57,8 +56,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cl
             yield client, thread_id
     finally:
         server.close()
-        set_loaded_extensions(saved[0])
-        set_diagnostics(saved[1])
+        set_loaded_extensions(saved)
 
 
 def _send(client: httpx.Client, method: str, path: str, body: tuple[str, Any]) -> httpx.Response:

@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 import httpx
 
 from conftest import GatewayProcess, run_body, start_gateway_process, write_config
+from deerflow_ext.testing import wait_for
 
 ENTRY = {"name": "stateful", "use": "stateful_ext:install", "table_prefix": "relx_", "config": {"table": True}}
 
 
 def _db(tmp_path: Path) -> Path:
     return tmp_path / "deer-flow" / "deerflow.db"
+
+
+def _events(tmp_path: Path) -> list[tuple[str, str]]:
+    with closing(sqlite3.connect(_db(tmp_path))) as db:
+        return db.execute("SELECT run_id, what FROM relx_events ORDER BY id").fetchall()
 
 
 def _wait_status(client: httpx.Client, thread_id: str, run_id: str, want: set[str], within: float = 15) -> dict:
@@ -49,14 +56,15 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path, gateway_processes: list[Ga
             slow.append((thread_id, run_id))
         for thread_id, run_id in slow:
             assert _wait_status(client, thread_id, run_id, {"running"})["status"] == "running"
-        time.sleep(0.3)  # let the started rows and relx_events inserts commit
+        # Killed only once every slow run's start event is committed (what is checked below).
+        wait_for(lambda: {(r, "start") for _, r in slow} <= set(_events(tmp_path)), timeout=15)
     gw.kill()  # SIGKILL: no shutdown, no on_task_stop, no finish_run
 
     with sqlite3.connect(_db(tmp_path)) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         statuses = dict(db.execute("SELECT id, status FROM runs").fetchall())
         assert {statuses[r] for _, r in slow} == {"running"}
-        events_before = db.execute("SELECT run_id, what FROM relx_events ORDER BY id").fetchall()
+        events_before = _events(tmp_path)
     assert ("done", "start") not in events_before
     assert {(r, "start") for _, r in slow} <= set(events_before)
 
@@ -80,7 +88,7 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path, gateway_processes: list[Ga
     with sqlite3.connect(_db(tmp_path)) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT count(*) FROM runs WHERE status IN ('pending', 'running')").fetchone() == (0,)
-        events_after = db.execute("SELECT run_id, what FROM relx_events ORDER BY id").fetchall()
+        events_after = _events(tmp_path)
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert events_after[: len(events_before)] == events_before  # nothing lost or rewritten
     assert (run_id, "start") in events_after and (run_id, "stop") in events_after

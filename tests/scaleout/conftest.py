@@ -5,13 +5,14 @@ PostgreSQL is not reachable at 127.0.0.1:5432 (CI has it).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from scaleout_cluster import HERE, PG_ADMIN, PG_UNREACHABLE, Cluster, spawn_gateways
+from scaleout_cluster import HERE, Cluster, spawn_gateways
+
+from pg_support import PG_UNREACHABLE, fresh_database
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -25,16 +26,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A fresh PostgreSQL database, dropped afterwards (sessions of killed processes included)."""
-    import psycopg
-
-    name = f"dfx_scale_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
+    with fresh_database("dfx_scale") as name:
         yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -19,22 +19,8 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 LEASE_SECONDS = 2.0
 STARTUP_TIMEOUT = 60.0
-
-
-def _pg_reason() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, connect_timeout=2):
-            return None
-    except Exception as exc:
-        return f"PostgreSQL at 127.0.0.1:5432 is not reachable ({type(exc).__name__}: {exc})"
-
-
-PG_UNREACHABLE = _pg_reason()
 
 
 def free_port() -> int:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 
 import pytest
 
-from deerflow_ext.testing import SseEvent, install_reference, parse_sse, wait_for
+from deerflow_ext.testing import SseEvent, install_reference, parse_sse, wait_for, wait_until
 from testing import kit_extension
 
 
@@ -52,3 +53,17 @@ def test_wait_for_returns_the_first_truthy_value_and_fails_on_timeout() -> None:
     assert wait_for(lambda: next(calls), timeout=1.0, interval=0.0) == "done"
     with pytest.raises(AssertionError, match="not met"):
         wait_for(lambda: False, timeout=0.05)
+
+
+async def test_wait_until_lets_the_loop_run_the_awaited_work_and_fails_on_timeout() -> None:
+    reached: list[str] = []
+
+    async def work() -> None:
+        await asyncio.sleep(0)
+        reached.append("there")
+
+    task = asyncio.create_task(work())
+    assert await wait_until(lambda: reached, timeout=1.0) == ["there"]
+    await task
+    with pytest.raises(AssertionError, match=r"not met within 0\.05s"):
+        await wait_until(lambda: None, timeout=0.05)

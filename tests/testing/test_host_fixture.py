@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from deerflow_ext.testing import HostHarness
+from deerflow_ext.testing import HostFactory, HostHarness, LoaderFactory
 from testing import kit_extension
 from testing.kit_extension import Events
 
 
-def test_extension_loader_installs_an_entry_without_a_gateway(extension_loader: Any) -> None:
+def test_extension_loader_installs_an_entry_without_a_gateway(extension_loader: LoaderFactory) -> None:
     result = extension_loader(kit_extension.install, {"greeting": "hi"})
     assert result.loaded == ("testing.kit_extension:install",)
     assert len(result.extensions.task_lifecycle) == 1
@@ -20,7 +20,7 @@ def test_extension_loader_installs_an_entry_without_a_gateway(extension_loader: 
     assert not result.diagnostics.snapshot()
 
 
-def test_extension_loader_reports_a_failing_inline_install(extension_loader: Any) -> None:
+def test_extension_loader_reports_a_failing_inline_install(extension_loader: LoaderFactory) -> None:
     def install(registry: Any, config: Mapping[str, Any]) -> None:
         registry.task_lifecycle(kit_extension.Recorder())
         raise ValueError("bad threshold")
@@ -32,7 +32,7 @@ def test_extension_loader_reports_a_failing_inline_install(extension_loader: Any
     assert "bad threshold" in diagnostic.message
 
 
-def test_a_lead_run_brackets_the_task_with_start_and_stop(deerflow_host: Any) -> None:
+def test_a_lead_run_brackets_the_task_with_start_and_stop(deerflow_host: HostFactory) -> None:
     host: HostHarness = deerflow_host(kit_extension.install)
     outcome = host.run("hello there")
     assert outcome.event_names[0] == "metadata"
@@ -46,7 +46,7 @@ def test_a_lead_run_brackets_the_task_with_start_and_stop(deerflow_host: Any) ->
     assert not host.diagnostics.snapshot()
 
 
-def test_a_delegating_run_includes_a_subagent_task(deerflow_host: Any) -> None:
+def test_a_delegating_run_includes_a_subagent_task(deerflow_host: HostFactory) -> None:
     host = deerflow_host(kit_extension.install)
     host.run("delegate: count the apples")
     kinds = [(what, kind) for what, kind, _ in host.app_store.get(Events).snapshot()]
@@ -55,7 +55,7 @@ def test_a_delegating_run_includes_a_subagent_task(deerflow_host: Any) -> None:
     assert kinds.index(("start", "subagent")) < kinds.index(("stop", "subagent"))
 
 
-def test_routers_services_and_closing(deerflow_host: Any) -> None:
+def test_routers_services_and_closing(deerflow_host: HostFactory) -> None:
     host = deerflow_host(kit_extension.install, {"greeting": "hi"}, name="kit")
     assert host.client.get("/api/ext/kit/hello").json() == {"greeting": "hi", "started": True}
     lifetime = kit_extension.LIFETIMES[-1]
@@ -65,7 +65,7 @@ def test_routers_services_and_closing(deerflow_host: Any) -> None:
     assert lifetime.stopped
 
 
-def test_a_runs_thread_can_be_reused(deerflow_host: Any) -> None:
+def test_a_runs_thread_can_be_reused(deerflow_host: HostFactory) -> None:
     host = deerflow_host(kit_extension.install)
     first = host.run("first question")
     second = host.run("second question", thread_id=first.thread_id)
@@ -74,7 +74,7 @@ def test_a_runs_thread_can_be_reused(deerflow_host: Any) -> None:
     assert len(stops) == 2
 
 
-def test_a_failing_optional_extension_is_a_diagnostic_and_the_host_still_runs(deerflow_host: Any) -> None:
+def test_a_failing_optional_extension_is_a_diagnostic_and_the_host_still_runs(deerflow_host: HostFactory) -> None:
     def install(registry: Any, config: Mapping[str, Any]) -> None:
         raise RuntimeError("no credentials")
 
@@ -83,7 +83,7 @@ def test_a_failing_optional_extension_is_a_diagnostic_and_the_host_still_runs(de
     assert host.run("still works").event_names[-1] == "end"
 
 
-def test_a_failing_required_extension_stops_the_host(deerflow_host: Any) -> None:
+def test_a_failing_required_extension_stops_the_host(deerflow_host: HostFactory) -> None:
     from deerflow_ext.extensions.loader import ExtensionLoadError
 
     def install(registry: Any, config: Mapping[str, Any]) -> None:
@@ -111,7 +111,7 @@ def test_an_entry_point_name_loads_like_an_operators_config(
     assert not host.diagnostics.snapshot()
 
 
-def test_a_whole_plugins_list_loads_in_order_as_config_yaml_would(deerflow_host: Any) -> None:
+def test_a_whole_plugins_list_loads_in_order_as_config_yaml_would(deerflow_host: HostFactory) -> None:
     from deerflow_ext.testing import Plugin
     from testing import order_extensions
 
@@ -138,7 +138,7 @@ def test_a_whole_plugins_list_loads_in_order_as_config_yaml_would(deerflow_host:
     assert host.client.get("/api/ext/kit/hello").json()["greeting"] == "first"
 
 
-def test_extension_loader_takes_a_list_and_rolls_back_only_the_failing_entry(extension_loader: Any) -> None:
+def test_extension_loader_takes_a_list_and_rolls_back_only_the_failing_entry(extension_loader: LoaderFactory) -> None:
     from testing import order_extensions
 
     def broken(registry: Any, config: Mapping[str, Any]) -> None:
@@ -152,6 +152,6 @@ def test_extension_loader_takes_a_list_and_rolls_back_only_the_failing_entry(ext
     assert "half installed" in diagnostic.message
 
 
-def test_a_list_takes_its_options_per_entry(deerflow_host: Any) -> None:
+def test_a_list_takes_its_options_per_entry(deerflow_host: HostFactory) -> None:
     with pytest.raises(TypeError, match="per entry"):
         deerflow_host([kit_extension.install], {"greeting": "hi"})

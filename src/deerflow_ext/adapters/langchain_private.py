@@ -38,10 +38,9 @@ def chain_composers() -> Mapping[str, Callable[[Any], Any]] | None:
         from langchain.agents import factory
     except ImportError:
         return None
-    composers = {hook: getattr(factory, name, None) for hook, name in LANGCHAIN_COMPOSER_NAMES.items()}
-    if not all(callable(composer) for composer in composers.values()):
-        return None
-    return composers
+    found = {hook: getattr(factory, name, None) for hook, name in LANGCHAIN_COMPOSER_NAMES.items()}
+    composers = {hook: composer for hook, composer in found.items() if callable(composer)}
+    return composers if len(composers) == len(found) else None
 
 
 def wrap_trace_kwargs(middleware: Any) -> dict[str, Any] | None:

@@ -31,7 +31,8 @@ RunContext = TypedDict(
         "task_id": str | None,
         "agent_name": str,
         "sandbox_lease": Any,
-        EXTENSION_TASK_STORE_KEY: ExtensionData,
+        # mypy takes literal keys only; these two are the contract's and the snapshot's names.
+        EXTENSION_TASK_STORE_KEY: ExtensionData,  # type: ignore[misc]
         EXTENSION_SNAPSHOT_CONTEXT_KEY: LoadedExtensions,
     },
     total=False,

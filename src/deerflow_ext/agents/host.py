@@ -95,9 +95,13 @@ class AgentHost:
         memory: Any | None = None,
         model_factory: ModelFactory | None = None,
         model_name: str | None = None,
+        extensions: LoadedExtensions | None = None,
     ) -> None:
         self.config = config
         self.checkpointer = checkpointer
+        # The snapshot of the app that owns this host (a Gateway's); None means the
+        # process-wide set, the spec's fallback for an embedded host.
+        self.extensions = extensions
         # The lead model: the one asked for, else the entry claiming "lead", else the first.
         self.model_name = model_name if model_name is not None else model_name_for(config, "lead")
         self.model_factory: ModelFactory = model_factory or (lambda name: create_chat_model(config, name))
@@ -109,11 +113,14 @@ class AgentHost:
 
     @property
     def thread_states(self) -> ThreadStates:
-        """Thread state and history through a lead graph built once, under the process's
-        extensions, on first use (see ``thread_state``)."""
+        """Thread state and history through a lead graph built once, under this host's
+        extensions (else the process-wide set), on first use (see ``thread_state``)."""
         if self._thread_states is None:
             self._thread_states = ThreadStates(
-                lambda: self.make_lead_agent(extensions=get_loaded_extensions()), self.checkpointer
+                lambda: self.make_lead_agent(
+                    extensions=self.extensions if self.extensions is not None else get_loaded_extensions()
+                ),
+                self.checkpointer,
             )
         return self._thread_states
 

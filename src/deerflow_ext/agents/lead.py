@@ -83,7 +83,7 @@ def build_host_stack(
     policy: HostPolicySnapshot,
     memory: Any | None = None,
     system_models: Mapping[str, BaseChatModel] | None = None,
-) -> list[AgentMiddleware]:
+) -> list[AgentMiddleware[Any, Any, Any]]:
     """The host's own middlewares in ``HOST_STACK_ORDER`` (subagents skip the lead-only ones).
 
     ``system_models`` maps a system purpose (``title``, ``summarization``) to the model an
@@ -91,7 +91,8 @@ def build_host_stack(
     """
     lead = scope is AgentScope.LEAD
     system = system_models or {}
-    stack: list[AgentMiddleware] = [
+    # Each host middleware declares its own state schema; the list holds them all.
+    stack: list[AgentMiddleware[Any, Any, Any]] = [
         ThreadDataMiddleware(),
         SandboxLeaseMiddleware(),
         LLMErrorHandlingMiddleware(config.retry.max_retries, config.retry.backoff_seconds),

@@ -94,7 +94,9 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
     for contribution in observers:
         timing = time_call(contribution.extension, "on_agent_assembled")
         try:
-            returned = contribution.contributor.on_agent_assembled(extensions.app_store, descriptor)
+            # Typed to return None, but it is extension code: an async one returns a coroutine.
+            observer: Any = contribution.contributor
+            returned = observer.on_agent_assembled(extensions.app_store, descriptor)
         except EXTENSION_FAILURES as exc:
             # An observer's own CancelledError is its failure; only the host's propagates.
             if timing is not None:

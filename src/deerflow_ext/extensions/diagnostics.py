@@ -2,6 +2,13 @@
 
 Operators read the Gateway log, so the log line is the primary output; the bounded live list
 on ``app.state.extension_diagnostics`` exists for tests, ``doctor`` and the author kit.
+
+There is no process-wide list: each ``LoadedExtensions`` snapshot carries the list its
+loading started (``LoadedExtensions.diagnostics``, the one ``create_app`` puts on
+``app.state``), and everything that records a problem of those extensions — loading,
+middleware composition and isolation, services, routers — is handed that list. Two Gateway
+apps in one process therefore never see each other's diagnostics.
+
 Lifecycle-hook and observer failures are logged with the same prefix but deliberately kept
 out of the list (spec: "logged but not added to that list") — they happen per run and would
 push the load-time diagnostics an operator needs out of the window.
@@ -15,15 +22,14 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import TracebackType
 
 __all__ = [
     "DIAGNOSTICS_LIMIT",
     "Diagnostic",
     "DiagnosticsList",
-    "get_diagnostics",
     "log_extension_failure",
     "logger",
-    "set_diagnostics",
 ]
 
 DIAGNOSTICS_LIMIT = 1000
@@ -89,7 +95,7 @@ class DiagnosticsList:
         return f"DiagnosticsList({len(self)} of {self._items.maxlen})"
 
 
-def _exc_info(exc: BaseException | None) -> tuple[type[BaseException], BaseException, object] | None:
+def _exc_info(exc: BaseException | None) -> tuple[type[BaseException], BaseException, TracebackType | None] | None:
     # Tracebacks go to DEBUG-enabled logs only: the message line already names the extension
     # and the error; a full traceback per failing run would drown the operator's log.
     if exc is None or not logger.isEnabledFor(logging.DEBUG):
@@ -102,18 +108,3 @@ def log_extension_failure(
 ) -> None:
     """Log a failure attributed to ``extension`` without adding it to the live list."""
     logger.log(level, "Extension %s: %s", extension, message, exc_info=_exc_info(exc), extra={"extension": extension})
-
-
-_current = DiagnosticsList()
-_current_lock = threading.Lock()
-
-
-def get_diagnostics() -> DiagnosticsList:
-    """The process-wide live list (the one ``create_app`` installs on ``app.state``)."""
-    return _current
-
-
-def set_diagnostics(diagnostics: DiagnosticsList) -> None:
-    global _current
-    with _current_lock:
-        _current = diagnostics

@@ -36,7 +36,7 @@ from deerflow_ext.adapters.fastapi_private import included_router, is_default_li
 from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionRuntimeDeps
 
-from .diagnostics import DiagnosticsList, get_diagnostics
+from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .loopwatch import HookBlocked, RunningHook, register_site
 from .origin import cancellation_requests, is_host_cancellation
@@ -98,7 +98,7 @@ async def start_services(
     stopped later whatever its start did, and even when a cancellation of the host task
     ends this call part-way (that cancellation propagates).
     """
-    diags = diagnostics if diagnostics is not None else get_diagnostics()
+    diags = diagnostics if diagnostics is not None else extensions.diagnostics
     noted = attempted if attempted is not None else AttemptedServices()
     for contribution in extensions.services:
         noted.note(contribution)
@@ -119,7 +119,7 @@ async def stop_services(
     attempted: AttemptedServices,
     *,
     stop_timeout: float = DEFAULT_SERVICE_STOP_TIMEOUT,
-    diagnostics: DiagnosticsList | None = None,
+    diagnostics: DiagnosticsList,
 ) -> None:
     """Stop every attempted service in reverse order, each bounded by ``stop_timeout`` seconds.
 
@@ -127,7 +127,6 @@ async def stop_services(
     startup): that cancellation is already being handled, so only a further one stops the
     cleanup; a ``CancelledError`` a service raises itself is attributed like any failure.
     """
-    diags = diagnostics if diagnostics is not None else get_diagnostics()
     baseline = cancellation_requests()
     for contribution in reversed(attempted.services):
         try:
@@ -135,11 +134,11 @@ async def stop_services(
                 await contribution.contributor.stop()
         except (TimeoutError, HookBlocked) as exc:
             message = f"service stop timed out after {stop_timeout:.1f}s"
-            diags.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
+            diagnostics.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
         except EXTENSION_FAILURES as exc:  # its KeyboardInterrupt/SystemExit too: exits.py
             if is_host_cancellation(exc, baseline):  # the spec's cancellation rule: see origin.py
                 raise
-            diags.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
+            diagnostics.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
 
 
 def _running_service(frame: Any) -> RunningHook | None:
@@ -299,8 +298,10 @@ def mount_routers(
     *,
     diagnostics: DiagnosticsList | None = None,
 ) -> tuple[Contribution[Any], ...]:
-    """Mount the contributed routers after the host's routes; returns the mounted ones."""
-    diags = diagnostics if diagnostics is not None else get_diagnostics()
+    """Mount the contributed routers after the host's routes; returns the mounted ones.
+
+    Rejections are recorded in ``diagnostics``, by default the snapshot's own list."""
+    diags = diagnostics if diagnostics is not None else extensions.diagnostics
     taken = route_keys(app.router.routes)
     mounted: list[Contribution[Any]] = []
     owners = contributed_routes(app)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
@@ -51,7 +51,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from .diagnostics import DiagnosticsList, get_diagnostics
+from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .hooks import node_slug
 from .loopwatch import DOWNSTREAM, RunningHook, register_site
@@ -145,7 +145,7 @@ class _Watch:
         return self.result
 
 
-class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class IsolatedMiddleware(AgentMiddleware):
     """Observe-only, fail-open wrapper around one contributed middleware, attributed to
     ``extension`` (intercepting and fail-closed with ``intercept=True``).
 
@@ -163,11 +163,11 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def __new__(
         cls,
-        inner: AgentMiddleware,  # type: ignore[type-arg]
+        inner: AgentMiddleware,
         *,
         extension: str,
         index: int = 1,
-        diagnostics: DiagnosticsList | None = None,
+        diagnostics: DiagnosticsList,
         placement: Placement | None = None,
         intercept: bool = False,
     ) -> IsolatedMiddleware:
@@ -181,11 +181,11 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def __init__(
         self,
-        inner: AgentMiddleware,  # type: ignore[type-arg]
+        inner: AgentMiddleware,
         *,
         extension: str,
         index: int = 1,
-        diagnostics: DiagnosticsList | None = None,
+        diagnostics: DiagnosticsList,
         placement: Placement | None = None,
         intercept: bool = False,
     ) -> None:
@@ -202,13 +202,13 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
         self.tools = list(self._mirror("tools", []))
-        self.state_schema = self._mirror("state_schema", AgentMiddleware.state_schema)
+        self.state_schema = self._mirror("state_schema", cast(Any, AgentMiddleware).state_schema)
         self.transformers = tuple(self._mirror("transformers", ()))
         self.trace_policy = self._mirror("trace_policy", None)
 
     # -- attribution -----------------------------------------------------------------------
     @property
-    def inner(self) -> AgentMiddleware:  # type: ignore[type-arg]
+    def inner(self) -> AgentMiddleware:
         """The extension's own middleware."""
         return self._inner
 
@@ -266,8 +266,7 @@ class IsolatedMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def _report(self, hook: str, problem: str, exc: BaseException | None = None) -> None:
         """One attributed diagnostic line: ``Extension <use>: <Class>.<hook> <problem>``."""
-        diagnostics = self._diagnostics if self._diagnostics is not None else get_diagnostics()
-        diagnostics.record(self._extension, _PHASE, f"{type(self._inner).__name__}.{hook} {problem}", exc=exc)
+        self._diagnostics.record(self._extension, _PHASE, f"{type(self._inner).__name__}.{hook} {problem}", exc=exc)
 
     def _fail(self, hook: str, exc: BaseException) -> None:
         stats = self._stats.get(hook)

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.exception_text import exception_text
 
-from .diagnostics import DiagnosticsList, get_diagnostics
+from .diagnostics import DiagnosticsList
 from .discovery import EntryPointIndex, ResolvedExtension
 from .exits import EXTENSION_FAILURES, InterruptWatch
 from .registry import HostRegistry
@@ -65,7 +65,7 @@ def register_table_prefixes(
     entry_points: EntryPointIndex,
     *,
     host_tables: Iterable[str] = HOST_TABLE_NAMES,
-    diagnostics: DiagnosticsList | None = None,
+    diagnostics: DiagnosticsList,
 ) -> tuple[TablePrefix, ...]:
     """Step 2.1 for every entry at once; a collision is recorded, then raised."""
     prefixes = tuple(
@@ -76,9 +76,7 @@ def register_table_prefixes(
     try:
         return check_table_prefixes(prefixes, host_tables)
     except TablePrefixCollisionError as exc:
-        (diagnostics if diagnostics is not None else get_diagnostics()).record(
-            exc.prefix.extension, "tables", str(exc), exc=exc
-        )
+        diagnostics.record(exc.prefix.extension, "tables", str(exc), exc=exc)
         raise
 
 
@@ -106,9 +104,12 @@ def load_extensions(
     :class:`~deerflow_ext.extensions.tables.TablePrefixCollisionError` when a table prefix
     collides. Only an operator's Ctrl-C propagates out of an install (after rollback); a
     ``KeyboardInterrupt``/``SystemExit`` the extension raised is its load failure.
+
+    Problems are recorded in ``diagnostics`` (a new list when not given), which the snapshot
+    keeps as its own: ``LoadedExtensions.diagnostics``.
     """
     index = entry_points if entry_points is not None else EntryPointIndex.scan()
-    diags = diagnostics if diagnostics is not None else get_diagnostics()
+    diags = diagnostics if diagnostics is not None else DiagnosticsList()
     entries = config.plugins
     prefixes = register_table_prefixes(
         entries,
@@ -154,7 +155,7 @@ def load_extensions(
             registry.end()
             loaded.append(attribution)
 
-    extensions = registry.freeze(table_prefixes=prefixes, loaded=loaded, total=len(entries))
+    extensions = registry.freeze(table_prefixes=prefixes, loaded=loaded, total=len(entries), diagnostics=diags)
     logger.info("%s", extensions.summary)
     return extensions
 

@@ -54,7 +54,7 @@ def plain_class(inner_cls: type) -> type | None:
 def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
     """``wrapper``'s own isolated ``hook``, as its per-class wrapper defines it, bound to it
     (a group head's class exposes the group's hooks instead)."""
-    return getattr(_classes[type(wrapper.inner)], hook).__get__(wrapper)  # type: ignore[no-any-return]
+    return getattr(_classes[type(wrapper.inner)], hook).__get__(wrapper)
 
 
 def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:

@@ -30,6 +30,7 @@ import pluggy
 
 from deerflow_extension_api import ExtensionData
 
+from .diagnostics import DiagnosticsList
 from .hookspecs import KINDS, PROJECT_NAME, SPEC_ARGNAMES, ContributionKind, ContributionSpecs, hookimpl
 from .snapshot import Contribution, LoadedExtensions, TablePrefix
 
@@ -222,8 +223,13 @@ class HostRegistry:
         loaded: Sequence[str] = (),
         total: int = 0,
         app_store: ExtensionData | None = None,
+        diagnostics: DiagnosticsList | None = None,
     ) -> LoadedExtensions:
-        """Freeze the registrations, read back from pluggy, in registration order."""
+        """Freeze the registrations, read back from pluggy, in registration order.
+
+        ``diagnostics`` is the list loading recorded into; the snapshot keeps it as its own
+        (a fresh one when not given).
+        """
         fields: dict[str, list[Contribution[Any]]] = {kind.field: [] for kind in KINDS.values()}
         plugins: dict[int, _ContributionPlugin] = {}
         for kind in KINDS.values():
@@ -241,4 +247,5 @@ class HostRegistry:
             loaded=tuple(loaded),
             total=total,
             app_store=app_store if app_store is not None else ExtensionData("app"),
+            diagnostics=diagnostics if diagnostics is not None else DiagnosticsList(),
         )

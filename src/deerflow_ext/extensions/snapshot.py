@@ -6,6 +6,12 @@ Construction is synchronous, so a ContextVar binds it there; delegation happens 
 inside the graph, so the run also publishes it on the LangGraph runtime context, where the
 ``task`` tool reads it back. Runtime context is caller-mergeable, which is why the key is
 written *after* the caller's values are merged and why reading it back is type-checked.
+
+The process-wide set is what the spec keeps for callers that publish nothing (the embedded
+``DeerFlowClient``, a standalone LangGraph Server). The Gateway never reads it: each app
+hands its own snapshot to its runs, its agent host and its services, and the snapshot
+carries its own diagnostics list, so two apps in one process cannot see each other's
+extensions or diagnostics.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from deerflow_extension_api import (
     SystemModelCallObserver,
     TaskLifecycleContributor,
 )
+
+from .diagnostics import DiagnosticsList
 
 __all__ = [
     "CONTRIBUTION_KINDS",
@@ -99,6 +107,9 @@ class LoadedExtensions:
     loaded: tuple[str, ...] = ()
     total: int = 0
     app_store: ExtensionData = field(default_factory=lambda: ExtensionData("app"), compare=False, repr=False)
+    # The live list the problems of these extensions are recorded in (app.state's), from
+    # loading on: middleware isolation, services and routers record there, not in a global.
+    diagnostics: DiagnosticsList = field(default_factory=DiagnosticsList, compare=False, repr=False)
     needs_task_store: bool = field(init=False, compare=False)
 
     def __post_init__(self) -> None:

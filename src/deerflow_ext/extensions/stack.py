@@ -37,7 +37,7 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
 
 from .carry import carry_fused_groups
-from .diagnostics import DiagnosticsList, get_diagnostics
+from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .fusion import fuse_wrap_only_runs
 from .hooks import node_slug
@@ -93,12 +93,12 @@ class _Placed:
 
 
 def compose_middleware_stack(
-    host: Sequence[AgentMiddleware],  # type: ignore[type-arg]
+    host: Sequence[AgentMiddleware[Any, Any, Any]],
     *,
     extensions: LoadedExtensions,
     ctx: AgentBuildContext,
     diagnostics: DiagnosticsList | None = None,
-) -> list[AgentMiddleware]:  # type: ignore[type-arg]
+) -> list[AgentMiddleware[Any, Any, Any]]:
     """The final middleware list for one agent: ``host`` plus every contribution in scope.
 
     Fails open per contributor: one that raises (its own ``CancelledError`` included) or
@@ -111,7 +111,7 @@ def compose_middleware_stack(
     """
     if not extensions.middlewares:
         return list(host)
-    diagnostics = diagnostics if diagnostics is not None else get_diagnostics()
+    diagnostics = diagnostics if diagnostics is not None else extensions.diagnostics
     placed = _collect(extensions, ctx, diagnostics)
     dropped: set[str] = set()
     while True:
@@ -217,7 +217,7 @@ def _validated(result: Any) -> list[MiddlewarePlacement]:
     return items
 
 
-def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:  # type: ignore[type-arg]
+def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:
     anchors, rank = _anchors(), _host_rank()
     # Each host middleware's documented rank, once per assembly (not once per contribution).
     host_ranks = [next((r for cls, r in rank.items() if isinstance(mw, cls)), None) for mw in host]
@@ -228,7 +228,7 @@ def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> lis
         if anchor not in index_of:
             index_of[anchor] = _insertion_index(host_ranks, rank[anchor])
         slots.setdefault(index_of[anchor], []).append(item)
-    stack: list[AgentMiddleware] = []  # type: ignore[type-arg]
+    stack: list[AgentMiddleware] = []
     for index in range(len(host) + 1):
         group = sorted(slots.get(index, ()), key=lambda p: (anchors[p.placement].rank, p.order, p.sequence))
         stack.extend(p.middleware for p in group)

@@ -38,7 +38,7 @@ from ..agents.policy import project_policy
 from ..config.loading import load_app_config
 from ..config.schema import AppConfig
 from ..config.settings import Settings
-from ..extensions.diagnostics import DiagnosticsList, set_diagnostics
+from ..extensions.diagnostics import DiagnosticsList
 from ..extensions.discovery import EntryPointIndex
 from ..extensions.gateway import (
     DEFAULT_SERVICE_START_TIMEOUT,
@@ -85,7 +85,7 @@ logger = logging.getLogger("deerflow_ext.gateway")
 _NOTIFICATION_DRAIN = 5.0  # seconds fire-and-forget notifications get at shutdown
 
 AgentHostFactory = Callable[[AppConfig, Any], Any]
-"""``factory(config, checkpointer) -> agent host`` (``AgentHost`` by default)."""
+"""``factory(config, checkpointer) -> agent host`` (``AgentHost`` on the app's snapshot by default)."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,14 @@ class GatewayOptions:
     exit_grace: float = DEFAULT_EXIT_GRACE
 
 
-def _default_agent_host(config: AppConfig, checkpointer: Any) -> Any:
-    return AgentHost(config, checkpointer=checkpointer)
+def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
+    """``AgentHost`` on this app's snapshot: what it builds outside a run (thread state) uses
+    the app's extensions, never the process-wide set another app may have published."""
+
+    def factory(config: AppConfig, checkpointer: Any) -> Any:
+        return AgentHost(config, checkpointer=checkpointer, extensions=extensions)
+
+    return factory
 
 
 def load_gateway_extensions(
@@ -157,6 +163,10 @@ def create_app(
 
     ``config`` and ``extensions`` let tests and embedders skip reading ``config.yaml`` or
     loading plugins; when ``extensions`` is given it is used as the snapshot as-is.
+
+    The snapshot is published as the process-wide set (the spec's fallback for callers that
+    publish none), but nothing in the app reads that set back: runs, the agent host, services
+    and routers get this app's snapshot and its diagnostics list (``app.state``) explicitly.
     """
     if settings is None:
         settings = Settings()
@@ -165,15 +175,14 @@ def create_app(
     opts = options or GatewayOptions()
     if opts.sse_heartbeat is None:
         opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)
-    diagnostics = DiagnosticsList()
-    set_diagnostics(diagnostics)
     # One entry-point scan serves loading and, later, /api/extensions and /health (which scan
     # on first use when the snapshot was handed in and nothing was loaded here).
     entry_points: EntryPointIndex | None = None
     if extensions is None:
         entry_points = EntryPointIndex.scan()
-        extensions = load_gateway_extensions(config, diagnostics, entry_points)
+        extensions = load_gateway_extensions(config, DiagnosticsList(), entry_points)
     set_loaded_extensions(extensions)
+    diagnostics = extensions.diagnostics  # the list its loading recorded into
 
     # /docs (Swagger UI) loads its assets from the installed fastapi-offline package, not a
     # CDN, so the documentation works with no network. No /redoc: ReDoc's bundle fetches its
@@ -191,7 +200,7 @@ def create_app(
     app.state.extension_diagnostics = diagnostics
     app.state.entry_points = entry_points
     app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
-    app.state.agent_host_factory = agent_host_factory or _default_agent_host
+    app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions)
     app.state.options = opts
     app.state.runtime = None
     install_error_handlers(app)
@@ -224,10 +233,12 @@ async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBrid
     this process's memory. An unreachable Redis stops startup with the variable's name."""
     if opts.streams is not None:
         return opts.streams
-    retention = {"retain_events": settings.stream_retain_events, "retain_seconds": settings.stream_retain_seconds}
+    events, seconds = settings.stream_retain_events, settings.stream_retain_seconds
     if not settings.redis_url:
-        return MemoryStreamBridge(**retention)
-    bridge = RedisStreamBridge(settings.redis_url, prefix=settings.redis_prefix, **retention)
+        return MemoryStreamBridge(retain_events=events, retain_seconds=seconds)
+    bridge = RedisStreamBridge(
+        settings.redis_url, prefix=settings.redis_prefix, retain_events=events, retain_seconds=seconds
+    )
     await bridge.start()
     return bridge
 

@@ -26,7 +26,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deerflow_ext.exception_text import exception_text
 
-from ..extensions.diagnostics import get_diagnostics
 from ..extensions.exits import EXTENSION_FAILURES
 from ..extensions.gateway import route_extension
 from ..extensions.loopwatch import RunningHook, register_site
@@ -153,8 +152,7 @@ class ContributedRouteErrors:
             extension = route_extension(scope)
             if extension is None or is_host_cancellation(exc):
                 raise
-            diagnostics = getattr(scope["app"].state, "extension_diagnostics", None)
-            diagnostics = diagnostics if diagnostics is not None else get_diagnostics()
+            diagnostics = scope["app"].state.extension_diagnostics  # create_app installs both
             text = f"route {scope['method']} {scope['path']} raised {exception_text(exc)}"
             diagnostics.record(extension, "router", text, exc=exc)
             if response.started:

@@ -45,14 +45,18 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
             yield saver
         return
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
 
     async with AsyncPostgresSaver.from_conn_string(psycopg_conninfo(parsed)) as saver:
+        conn = saver.conn
+        if not isinstance(conn, AsyncConnection):  # from_conn_string opens one connection, no pool
+            raise TypeError(f"AsyncPostgresSaver.from_conn_string gave a {type(conn).__name__}")
         # setup() records its migrations with plain INSERTs: two Gateway processes starting
         # together would collide, so they take turns under one advisory lock. The waiter
         # polls instead of blocking in pg_advisory_lock: setup() runs CREATE INDEX
         # CONCURRENTLY, which waits for every open statement — a blocked waiter's included.
         while True:
-            async with saver.conn.cursor() as cur:
+            async with conn.cursor() as cur:
                 await cur.execute("SELECT pg_try_advisory_lock(%s)", (SETUP_LOCK_KEY,))
                 row = await cur.fetchone()
             if row and next(iter(row.values()) if isinstance(row, dict) else iter(row)):
@@ -61,6 +65,6 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
         try:
             await saver.setup()
         finally:
-            async with saver.conn.cursor() as cur:
+            async with conn.cursor() as cur:
                 await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
         yield saver

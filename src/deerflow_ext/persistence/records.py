@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Table, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..tokens import TokenUsage
@@ -30,6 +30,11 @@ __all__ = [
     "ThreadRecord",
     "owner_is_dead",
 ]
+
+# Core tables of the two hot inserts (a thread, a run): Core skips the ORM unit of work.
+# Declarative models type ``__table__`` as a FromClause; it is a Table.
+_THREADS = cast(Table, ThreadRow.__table__)
+_RUNS = cast(Table, RunRow.__table__)
 
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 """This process's identity on run rows: host, pid and a per-start token (pids get reused)."""
@@ -129,7 +134,7 @@ class HostStore:
         # map) cost more CPU than the statement on the Gateway's hot path (issue 16).
         async with self.session_factory.begin() as session:
             await session.execute(
-                insert(ThreadRow.__table__).values(
+                insert(_THREADS).values(
                     id=record.id,
                     title=None,
                     status=record.status,
@@ -218,7 +223,7 @@ class HostStore:
             if thread_metadata:
                 await _merge_metadata(session, thread_id, thread_metadata)
             await session.execute(
-                insert(RunRow.__table__).values(
+                insert(_RUNS).values(
                     id=run_id,
                     thread_id=thread_id,
                     status=record.status,

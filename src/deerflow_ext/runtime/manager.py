@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..extensions.snapshot import LoadedExtensions, get_loaded_extensions
+from ..extensions.snapshot import LoadedExtensions
 from ..persistence.models import RunStatus
 from ..persistence.records import PROCESS_OWNER, HostStore
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator
@@ -64,15 +64,19 @@ class MultitaskStrategy(enum.StrEnum):
 
 
 class RunManager:
-    """In-flight runs of this process."""
+    """In-flight runs of this process.
+
+    ``extensions`` returns the snapshot a new run resolves (once, at creation); it is the
+    owning app's, passed in, never the process-wide set, so two apps' runs stay apart.
+    """
 
     def __init__(
         self,
         *,
         store: HostStore,
         agent_host: LeadRunner,
+        extensions: Callable[[], LoadedExtensions],
         coordinator: ThreadCoordinator | None = None,
-        extensions: Callable[[], LoadedExtensions] = get_loaded_extensions,
         owner: str = PROCESS_OWNER,
         notify_budget: float | None = None,
         completion_hooks: Sequence[CompletionHook] = (),

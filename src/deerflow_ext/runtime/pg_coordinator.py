@@ -204,6 +204,7 @@ class PostgresThreadCoordinator:
                 await asyncio.wait_for(stop.wait(), interval)
             if stop.is_set():
                 return
+            error: Exception | None
             try:
                 refreshed = (
                     await conn.execute(_REFRESH, {"t": thread_id, "r": run_id, "s": self.lease_seconds})

@@ -115,7 +115,7 @@ class SubagentExecutor:
     def _thread_main(self, task: str) -> SubagentResult:
         async def main() -> SubagentResult:
             self._loop = asyncio.get_running_loop()
-            self._main = asyncio.current_task()  # type: ignore[assignment]
+            self._main = asyncio.current_task()
             self._started.set()
             return await self._run(task)
 

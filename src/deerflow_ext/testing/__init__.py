@@ -15,6 +15,9 @@ operator's deployment would, only in-process.
 Fixtures
 --------
 
+Annotate them for completion and type checks: ``deerflow_host: HostFactory``,
+``extension_loader: LoaderFactory`` (both importable from here).
+
 ``deerflow_host`` — a factory::
 
     def test_counts(deerflow_host):
@@ -78,7 +81,8 @@ imported on first use of one of them, so this package loads where it is absent.
 
 Helpers: :class:`Plugin`, :func:`plugins_yaml`, :func:`install_reference` (how an install
 function is named in ``use:``), :func:`parse_sse`, :func:`wait_for` (poll until a
-service's background work shows up).
+service's background work shows up) and :func:`wait_until`, its ``await``-able twin for async
+tests.
 """
 
 from __future__ import annotations
@@ -88,7 +92,9 @@ from typing import Any
 
 from .entries import Plugin, install_reference, plugin_records, plugins_yaml
 from .harness import (
+    HostFactory,
     HostHarness,
+    LoaderFactory,
     LoadResult,
     RunOutcome,
     SseEvent,
@@ -97,12 +103,15 @@ from .harness import (
     parse_sse,
     start_host,
     wait_for,
+    wait_until,
 )
 
 __all__ = [
     "CONTAINED_BEHAVIOURS",
+    "HostFactory",
     "HostHarness",
     "LoadResult",
+    "LoaderFactory",
     "Plugin",
     "PropertyFailed",
     "RunOutcome",
@@ -124,6 +133,7 @@ __all__ = [
     "plugins_yaml",
     "start_host",
     "wait_for",
+    "wait_until",
 ]
 
 # Names that need hypothesis, and the module that defines each: imported on first access.

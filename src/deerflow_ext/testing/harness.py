@@ -5,28 +5,39 @@ operator's ``extensions check`` all start hosts through :func:`start_host`, so e
 runs the same thing an operator's deployment runs: ``create_app`` on a real
 ``config.yaml``, a temporary SQLite database and the embedded, offline model, driven over
 its HTTP API. A host changes process-wide state while it runs (the published extension
-snapshot and diagnostics list, the ``DEERFLOW_*`` variables, the working directory, and the
-notification budget when one is given); :meth:`HostHarness.close` puts every piece back, so
+snapshot, the ``DEERFLOW_*`` variables, the working directory, and the notification budget
+when one is given); :meth:`HostHarness.close` puts every piece back, so
 hosts can be started one after another in one process, as a property check does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .entries import Plugin, PluginLike, plugin_records
 
+if TYPE_CHECKING:  # for annotations only: the kit imports the host when a host is started
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from deerflow_ext.extensions.diagnostics import DiagnosticsList
+    from deerflow_ext.extensions.snapshot import LoadedExtensions
+    from deerflow_extension_api import ExtensionData
+
 __all__ = [
+    "HostFactory",
     "HostHarness",
     "LoadResult",
+    "LoaderFactory",
     "RunOutcome",
     "SseEvent",
     "load_plugins",
@@ -34,6 +45,7 @@ __all__ = [
     "parse_sse",
     "start_host",
     "wait_for",
+    "wait_until",
 ]
 
 
@@ -105,13 +117,45 @@ def _last_ai_text(data: Any) -> str | None:
 class LoadResult:
     """What the host's loader made of a ``plugins:`` list (no Gateway involved)."""
 
-    extensions: Any
-    diagnostics: Any
+    extensions: LoadedExtensions
+    diagnostics: DiagnosticsList
     plugins: tuple[Plugin, ...] = ()
 
     @property
     def loaded(self) -> tuple[str, ...]:
         return tuple(self.extensions.loaded)
+
+
+class HostFactory(Protocol):
+    """The ``deerflow_host`` fixture: annotate a test's argument with it for completion and
+    type checks (``def test_counts(deerflow_host: HostFactory) -> None``)."""
+
+    def __call__(
+        self,
+        install_or_plugins: PluginLike | Sequence[PluginLike],
+        config: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        required: bool = False,
+        table_prefix: str | None = None,
+        app_config: Mapping[str, Any] | None = None,
+        notify_budget: float | None = None,
+    ) -> HostHarness: ...
+
+
+class LoaderFactory(Protocol):
+    """The ``extension_loader`` fixture (the loader only, no Gateway)."""
+
+    def __call__(
+        self,
+        install_or_plugins: PluginLike | Sequence[PluginLike],
+        config: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        required: bool = False,
+        table_prefix: str | None = None,
+    ) -> LoadResult: ...
+
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -143,21 +187,55 @@ def parse_sse(text: str) -> tuple[SseEvent, ...]:
     return tuple(events)
 
 
+class _Poll:
+    """One condition and its deadline: the rule :func:`wait_for` and :func:`wait_until` share."""
+
+    def __init__(self, predicate: Callable[[], Any], timeout: float) -> None:
+        self.predicate = predicate
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+
+    def __call__(self) -> Any:
+        """The predicate's value when truthy, else ``None``; ``AssertionError`` past the deadline."""
+        value = self.predicate()
+        if value:
+            return value
+        if time.monotonic() >= self.deadline:
+            name = getattr(self.predicate, "__name__", self.predicate)
+            raise AssertionError(f"condition not met within {self.timeout}s: {name!r}")
+        return None
+
+
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 5.0, interval: float = 0.02) -> Any:
     """Poll *predicate* until it returns something truthy and return it; ``AssertionError`` on timeout.
 
     For effects a service produces in the background (a writer flushing its buffer):
     a fixed sleep is either flaky or slow. An ``AssertionError`` fails a pytest test and is
-    a counterexample to a property check alike.
+    a counterexample to a property check alike. In a coroutine use :func:`wait_until`, which
+    lets the event loop run the work being waited for.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {getattr(predicate, '__name__', predicate)!r}")
+    poll = _Poll(predicate, timeout)
+    while (value := poll()) is None:
         time.sleep(interval)
+    return value
+
+
+async def wait_until(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 5.0,  # noqa: ASYNC109 - wait_for's parameter, for the same failure message
+    interval: float = 0.005,
+) -> Any:
+    """:func:`wait_for` for async tests: the predicate is polled between turns of the event loop.
+
+    ``await wait_until(lambda: calls == ["a"])`` returns as soon as a task started with
+    ``asyncio.create_task`` got that far, however loaded the machine is, where a fixed
+    ``asyncio.sleep`` only guesses how long that takes.
+    """
+    poll = _Poll(predicate, timeout)
+    while (value := poll()) is None:  # noqa: ASYNC110 - a predicate has no Event to wait on
+        await asyncio.sleep(interval)
+    return value
 
 
 @contextmanager
@@ -183,11 +261,10 @@ def notification_budget(seconds: float | None) -> Iterator[None]:
 
 @contextmanager
 def _process_state(config_path: Path, database_url: str, directory: Path) -> Iterator[None]:
-    """The environment a Gateway process would have, restored on exit with the published state."""
-    from deerflow_ext.extensions.diagnostics import get_diagnostics, set_diagnostics
+    """The environment a Gateway process would have, restored on exit with the published set."""
     from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
 
-    previous = get_loaded_extensions(), get_diagnostics()
+    previous = get_loaded_extensions()
     saved = {key: os.environ.get(key) for key in ("DEERFLOW_CONFIG", "DEERFLOW_DATABASE_URL")}
     cwd = Path.cwd()
     os.environ["DEERFLOW_CONFIG"] = str(config_path)
@@ -202,8 +279,7 @@ def _process_state(config_path: Path, database_url: str, directory: Path) -> Ite
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        set_loaded_extensions(previous[0])
-        set_diagnostics(previous[1])
+        set_loaded_extensions(previous)
 
 
 def _write_config(directory: Path, plugins: Iterable[Plugin], app_config: Mapping[str, Any] | None) -> Path:
@@ -220,14 +296,12 @@ def load_plugins(plugins: Iterable[PluginLike], *, app_config: Mapping[str, Any]
     Required entries that fail raise ``ExtensionLoadError`` here as they stop a Gateway.
     """
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.diagnostics import DiagnosticsList
     from deerflow_ext.extensions.loader import load_extensions
 
     entries = tuple(plugin_records(plugins))
     document = {**dict(app_config or {}), "plugins": [p.record() for p in entries]}
-    diagnostics = DiagnosticsList()
-    extensions = load_extensions(AppConfig.model_validate(document), diagnostics=diagnostics)
-    return LoadResult(extensions=extensions, diagnostics=diagnostics, plugins=entries)
+    extensions = load_extensions(AppConfig.model_validate(document))
+    return LoadResult(extensions=extensions, diagnostics=extensions.diagnostics, plugins=entries)
 
 
 # ---------------------------------------------------------------------------- the host
@@ -242,8 +316,8 @@ class HostHarness:
 
     def __init__(
         self,
-        app: Any,
-        client: Any,
+        app: FastAPI,
+        client: TestClient,
         config_path: Path,
         database_url: str,
         plugins: tuple[Plugin, ...],
@@ -260,15 +334,17 @@ class HostHarness:
 
     # What the host recorded -------------------------------------------------
     @property
-    def extensions(self) -> Any:
-        return self.app.state.extensions
+    def extensions(self) -> LoadedExtensions:
+        extensions: LoadedExtensions = self.app.state.extensions
+        return extensions
 
     @property
-    def diagnostics(self) -> Any:
-        return self.app.state.extension_diagnostics
+    def diagnostics(self) -> DiagnosticsList:
+        diagnostics: DiagnosticsList = self.app.state.extension_diagnostics
+        return diagnostics
 
     @property
-    def app_store(self) -> Any:
+    def app_store(self) -> ExtensionData:
         return self.extensions.app_store
 
     @property

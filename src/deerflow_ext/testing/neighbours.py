@@ -235,7 +235,7 @@ class _Service:
 
 
 # -- middleware: one class per hook, because the host mirrors the hooks a class overrides ----
-class _NeighbourMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class _NeighbourMiddleware(AgentMiddleware):
     def __init__(self, spec: NeighbourSpec) -> None:
         super().__init__()
         self.spec = spec

@@ -8,14 +8,14 @@ fails to start. See :mod:`deerflow_ext.testing` for the fixtures' documentation.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .entries import Plugin, PluginLike
-from .harness import HostHarness, LoadResult, load_plugins, start_host
+from .harness import HostFactory, HostHarness, LoaderFactory, LoadResult, load_plugins, start_host
 
 __all__ = ["deerflow_host", "entries_of", "extension_loader"]
 
@@ -35,22 +35,27 @@ def entries_of(
     (mappings whose ``use`` may be an install function), ``use`` strings or install
     functions; each carries its own config then, so the keyword arguments are refused.
     """
-    whole = isinstance(install_or_plugins, (Plugin, Mapping))
-    listed = isinstance(install_or_plugins, Sequence) and not isinstance(install_or_plugins, str)
-    if whole or listed:
-        if config is not None or name is not None or required or table_prefix is not None:
+    per_entry = config is not None or name is not None or required or table_prefix is not None
+    if isinstance(install_or_plugins, (Plugin, Mapping)) or (
+        isinstance(install_or_plugins, Sequence) and not isinstance(install_or_plugins, str)
+    ):
+        if per_entry:
             raise TypeError("with Plugin entries or records, give config, name, required and table_prefix per entry")
-        return list(install_or_plugins) if listed else [install_or_plugins]  # type: ignore[arg-type, list-item]
+        if isinstance(install_or_plugins, (Plugin, Mapping)):
+            return [install_or_plugins]
+        return list(install_or_plugins)
     return [Plugin(install_or_plugins, dict(config or {}), name, required=required, table_prefix=table_prefix)]
 
 
 @pytest.fixture
-def deerflow_host(tmp_path: Path) -> Iterator[Callable[..., HostHarness]]:
+def deerflow_host(tmp_path: Path) -> Iterator[HostFactory]:
     """Factory: ``deerflow_host(install_or_name_or_plugins, config=None, *, name=None,
-    required=False, table_prefix=None, app_config=None, notify_budget=None) -> HostHarness``."""
+    required=False, table_prefix=None, app_config=None, notify_budget=None) -> HostHarness``
+    (:class:`HostFactory`)."""
     harnesses: list[HostHarness] = []
     counter = itertools.count(1)
 
+    # The arguments are HostFactory's (the fixture's declared type): passed on to entries_of.
     def start(
         *entry: Any,
         app_config: Mapping[str, Any] | None = None,
@@ -70,11 +75,12 @@ def deerflow_host(tmp_path: Path) -> Iterator[Callable[..., HostHarness]]:
 
 
 @pytest.fixture
-def extension_loader() -> Callable[..., LoadResult]:
+def extension_loader() -> LoaderFactory:
     """Factory: ``extension_loader(install_or_name_or_plugins, config=None, *, name=None,
-    required=False, table_prefix=None) -> LoadResult`` — the host's loader only, no Gateway."""
+    required=False, table_prefix=None) -> LoadResult`` — the host's loader only, no Gateway
+    (:class:`LoaderFactory`)."""
 
-    def load(*entry: Any, **options: Any) -> LoadResult:
+    def load(*entry: Any, **options: Any) -> LoadResult:  # LoaderFactory's arguments
         return load_plugins(entries_of(*entry, **options))
 
     return load

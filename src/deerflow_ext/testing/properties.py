@@ -165,12 +165,12 @@ def _falsify(
     keep: Callable[[Plugin], bool] = lambda entry: False,
 ) -> None:
     """Search *strategy* for a list that *fails*; raise :class:`PropertyFailed` with the smallest."""
-    failing: list[Any] = []
+    failing: list[tuple[list[Plugin], str]] = []
 
     def example(entries: list[Plugin]) -> None:
         reason = _verdict(fails, entries)
         if reason is not None:
-            failing[:] = [entries, reason]
+            failing[:] = [(entries, reason)]
             raise _Counterexample(reason)
 
     run = settings(
@@ -188,7 +188,8 @@ def _falsify(
     try:
         run()
     except _Counterexample:
-        entries, reason = _reduced(*failing, fails, keep, [str(p.name) for p in given])
+        [(found, why)] = failing
+        entries, reason = _reduced(found, why, fails, keep, [str(p.name) for p in given])
         raise PropertyFailed(title, reason, entries, seed=seed) from None
 
 

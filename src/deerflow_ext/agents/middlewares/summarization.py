@@ -53,7 +53,8 @@ def split_for_summary(messages: Sequence[AnyMessage], keep: int) -> tuple[list[A
     while 0 < cut < len(messages) and isinstance(messages[cut], ToolMessage):
         cut -= 1
     # An AI message whose tool calls would be answered after the cut stays with them.
-    if 0 < cut and isinstance(messages[cut - 1], AIMessage) and messages[cut - 1].tool_calls:
+    before = messages[cut - 1] if cut > 0 else None
+    if isinstance(before, AIMessage) and before.tool_calls:
         cut -= 1
     return list(messages[:cut]), list(messages[cut:])
 

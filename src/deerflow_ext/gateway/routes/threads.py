@@ -190,7 +190,7 @@ def _state_out(snapshot: Any, thread_id: str) -> dict[str, Any]:
     }
 
 
-_EMPTY_STATE = {
+_EMPTY_STATE: dict[str, Any] = {
     "values": {},
     "next": [],
     "tasks": [],

@@ -1,0 +1,176 @@
+"""``HostStore`` on a real database (SQLite, and PostgreSQL when reachable): the records the
+Gateway answers from, and the conditional updates that keep several processes honest."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
+from deerflow_ext.persistence.records import PROCESS_OWNER, ThreadQuery, owner_is_dead
+from deerflow_ext.tokens import TokenUsage
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[HostStore]:
+    engine = create_engine(database_url)
+    try:
+        await upgrade_head(engine)
+        yield HostStore(make_session_factory(engine))
+    finally:
+        await engine.dispose()
+
+
+async def test_a_thread_round_trips_and_its_records_are_detached_copies(store: HostStore) -> None:
+    created = await store.create_thread({"user": "u1"}, thread_id="t-1")
+    read = await store.get_thread("t-1")
+    assert read is not None and read.id == created.id
+    # The same instant; SQLite hands it back without its zone, which the API restores
+    # (``gateway/schemas.py``), so compare as UTC.
+    assert _utc(read.created_at) == _utc(created.created_at) and _utc(read.updated_at) == _utc(created.updated_at)
+    assert (read.status, read.title, read.metadata) == ("idle", None, {"user": "u1"})
+    read.metadata["user"] = "changed"  # a caller's copy: the stored row is not touched
+    assert (await store.get_thread("t-1")).metadata == {"user": "u1"}
+    assert await store.get_thread("missing") is None
+
+
+async def test_metadata_patches_merge_and_search_filters_orders_and_pages(store: HostStore) -> None:
+    for i in range(5):
+        await store.create_thread({"team": "a" if i % 2 == 0 else "b", "i": i}, thread_id=f"t-{i}")
+    patched = await store.update_thread_metadata("t-4", {"i": 40, "new": True})
+    assert patched is not None and patched.metadata == {"team": "a", "i": 40, "new": True}
+    assert await store.update_thread_metadata("missing", {"x": 1}) is None
+
+    team_a = ThreadQuery(metadata={"team": "a"}, sort_by="thread_id", descending=False)
+    assert [t.id for t in await store.search_threads(team_a)] == ["t-0", "t-2", "t-4"]
+    assert [t.id for t in await store.search_threads(ThreadQuery(**{**vars(team_a), "offset": 1, "limit": 1}))] == [
+        "t-2"
+    ]
+    assert await store.count_threads(team_a) == 3
+    assert [t.id for t in await store.search_threads(ThreadQuery(ids=("t-1", "t-3"), sort_by="thread_id"))] == [
+        "t-3",
+        "t-1",
+    ]
+    assert (await store.list_threads(limit=1))[0].id == "t-4", "newest update first by default"
+
+
+async def test_a_run_is_started_only_while_pending_and_its_end_syncs_the_thread(store: HostStore) -> None:
+    thread = await store.create_thread(thread_id="t-1")
+    created = await store.create_run(thread.id, "r-1", {"messages": ["hi"]}, owner=PROCESS_OWNER)
+    assert (created.status, created.outcome, created.owner, created.input) == (
+        "pending",
+        None,
+        PROCESS_OWNER,
+        {"messages": ["hi"]},
+    )
+
+    assert await store.mark_started("r-1", thread.id) is True
+    assert (await store.get_thread(thread.id)).status == "busy"
+    assert await store.mark_started("r-1", thread.id) is False, "only a pending run starts"
+
+    await store.finish_run(
+        "r-1",
+        status="success",
+        outcome="completed",
+        answer="done",
+        tokens=TokenUsage(3, 4, 7),
+        thread_id=thread.id,
+        thread_status="idle",
+        title="A title",
+    )
+    run = await store.get_run(thread.id, "r-1")
+    assert (run.status, run.outcome, run.answer, run.tokens) == ("success", "completed", "done", TokenUsage(3, 4, 7))
+    assert run.started_at is not None and run.finished_at is not None and run.finished_at >= run.started_at
+    after = await store.get_thread(thread.id)
+    assert (after.status, after.title) == ("idle", "A title")
+
+    # A later run without a title keeps the thread's title.
+    await store.create_run(thread.id, "r-2", {}, owner=PROCESS_OWNER)
+    await store.finish_run("r-2", status="error", outcome="failed", thread_id=thread.id, thread_status="error")
+    after = await store.get_thread(thread.id)
+    assert (after.status, after.title) == ("error", "A title")
+    assert await store.get_run("another-thread", "r-1") is None, "a run is found under its own thread only"
+
+
+async def test_runs_list_in_creation_order_filter_by_status_and_delete_under_their_thread(store: HostStore) -> None:
+    thread = await store.create_thread(thread_id="t-1")
+    for i in range(3):
+        await store.create_run(thread.id, f"r-{i}", {}, owner=PROCESS_OWNER)
+    await store.finish_run("r-1", status="success", outcome="completed")
+    assert [r.id for r in await store.list_runs(thread.id)] == ["r-0", "r-1", "r-2"]
+    assert [r.id for r in await store.list_runs(thread.id, newest_first=True, limit=2)] == ["r-2", "r-1"]
+    assert [r.id for r in await store.list_runs(thread.id, status="success")] == ["r-1"]
+    assert await store.has_live_run(thread.id) is True
+    assert await store.delete_run("another-thread", "r-0") is False
+    assert await store.delete_run(thread.id, "r-0") is True
+    assert [r.id for r in await store.list_runs(thread.id)] == ["r-1", "r-2"]
+
+
+async def test_a_thread_with_a_live_run_is_not_deleted(store: HostStore) -> None:
+    thread = await store.create_thread(thread_id="t-1")
+    await store.create_run(thread.id, "r-1", {}, owner=PROCESS_OWNER)
+    assert await store.delete_thread(thread.id) is None
+    await store.finish_run("r-1", status="success", outcome="completed")
+    assert await store.delete_thread(thread.id) is True
+    assert await store.get_thread(thread.id) is None
+    assert await store.list_runs(thread.id) == []
+    assert await store.delete_thread(thread.id) is False
+
+
+async def test_stop_requests_are_recorded_on_live_runs_only(store: HostStore) -> None:
+    thread = await store.create_thread(thread_id="t-1")
+    first = await store.create_run(thread.id, "r-1", {}, owner=PROCESS_OWNER)
+    await store.create_run(thread.id, "r-2", {}, owner=PROCESS_OWNER)
+    await store.create_run(thread.id, "r-done", {}, owner=PROCESS_OWNER)
+    await store.finish_run("r-done", status="success", outcome="completed")
+
+    # A follow-up created after r-1 interrupts the older live runs of the thread, never itself.
+    changed = await store.request_cancel(
+        "rollback", thread_id=thread.id, created_before=first.created_at + timedelta(seconds=1), except_run="r-2"
+    )
+    assert changed == 1
+    assert await store.cancel_requests(["r-1", "r-2", "r-done"]) == {"r-1": "rollback"}
+    assert await store.request_cancel("interrupt", run_id="r-done") == 0
+    assert await store.cancel_requests([]) == {}
+
+
+async def test_startup_recovery_interrupts_a_dead_owners_runs_and_settles_busy_threads(store: HostStore) -> None:
+    dead, alive = await store.create_thread(thread_id="t-dead"), await store.create_thread(thread_id="t-alive")
+    await store.create_run(dead.id, "r-dead", {}, owner="gone")
+    await store.mark_started("r-dead", dead.id)
+    await store.create_run(alive.id, "r-alive", {}, owner="here")
+    await store.mark_started("r-alive", alive.id)
+
+    assert await store.interrupt_orphaned_runs(is_dead=lambda owner: owner == "gone") == ("r-dead",)
+    run = await store.get_run(dead.id, "r-dead")
+    assert (run.status, run.outcome) == ("interrupted", "aborted")
+    assert run.error == "the process running it stopped before it finished"
+    assert (await store.get_thread(dead.id)).status == "interrupted"
+    assert (await store.get_run(alive.id, "r-alive")).status == "running"
+    assert await store.interrupt_orphaned_runs(is_dead=lambda owner: False) == ()
+
+    # A thread left busy with no live run gets its last run's status back; a busy one keeps it.
+    await store.finish_run("r-alive", status="success", outcome="completed")
+    assert (await store.get_thread(alive.id)).status == "busy"
+    assert await store.settle_idle_busy_threads() == ("t-alive",)
+    assert (await store.get_thread(alive.id)).status == "idle"
+    assert await store.settle_idle_busy_threads() == ()
+
+
+def test_an_owner_is_dead_when_its_process_is_gone_on_this_host_only() -> None:
+    host = socket.gethostname()
+    assert owner_is_dead(None) is True
+    assert owner_is_dead(PROCESS_OWNER) is False, "this process"
+    assert owner_is_dead(f"{host}:{os.getpid()}:earlier") is True, "our pid, an earlier start"
+    assert owner_is_dead(f"{host}:{os.getppid()}:x") is False, "a live process on this host"
+    assert owner_is_dead(f"{host}:not-a-pid:x") is True
+    assert owner_is_dead(f"{host}:{2**22 + 12345}:x") is True, "no such pid"
+    assert owner_is_dead("another-host:1:x") is False, "another machine is left alone"
