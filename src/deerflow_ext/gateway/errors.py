@@ -101,15 +101,19 @@ class TolerantJSONResponse(JSONResponse):
             return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
 
 
-class UnexpectedErrors:
-    """Answer an exception no handler took with the JSON 500 and keep the connection.
+class _AnswerFailures:
+    """An ASGI middleware that answers the failures it :meth:`takes` with the JSON 500, on the
+    same connection, unless the response has already started (then nothing can be answered
+    and the failure propagates, ending the response)."""
 
-    Outside every other middleware but CORS. Once a response has started (a stream), there
-    is nothing left to answer: the exception propagates and the server ends the response.
-    """
+    catches: tuple[type[BaseException], ...] = (Exception,)
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+
+    def takes(self, scope: Scope, exc: BaseException) -> bool:
+        """Record *exc* and say whether to answer it; ``False`` lets it propagate."""
+        raise NotImplementedError
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -118,14 +122,25 @@ class UnexpectedErrors:
         response = StartTracking(send)
         try:
             await self.app(scope, receive, response)
-        except Exception as exc:
-            logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
-            if response.started:
+        except self.catches as exc:
+            if not self.takes(scope, exc) or response.started:
                 raise
             await _internal_error(exc)(scope, receive, send)
 
 
-class ContributedRouteErrors:
+class UnexpectedErrors(_AnswerFailures):
+    """Answer an exception no handler took with the JSON 500 and keep the connection.
+
+    Outside every other middleware but CORS. Once a response has started (a stream), there
+    is nothing left to answer: the exception propagates and the server ends the response.
+    """
+
+    def takes(self, scope: Scope, exc: BaseException) -> bool:
+        logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
+        return True
+
+
+class ContributedRouteErrors(_AnswerFailures):
     """Answer an error escaping an *extension's* route with the JSON 500, attributed.
 
     Host routes keep the handler above. For a contributed route the log line and the
@@ -138,26 +153,16 @@ class ContributedRouteErrors:
     answered: the error is attributed and then propagates as before.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    catches = EXTENSION_FAILURES
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        response = StartTracking(send)
-        try:
-            await self.app(scope, receive, response)
-        except EXTENSION_FAILURES as exc:
-            extension = route_extension(scope)
-            if extension is None or is_host_cancellation(exc):
-                raise
-            diagnostics = scope["app"].state.extension_diagnostics  # create_app installs both
-            text = f"route {scope['method']} {scope['path']} raised {exception_text(exc)}"
-            diagnostics.record(extension, "router", text, exc=exc)
-            if response.started:
-                raise
-            await _internal_error(exc)(scope, receive, send)
+    def takes(self, scope: Scope, exc: BaseException) -> bool:
+        extension = route_extension(scope)
+        if extension is None or is_host_cancellation(exc):
+            return False
+        diagnostics = scope["app"].state.extension_diagnostics  # create_app installs both
+        text = f"route {scope['method']} {scope['path']} raised {exception_text(exc)}"
+        diagnostics.record(extension, "router", text, exc=exc)
+        return True
 
 
 def _running_route(frame: Any) -> RunningHook | None:
