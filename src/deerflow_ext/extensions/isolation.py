@@ -145,6 +145,38 @@ class _Watch:
         return self.result
 
 
+class _Attempt:
+    """One call of an extension's hook, the same for the sync and async paths: what it
+    returned or its own failure (kept, so the caller settles it: contained), and its own time
+    (the handler's excluded). ``GraphBubbleUp`` (LangGraph's interrupts) and a cancellation
+    of the run itself (stop, shutdown) propagate instead."""
+
+    __slots__ = ("failure", "hook", "owner", "returned", "started", "watch")
+
+    def __init__(self, owner: IsolatedMiddleware, hook: str, watch: _Watch | None) -> None:
+        self.owner = owner
+        self.hook = hook
+        self.watch = watch
+        self.returned: Any = _MISSING
+        self.failure: BaseException | None = None
+        self.started = _perf_counter()
+
+    def __enter__(self) -> _Attempt:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> bool:
+        watch = self.watch
+        own = _perf_counter() - self.started - (watch.seconds if watch is not None else 0.0)
+        self.owner._count(self.hook, own)
+        if exc is None or isinstance(exc, GraphBubbleUp) or not isinstance(exc, _CONTAINED):
+            return False
+        if (watch is None or exc is not watch.error) and is_host_cancellation(exc):
+            self.owner._cancelled(self.hook)
+            return False  # the run itself is being cancelled (stop, shutdown)
+        self.failure = exc
+        return True
+
+
 class IsolatedMiddleware(AgentMiddleware):
     """Observe-only, fail-open wrapper around one contributed middleware, attributed to
     ``extension`` (intercepting and fail-closed with ``intercept=True``).
@@ -285,28 +317,14 @@ class IsolatedMiddleware(AgentMiddleware):
 
     # -- node hooks ------------------------------------------------------------------------
     def _run_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
-        started = _perf_counter()
-        try:
-            update = getattr(self._inner, hook)(state, runtime)
-        except GraphBubbleUp:
-            raise
-        except _CONTAINED as exc:
-            return self._state_failure(hook, exc)
-        finally:
-            self._count(hook, _perf_counter() - started)
-        return self._checked_update(hook, update)
+        with _Attempt(self, hook, None) as attempt:
+            attempt.returned = getattr(self._inner, hook)(state, runtime)
+        return self._state_result(hook, attempt)
 
     async def _arun_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
-        started = _perf_counter()
-        try:
-            update = await getattr(self._inner, hook)(state, runtime)
-        except GraphBubbleUp:
-            raise
-        except _CONTAINED as exc:
-            return self._state_failure(hook, exc)
-        finally:
-            self._count(hook, _perf_counter() - started)
-        return self._checked_update(hook, update)
+        with _Attempt(self, hook, None) as attempt:
+            attempt.returned = await getattr(self._inner, hook)(state, runtime)
+        return self._state_result(hook, attempt)
 
     def _count(self, hook: str, seconds: float) -> None:
         """One call of ``hook`` and the time it took (the extension's own, metrics.py)."""
@@ -320,14 +338,15 @@ class IsolatedMiddleware(AgentMiddleware):
         if stats is not None:
             stats.cancellations += 1
 
-    def _state_failure(self, hook: str, exc: BaseException) -> None:
-        """A node hook's own failure: no update (fail open), or the run's end (intercept)."""
-        if is_host_cancellation(exc):
-            self._cancelled(hook)
-            raise exc
-        self._fail(hook, exc)
+    def _state_result(self, hook: str, attempt: _Attempt) -> Any:
+        """A node hook's update, checked; on its own failure no update (fail open), or the
+        run's end (intercept)."""
+        failure = attempt.failure
+        if failure is None:
+            return self._checked_update(hook, attempt.returned)
+        self._fail(hook, failure)
         if self._intercept:
-            raise exc
+            raise failure
         return None
 
     def _checked_update(self, hook: str, update: Any) -> Any:
@@ -343,38 +362,16 @@ class IsolatedMiddleware(AgentMiddleware):
     # -- wrap hooks ------------------------------------------------------------------------
     def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
         watch = _Watch(request, handler, self._intercept)
-        returned, failure = _MISSING, None
-        started = _perf_counter()
-        try:
-            returned = getattr(self._inner, hook)(request, watch.call)
-        except GraphBubbleUp:
-            raise
-        except _CONTAINED as exc:
-            if exc is not watch.error and is_host_cancellation(exc):
-                self._cancelled(hook)
-                raise  # the run itself is being cancelled (stop, shutdown)
-            failure = exc
-        finally:
-            self._count(hook, _perf_counter() - started - watch.seconds)
-        settled = self._settle(hook, watch, returned, failure)
+        with _Attempt(self, hook, watch) as attempt:
+            attempt.returned = getattr(self._inner, hook)(request, watch.call)
+        settled = self._settle(hook, watch, attempt.returned, attempt.failure)
         return handler(request) if settled is _MISSING else settled
 
     async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         watch = _Watch(request, handler, self._intercept)
-        returned, failure = _MISSING, None
-        started = _perf_counter()
-        try:
-            returned = await getattr(self._inner, hook)(request, watch.acall)
-        except GraphBubbleUp:
-            raise
-        except _CONTAINED as exc:
-            if exc is not watch.error and is_host_cancellation(exc):
-                self._cancelled(hook)
-                raise  # the run itself is being cancelled (stop, shutdown)
-            failure = exc
-        finally:
-            self._count(hook, _perf_counter() - started - watch.seconds)
-        settled = self._settle(hook, watch, returned, failure)
+        with _Attempt(self, hook, watch) as attempt:
+            attempt.returned = await getattr(self._inner, hook)(request, watch.acall)
+        settled = self._settle(hook, watch, attempt.returned, attempt.failure)
         return await handler(request) if settled is _MISSING else settled
 
     def _settle(self, hook: str, watch: _Watch, returned: Any, failure: BaseException | None) -> Any:
