@@ -193,16 +193,8 @@ class IsolatedMiddleware(AgentMiddleware):
     _group_calls: Any  # fusion.GroupChains, on a group head
     _group_axes: tuple[tuple[str, str], ...] = ()
 
-    def __new__(
-        cls,
-        inner: AgentMiddleware,
-        *,
-        extension: str,
-        index: int = 1,
-        diagnostics: DiagnosticsList,
-        placement: Placement | None = None,
-        intercept: bool = False,
-    ) -> IsolatedMiddleware:
+    def __new__(cls, inner: AgentMiddleware, **options: Any) -> IsolatedMiddleware:
+        # Only picks the generated subclass; __init__ declares (and checks) the options.
         if not isinstance(inner, AgentMiddleware):
             raise TypeError(f"expected an AgentMiddleware, got {type(inner).__name__}")
         if isinstance(inner, IsolatedMiddleware):
