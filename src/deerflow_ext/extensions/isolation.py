@@ -95,7 +95,9 @@ class _Watch:
     spent downstream, which the metrics subtract so a wrap hook is charged for its own work.
     """
 
-    __slots__ = ("calls", "deciding", "error", "handler", "repeat", "request", "result", "rewritten", "seconds")
+    __slots__ = (
+        "calls", "deciding", "error", "handler", "repeat", "request", "result", "rewritten", "seconds", "started",
+    )  # fmt: skip
 
     def __init__(self, request: Any, handler: Callable[[Any], Any], deciding: bool) -> None:
         self.request = request
@@ -107,6 +109,7 @@ class _Watch:
         self.repeat: RepeatedHandlerCall | None = None
         self.rewritten = False
         self.seconds = 0.0
+        self.started = 0.0
 
     def _enter(self, request: Any) -> Any:
         """The request the handler runs."""
@@ -120,28 +123,26 @@ class _Watch:
             raise self.repeat
         return self.request
 
+    # Timing and the handler's failure, the same for both paths (calls never overlap: a
+    # repeat is refused in _enter before it runs).
+    def __enter__(self) -> None:
+        self.started = _perf_counter()
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        self.seconds += _perf_counter() - self.started
+        if exc is not None:
+            self.error = exc
+
     def call(self, request: Any) -> Any:
         run = self._enter(request)
-        started = _perf_counter()
-        try:
+        with self:
             self.result = self.handler(run)
-        except BaseException as exc:
-            self.error = exc
-            raise
-        finally:
-            self.seconds += _perf_counter() - started
         return self.result
 
     async def acall(self, request: Any) -> Any:
         run = self._enter(request)
-        started = _perf_counter()
-        try:
+        with self:
             self.result = await self.handler(run)
-        except BaseException as exc:
-            self.error = exc
-            raise
-        finally:
-            self.seconds += _perf_counter() - started
         return self.result
 
 
