@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 from typing import Any
 
@@ -201,9 +202,15 @@ def test_system_exit_from_a_required_install_stops_startup() -> None:
 
 
 def test_an_operators_ctrl_c_while_installing_propagates_after_rollback() -> None:
-    # A real SIGINT delivered during install() is the operator's, not the extension's.
-    with pytest.raises(KeyboardInterrupt):
-        load(config({"name": "x", "use": f"{M}:signals_itself"}))
+    # A real SIGINT delivered during install() is the operator's, not the extension's. The
+    # process's SIGINT handler is set as a command's is (Python's default): earlier tests in
+    # this process may leave another one behind, which would make this test depend on order.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            load(config({"name": "x", "use": f"{M}:signals_itself"}))
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_registering_after_install_raises() -> None:
