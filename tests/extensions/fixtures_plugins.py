@@ -6,7 +6,6 @@ call produced each contribution in a snapshot.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import time
@@ -125,8 +124,10 @@ def exits(registry: Any, config: Mapping[str, Any]) -> None:
 def signals_itself(registry: Any, config: Mapping[str, Any]) -> None:
     """A real SIGINT arrives while install() runs, as an operator's Ctrl-C would."""
     registry.agent_assembly_observer(Observer(("signals",)))
-    os.kill(os.getpid(), signal.SIGINT)
-    time.sleep(5)  # the signal handler raises KeyboardInterrupt here
+    # raise_signal delivers it to this (the main) thread and runs the Python handler before
+    # returning; os.kill may hand a process-directed signal to another thread of the process.
+    signal.raise_signal(signal.SIGINT)
+    time.sleep(5)  # not reached: the handler raised KeyboardInterrupt above
 
 
 async def async_install(registry: Any, config: Mapping[str, Any]) -> None:
