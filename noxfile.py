@@ -39,8 +39,9 @@ def arch(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def types(session: nox.Session) -> None:
     """mypy on the whole of src/ (pyproject.toml): strict on the public contract, every body
-    checked on the host. The test extra brings the author kit's pytest and hypothesis."""
-    session.install("-e", ".[test]", "mypy")
+    checked on the host. The test extra brings the author kit's pytest and hypothesis; nox is
+    what the scaffold's template noxfile imports."""
+    session.install("-e", ".[test]", "mypy", "nox")
     session.run("mypy")
 
 
