@@ -26,6 +26,7 @@ from .goal import continuation_message, evaluate_goal
 from .lead import ModelFactory, make_lead_agent, subagent_task_tool
 from .messages import final_answer
 from .models import create_chat_model, model_name_for
+from .reuse import CompiledGraphs
 from .thread_state import ThreadStates
 
 __all__ = [
@@ -110,6 +111,8 @@ class AgentHost:
         self.memory = memory
         self._cached_task_tool: Any | None = None
         self._thread_states: ThreadStates | None = None
+        # The lead graphs its runs share (agents/reuse.py); ThreadStates keeps its own.
+        self._graphs = CompiledGraphs()
 
     @property
     def thread_states(self) -> ThreadStates:
@@ -129,11 +132,16 @@ class AgentHost:
         claimed = model_name_for(self.config, purpose)
         return claimed if claimed is not None else self.model_name
 
-    def make_lead_agent(self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None) -> Any:
+    def make_lead_agent(
+        self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None, reuse: bool = False
+    ) -> Any:
         """Build the lead graph (sync) under ``extensions``.
 
         ``task_store`` is not needed to build: the graph finds the live store on its runtime
         context. It is accepted so callers hand construction the same objects as the run.
+        ``reuse`` shares the compiled graph with this host's earlier runs of the same shape
+        (a :class:`~.reuse.BoundGraph`, run with ``astream``/``ainvoke``); without it the
+        graph is compiled over this construction's own stack.
         """
         del task_store
         return make_lead_agent(
@@ -144,6 +152,7 @@ class AgentHost:
             checkpointer=self.checkpointer,
             memory=self.memory,
             task_tool=self._task_tool(),
+            graphs=self._graphs if reuse else None,
         )
 
     def _task_tool(self) -> Any:
@@ -169,7 +178,7 @@ class AgentHost:
         emit: Emit | None = None,
     ) -> LeadRunResult:
         """Build the agent, run it and its goal continuations, and report the outcome."""
-        graph = self.make_lead_agent(extensions=extensions, task_store=task_store)
+        graph = self.make_lead_agent(extensions=extensions, task_store=task_store, reuse=True)
         context = build_run_context(
             request.context,
             thread_id=request.thread_id,

@@ -56,6 +56,7 @@ from .middlewares import (
 from .models import create_chat_model, effective_model_name, model_name_for, public_model_parameters
 from .policy import project_policy
 from .prompts import LEAD_SYSTEM_PROMPT, SUBAGENT_SYSTEM_PROMPT
+from .reuse import CompiledGraphs
 from .tools import builtin_tools
 from .tracing import install_inline_untraced_bookkeeping
 
@@ -161,8 +162,15 @@ def build_agent(
     system_prompt: str,
     checkpointer: Checkpointer | None = None,
     memory: Any | None = None,
+    graphs: CompiledGraphs | None = None,
 ) -> Any:
-    """Build one agent graph; shared by the lead and subagent builders."""
+    """Build one agent graph; shared by the lead and subagent builders.
+
+    With ``graphs``, a graph compiled for an earlier construction of the same shape is
+    reused, bound to this construction's stack and model (``agents/reuse.py``); everything
+    else the spec asks of a construction (contributions, composition, the descriptor)
+    happens here every time.
+    """
     install_inline_untraced_bookkeeping()
     ext = extensions if extensions is not None else build_extensions()
     factory = model_factory or (lambda name: create_chat_model(config, name))
@@ -185,14 +193,29 @@ def build_agent(
         )
         # The single final composition point: nothing is appended after this.
         stack = compose_middleware_stack(host, extensions=ext, ctx=ctx)
-        graph = create_agent(
-            model,
-            list(tools),
-            system_prompt=system_prompt,
-            middleware=stack,
-            checkpointer=checkpointer,
-            context_schema=RunContext,
-        )
+
+        def compile_over(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
+            return create_agent(
+                model,
+                list(tools),
+                system_prompt=system_prompt,
+                middleware=middleware,
+                checkpointer=checkpointer,
+                context_schema=RunContext,
+            )
+
+        graph = None
+        if graphs is not None:
+            graph = graphs.bind(
+                stack,
+                model=model,
+                tools=tools,
+                system_prompt=system_prompt,
+                checkpointer=checkpointer,
+                compile=compile_over,
+            )
+        if graph is None:
+            graph = compile_over(stack)
 
         def describe() -> AgentAssemblyDescriptor:
             all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]
@@ -231,11 +254,13 @@ def make_lead_agent(
     system_prompt: str = LEAD_SYSTEM_PROMPT,
     extra_tools: Sequence[BaseTool] = (),
     task_tool: BaseTool | None = None,
+    graphs: CompiledGraphs | None = None,
 ) -> Any:
     """The lead agent: built-in tools plus ``task`` (when subagents are enabled).
 
     ``task_tool`` lets a long-lived caller (``AgentHost``) pass one it built once for the
-    same config, model factory and model name; otherwise one is made here.
+    same config, model factory and model name; otherwise one is made here. ``graphs``:
+    see :func:`build_agent`.
     """
     tools: list[BaseTool] = [*builtin_tools(), *extra_tools]
     if config.subagents.enabled:
@@ -251,6 +276,7 @@ def make_lead_agent(
         system_prompt=system_prompt,
         checkpointer=checkpointer,
         memory=memory,
+        graphs=graphs,
     )
 
 
@@ -261,6 +287,7 @@ def make_subagent(
     agent_name: str = "general-purpose",
     model_name: str | None = None,
     model_factory: ModelFactory | None = None,
+    graphs: CompiledGraphs | None = None,
 ) -> Any:
     """A subagent graph: same builder, ``AgentScope.SUBAGENT``, built-in tools only, no checkpointer."""
     return build_agent(
@@ -272,6 +299,7 @@ def make_subagent(
         model_factory=model_factory,
         tools=builtin_tools(),
         system_prompt=SUBAGENT_SYSTEM_PROMPT,
+        graphs=graphs,
     )
 
 
@@ -281,12 +309,19 @@ def subagent_builder(
     """How a delegation builds its subagent: :func:`make_subagent` on this config and model.
 
     The wiring is explicit: the executor is handed this builder instead of importing the
-    agent builders (which import the ``task`` tool, which imports the executor).
+    agent builders (which import the ``task`` tool, which imports the executor). The
+    builder reuses its compiled subagent graphs across delegations (``agents/reuse.py``).
     """
+    graphs = CompiledGraphs()
 
     def build(extensions: LoadedExtensions, agent_name: str) -> Any:
         return make_subagent(
-            config, extensions=extensions, agent_name=agent_name, model_name=model_name, model_factory=model_factory
+            config,
+            extensions=extensions,
+            agent_name=agent_name,
+            model_name=model_name,
+            model_factory=model_factory,
+            graphs=graphs,
         )
 
     return build

@@ -1,0 +1,286 @@
+"""One compiled graph for every construction of the same shape, run through per-run slots.
+
+Why: compiling a ``create_agent`` graph (``StateGraph.compile``, a node per hook, langsmith's
+``traceable`` per wrap layer, signature and type-hint inspection) was the largest single cost
+of a trivial Gateway run (issue 16: ~27% of the busy event loop), and nothing in it depends
+on the run. The spec's construction still happens per run: contributors are called, the
+stack is composed and the descriptor emitted every time (``agents.lead``). Only the
+compiled graph is shared, and it holds no run's middleware: it is compiled over *slots*, one
+per stack position, each of a class generated per middleware class with exactly the hooks
+that class overrides (``__can_jump_to__`` kept), so LangChain builds the same nodes, edges
+and wrapper chains it would build for the run's own stack. A slot forwards each call to the
+run's middleware at its position, which the run's runtime context carries under
+:data:`SLOTS_KEY` (:class:`BoundGraph` puts it there). The model is the run's too: the
+first slot that wraps model calls hands the run's model on in the request, so the compiled
+graph's model is never called.
+
+The shape is everything ``create_agent`` reads at compile time: the model's class, the
+tools, the system prompt, the checkpointer and, per middleware, its class, name, state
+schema, tools, trace policy and stream transformers (by identity: the cache entry keeps
+them alive, so an identity can never be reused while it is a key). A construction of any
+other shape compiles a graph of its own, as before; one whose middleware cannot be slotted
+(a hook whose parameters are not LangChain's usual two) is compiled with its own stack.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.language_models import BaseChatModel
+
+from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
+
+__all__ = ["SLOTS_KEY", "BoundGraph", "CompiledGraphs", "RunStack"]
+
+#: Where the run's middleware and model travel in its runtime context.
+SLOTS_KEY = "__deerflow_run_stack__"
+
+_MODEL_HOOKS = frozenset(WRAP_HOOK_PAIRS[0])
+_ASYNC_HOOKS = frozenset((*STATE_HOOKS[1::2], *(pair[1] for pair in WRAP_HOOK_PAIRS)))
+_STATE_PARAMETERS = ("state", "runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class RunStack:
+    """What one construction contributes to a shared graph: its stack and its model."""
+
+    middleware: tuple[AgentMiddleware[Any, Any, Any], ...]
+    model: BaseChatModel
+
+
+class BoundGraph:
+    """A shared compiled graph bound to one construction's :class:`RunStack`.
+
+    The run methods put the stack into the runtime context they are given (the caller's
+    dict, so a hook that keeps something in the context sees it across goal continuations);
+    everything else (state, history, drawing) is the compiled graph's own.
+    """
+
+    __slots__ = ("graph", "run_stack")
+
+    def __init__(self, graph: Any, run_stack: RunStack) -> None:
+        self.graph = graph
+        self.run_stack = run_stack
+
+    def _bind(self, context: Any) -> dict[str, Any]:
+        if context is None:
+            context = {}
+        elif not isinstance(context, dict):
+            raise TypeError(f"a reused graph's runtime context is a dict, not {type(context).__name__}")
+        context[SLOTS_KEY] = self.run_stack
+        return context
+
+    def astream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
+        return self.graph.astream(input, config, context=self._bind(context), **kwargs)
+
+    def stream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
+        return self.graph.stream(input, config, context=self._bind(context), **kwargs)
+
+    async def ainvoke(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
+        return await self.graph.ainvoke(input, config, context=self._bind(context), **kwargs)
+
+    def invoke(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
+        return self.graph.invoke(input, config, context=self._bind(context), **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.graph, name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    graph: Any
+    keep: tuple[Any, ...]  # what the key names by identity, alive as long as the entry
+
+
+class CompiledGraphs:
+    """A bounded cache of compiled graphs by construction shape; safe across threads.
+
+    One per builder (the Gateway's lead host, its subagent builder): a host's shapes are
+    few (its config is fixed; an extension changes the shape only by what it contributes).
+    """
+
+    def __init__(self, maxsize: int = 16) -> None:
+        self._maxsize = maxsize
+        self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def bind(
+        self,
+        stack: Sequence[AgentMiddleware[Any, Any, Any]],
+        *,
+        model: BaseChatModel,
+        tools: Sequence[Any],
+        system_prompt: str,
+        checkpointer: Any,
+        compile: Callable[[list[AgentMiddleware[Any, Any, Any]]], Any],
+    ) -> BoundGraph | None:
+        """The graph for ``stack``'s shape bound to this construction; ``None`` when the
+        stack cannot be slotted (the caller compiles it as it is).
+
+        ``compile`` builds a graph over the given middleware with this construction's
+        model, tools, prompt and checkpointer; it runs once per shape.
+        """
+        classes = [_slot_class(type(m)) for m in stack]
+        if any(cls is None for cls in classes):
+            return None
+        swapper = next((i for i, m in enumerate(stack) if implemented_hooks(type(m)) & _MODEL_HOOKS), None)
+        if swapper is None:
+            return None  # nothing would hand the run's model on
+        parts = [_middleware_shape(m) for m in stack]
+        keep = (tuple(tools), checkpointer, *(objects for _, objects in parts))
+        key = (
+            type(model),
+            tuple(map(id, tools)),
+            system_prompt,
+            id(checkpointer),
+            *((values, tuple(map(id, objects))) for values, objects in parts),
+        )
+        run_stack = RunStack(tuple(stack), model)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return BoundGraph(entry.graph, run_stack)
+        slots: list[AgentMiddleware[Any, Any, Any]] = []
+        for index, (cls, middleware) in enumerate(zip(classes, stack, strict=True)):
+            assert cls is not None
+            slots.append(cls(index, middleware, swaps_model=index == swapper))
+        entry = _Entry(compile(slots), keep)
+        with self._lock:
+            # Two constructions racing on a new shape compile one each; either is kept.
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._maxsize:
+                self._entries.popitem(last=False)
+        return BoundGraph(entry.graph, run_stack)
+
+
+def _middleware_shape(m: AgentMiddleware[Any, Any, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """What ``create_agent`` reads of a middleware besides its class's hooks: the parts
+    compared by value (class, name) and the objects compared by identity."""
+    objects = (m.state_schema, m.trace_policy, *getattr(m, "tools", ()), *getattr(m, "transformers", ()))
+    return (type(m), m.name), objects
+
+
+# -- slot classes ------------------------------------------------------------------------------
+
+
+class _Slot(AgentMiddleware[Any, Any, Any]):
+    """Position ``index`` of a shared graph's stack; generated subclasses add the hooks."""
+
+    def __init__(self, index: int, real: AgentMiddleware[Any, Any, Any], *, swaps_model: bool) -> None:
+        super().__init__()
+        self._index = index
+        self._name = real.name
+        self._swaps_model = swaps_model
+        self.state_schema = real.state_schema
+        self.tools = list(getattr(real, "tools", ()))
+        self.trace_policy = real.trace_policy
+        self.transformers = tuple(getattr(real, "transformers", ()))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _target(self, runtime: Any) -> AgentMiddleware[Any, Any, Any]:
+        return _run_stack(runtime).middleware[self._index]
+
+    def _request(self, request: Any, *, model_call: bool) -> tuple[AgentMiddleware[Any, Any, Any], Any]:
+        run_stack = _run_stack(request.runtime)
+        if model_call and self._swaps_model:
+            request = request.override(model=run_stack.model)
+        return run_stack.middleware[self._index], request
+
+
+def _run_stack(runtime: Any) -> RunStack:
+    context = getattr(runtime, "context", None)
+    run_stack = context.get(SLOTS_KEY) if isinstance(context, Mapping) else None
+    if not isinstance(run_stack, RunStack):
+        raise RuntimeError("a reused agent graph was run without its construction's stack (BoundGraph binds it)")
+    return run_stack
+
+
+_lock = threading.Lock()
+_classes: WeakKeyDictionary[type, type | None] = WeakKeyDictionary()
+
+
+def _slot_class(cls: type) -> type | None:
+    """The slot class standing for ``cls`` (cached weakly), or ``None`` if a hook of
+    ``cls`` takes parameters LangGraph would inject differently into a slot's."""
+    with _lock:
+        if cls in _classes:
+            return _classes[cls]
+        slot = _classes[cls] = _build_slot_class(cls)
+        return slot
+
+
+def _build_slot_class(cls: type) -> type | None:
+    hooks = implemented_hooks(cls)
+    namespace: dict[str, Any] = {"__module__": __name__, "__qualname__": f"Slot{cls.__name__}"}
+    for hook in hooks:
+        method = getattr(cls, hook)
+        if hook in STATE_HOOKS:
+            if tuple(_parameters(method)) != _STATE_PARAMETERS:
+                return None
+            namespace[hook] = _state_forwarder(hook, hook in _ASYNC_HOOKS)
+        else:
+            if len(_parameters(method)) != 2:
+                return None
+            namespace[hook] = _wrap_forwarder(hook, hook in _ASYNC_HOOKS)
+        jump = getattr(method, "__can_jump_to__", None)
+        if jump is not None:
+            namespace[hook].__can_jump_to__ = list(jump)
+    return type(f"Slot{cls.__name__}", (_Slot,), namespace)
+
+
+def _parameters(method: Any) -> list[str]:
+    try:
+        params = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _state_forwarder(hook: str, is_async: bool) -> Callable[..., Any]:
+    if is_async:
+
+        async def astate(self: _Slot, state: Any, runtime: Any) -> Any:
+            return await getattr(self._target(runtime), hook)(state, runtime)
+
+        astate.__name__ = hook
+        return astate
+
+    def state_hook(self: _Slot, state: Any, runtime: Any) -> Any:
+        return getattr(self._target(runtime), hook)(state, runtime)
+
+    state_hook.__name__ = hook
+    return state_hook
+
+
+def _wrap_forwarder(hook: str, is_async: bool) -> Callable[..., Any]:
+    model_call = hook in _MODEL_HOOKS
+    if is_async:
+
+        async def awrap(self: _Slot, request: Any, handler: Callable[[Any], Any]) -> Any:
+            target, request = self._request(request, model_call=model_call)
+            return await getattr(target, hook)(request, handler)
+
+        awrap.__name__ = hook
+        return awrap
+
+    def wrap(self: _Slot, request: Any, handler: Callable[[Any], Any]) -> Any:
+        target, request = self._request(request, model_call=model_call)
+        return getattr(target, hook)(request, handler)
+
+    wrap.__name__ = hook
+    return wrap
