@@ -70,7 +70,11 @@ async def test_runs_of_one_shape_share_a_graph_and_each_reaches_only_its_own_mid
         (await host.run_lead(_request(prompt, f"run-{n}"), extensions=ext, task_store=None)).answer
         for n, prompt in enumerate(prompts)
     ]
-    assert answers == ["Here is my answer to: hello", "Done. calculator returned: 5", "Here is my answer to: hello again"]
+    assert answers == [
+        "Here is my answer to: hello",
+        "Done. calculator returned: 5",
+        "Here is my answer to: hello again",
+    ]
     assert len(host._graphs) == 1  # compiled once, for three constructions
     assert len(contributor.made) == 3  # ...each of which contributed afresh
     for n, seen in enumerate(contributor.made):

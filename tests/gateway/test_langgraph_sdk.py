@@ -305,6 +305,21 @@ def test_wait_returns_the_final_values(client: Any) -> None:
     assert second["messages"][-1]["type"] == "ai"
 
 
+def test_a_wait_run_streams_values_unless_told_otherwise(client: Any) -> None:
+    """LangGraph Platform's default for a run that names no mode; the client of /wait reads
+    only the final values, and a messages stream would cost every runnable a callback."""
+    thread_id = client.threads.create()["thread_id"]
+    client.runs.wait(thread_id, "lead_agent", input=human("one"))
+    (run,) = client.runs.list(thread_id)
+    assert {p.event for p in client.runs.join_stream(thread_id, run["run_id"])} == {"metadata", "values", "end"}
+    client.http.post(
+        f"/threads/{thread_id}/runs/wait", json={"input": human("two"), "stream_mode": ["values", "updates"]}
+    )
+    asked = next(r for r in client.runs.list(thread_id) if r["run_id"] != run["run_id"])
+    events = {p.event for p in client.runs.join_stream(thread_id, asked["run_id"])}
+    assert events == {"metadata", "values", "updates", "end"}
+
+
 def test_create_then_join_list_and_get(client: Any) -> None:
     thread_id = client.threads.create()["thread_id"]
     run = client.runs.create(thread_id, "lead_agent", input=human("background"))

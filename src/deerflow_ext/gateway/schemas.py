@@ -148,7 +148,7 @@ class RunCreate(_Request):
     stream_mode: ApiStreamMode | list[ApiStreamMode] | None = Field(
         default=None,
         description=(
-            "Event kinds to stream. Omitted: values, updates and messages-tuple. "
+            "Event kinds to stream. Omitted: values, updates and messages-tuple (values alone for /wait). "
             "events, tools and lifecycle produce no events."
         ),
     )
@@ -188,8 +188,12 @@ class RunCreate(_Request):
 
     @property
     def stream_modes(self) -> tuple[str, ...]:
+        return self.stream_modes_or(DEFAULT_STREAM_MODES)
+
+    def stream_modes_or(self, default: tuple[str, ...]) -> tuple[str, ...]:
+        """The modes asked for, else ``default`` (the route's: ``/wait`` streams values)."""
         if self.stream_mode is None:
-            return DEFAULT_STREAM_MODES
+            return default
         modes = [self.stream_mode] if isinstance(self.stream_mode, str) else self.stream_mode
         return tuple(dict.fromkeys(modes))
 

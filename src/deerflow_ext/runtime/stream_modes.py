@@ -29,6 +29,7 @@ __all__ = [
     "ALWAYS_SENT",
     "API_STREAM_MODES",
     "DEFAULT_STREAM_MODES",
+    "WAIT_STREAM_MODES",
     "ApiStreamMode",
     "StreamProjection",
     "graph_stream_modes",
@@ -54,6 +55,12 @@ DEFAULT_STREAM_MODES: tuple[str, ...] = ("values", "updates", "messages-tuple")
 """What a run streams when the client names no mode. LangGraph Platform's default is
 ``values`` alone; the official SDKs always send ``stream_mode``, so only hand-written
 clients see this, and they keep what the Gateway always streamed."""
+
+WAIT_STREAM_MODES: tuple[str, ...] = ("values",)
+"""What a ``/wait`` run streams when the client names no mode (``langgraph_sdk``'s
+``runs.wait`` names none): LangGraph Platform's default. Its client reads only the final
+values, and the ``messages`` mode alone costs a trivial run a callback on every runnable
+(issue 16: ~2.5 of 13 ms in-process); a ``join_stream`` of such a run gets its values."""
 
 ALWAYS_SENT = frozenset({"metadata", "error", "end", "not_retained"})
 """Events every reader gets, whatever modes it asked for."""

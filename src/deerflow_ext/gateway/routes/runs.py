@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 from ...persistence.models import RunStatus
 from ...runtime.handle import RunHandle
 from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyError
-from ...runtime.stream_modes import API_STREAM_MODES
+from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
 from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, THREAD_ID_PATTERN, RunCreate, RunOut, selected
@@ -81,14 +81,14 @@ async def _thread_for(runtime: GatewayRuntime, thread_id: str, body: RunCreate) 
     return {k: v for k, v in _RUN_THREAD_METADATA.items() if k not in thread.metadata}
 
 
-def _spec(body: RunCreate) -> LeadRunSpec:
+def _spec(body: RunCreate, default_modes: tuple[str, ...]) -> LeadRunSpec:
     config = body.config
     configurable = {k: v for k, v in (config.configurable if config else {}).items() if k not in _HOST_CONTEXT_KEYS}
     return LeadRunSpec(
         messages=tuple(m.for_graph() for m in body.input.messages) if body.input else (),
         goal=body.goal,
         context={**configurable, **body.context},
-        stream_modes=body.stream_modes,
+        stream_modes=body.stream_modes_or(default_modes),
         subgraphs=body.stream_subgraphs,
         checkpoint_id=body.fork_checkpoint_id,
         recursion_limit=config.recursion_limit if config else None,
@@ -99,7 +99,9 @@ def _spec(body: RunCreate) -> LeadRunSpec:
     )
 
 
-async def _start(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> RunHandle:
+async def _start(
+    runtime: GatewayRuntime, thread_id: str, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+) -> RunHandle:
     if body.assistant_id is not None and body.assistant_id not in _KNOWN_ASSISTANTS:
         raise HTTPException(status_code=404, detail=f"assistant {body.assistant_id} not found; use '{ASSISTANT_ID}'")
     missing = await _thread_for(runtime, thread_id, body)
@@ -109,7 +111,7 @@ async def _start(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> Ru
     try:
         return await runtime.runs.start(
             thread_id,
-            spec=_spec(body),
+            spec=_spec(body, default_modes),
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
             thread_metadata=missing,
@@ -132,12 +134,12 @@ def _cancel_on_disconnect(runtime: GatewayRuntime, run_id: str, cancel: bool) ->
 
 
 async def _new_run(
-    request: Request, thread_id: str, body: RunCreate
+    request: Request, thread_id: str, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
 ) -> tuple[GatewayRuntime, RunHandle, dict[str, Any]]:
     """Start the run; the keywords say how its response follows it (heartbeat, and what a
     dropped connection does: ``on_disconnect``)."""
     runtime = runtime_of(request)
-    handle = await _start(runtime, thread_id, body)
+    handle = await _start(runtime, thread_id, body, default_modes)
     on_disconnect = _cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel")
     return runtime, handle, {"heartbeat": _heartbeat(request), "on_disconnect": on_disconnect}
 
@@ -209,7 +211,7 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
 @router.post("/wait", responses=_JSON_DOC, response_class=StreamingResponse)
 async def wait_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
     """Create a run and answer with the thread's values when it ended."""
-    runtime, handle, following = await _new_run(request, thread_id, body)
+    runtime, handle, following = await _new_run(request, thread_id, body, WAIT_STREAM_MODES)
     body_bytes = _await_then_values(runtime, thread_id, handle.run_id, handle.wait(), **following)
     headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/join"}
     return StreamingResponse(body_bytes, media_type="application/json", headers=headers)
