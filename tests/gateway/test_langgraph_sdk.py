@@ -303,6 +303,8 @@ def test_wait_returns_the_final_values(client: Any) -> None:
     second = client.runs.wait(thread_id, "lead_agent", input=human("two"))
     assert len(second["messages"]) == len(first["messages"]) + 2
     assert second["messages"][-1]["type"] == "ai"
+    # Answered from the run's own last values, they are the thread's state as stored.
+    assert second == client.threads.get_state(thread_id)["values"]
 
 
 def test_a_wait_run_streams_values_unless_told_otherwise(client: Any) -> None:

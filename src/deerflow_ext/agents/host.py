@@ -78,6 +78,9 @@ class LeadRunResult:
     title: str | None
     goal_met: bool | None
     continuations: int
+    # The graph's state values the run ended with (its last ``values`` event): what a
+    # ``/wait`` answers without reading the thread back from the checkpointer.
+    values: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 def _usage(values: Mapping[str, Any], run_id: str) -> TokenUsage:
@@ -236,6 +239,7 @@ class AgentHost:
             title=values.get("title"),
             goal_met=goal_met,
             continuations=continuations,
+            values=values,
         )
 
     @staticmethod

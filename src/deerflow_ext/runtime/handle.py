@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,6 +45,9 @@ class RunHandle:
     created_at: datetime | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    # A successful run's final state values, set once it is persisted (before ``finished``):
+    # ``/wait`` answers with them instead of reading the thread back. None otherwise.
+    final_values: Mapping[str, Any] | None = field(default=None, repr=False)
 
     def interrupt(self, *, rollback: bool = False) -> bool:
         """Stop the run unless it is already finalizing; True when the stop was accepted.

@@ -236,6 +236,8 @@ async def _lifecycle(
         bracket.outcome = outcome  # on_task_stop follows persistence and the completion hooks
         handle.phase = RunPhase.FINALIZING
         await _persist(handle, deps, status, outcome, result, error, error_text)
+        if status is RunStatus.SUCCESS:
+            handle.final_values = getattr(result, "values", None)
         await _run_completion_hooks(
             deps,
             RunCompletion(

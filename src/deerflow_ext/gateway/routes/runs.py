@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
@@ -162,8 +162,16 @@ async def create_run(request: Request, thread_id: str, body: RunCreate, response
     return await _run_out(runtime, thread_id, handle.run_id)
 
 
-async def _final_values(runtime: GatewayRuntime, thread_id: str, run_id: str) -> Any:
-    """LangGraph's answer to wait/join: the thread's values, or ``__error__`` for a failed run."""
+async def _final_values(
+    runtime: GatewayRuntime, thread_id: str, run_id: str, known: Mapping[str, Any] | None = None
+) -> Any:
+    """LangGraph's answer to wait/join: the thread's values, or ``__error__`` for a failed run.
+
+    ``known``: the values a successful run of this process ended with (``RunHandle``), which
+    spares reading the run and the thread back (issue 16: two queries and a state snapshot
+    per ``/wait``)."""
+    if known is not None:
+        return jsonable(known)
     record = await runtime.store.get_run(thread_id, run_id)
     if record is not None and record.status == RunStatus.ERROR.value:
         name, _, message = (record.error or "Error").partition(": ")
@@ -177,6 +185,7 @@ async def _await_then_values(
     runtime: GatewayRuntime,
     thread_id: str,
     run_id: str,
+    handle: RunHandle | None,
     done: Awaitable[None],
     *,
     heartbeat: float,
@@ -192,7 +201,8 @@ async def _await_then_values(
             if not finished:
                 yield b"\n"
         waiting.result()
-        yield dumps(await _final_values(runtime, thread_id, run_id)).encode()
+        known = handle.final_values if handle is not None else None
+        yield dumps(await _final_values(runtime, thread_id, run_id, known)).encode()
     finally:
         if not finished:
             waiting.cancel()
@@ -212,7 +222,7 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
 async def wait_run(request: Request, thread_id: str, body: RunCreate) -> StreamingResponse:
     """Create a run and answer with the thread's values when it ended."""
     runtime, handle, following = await _new_run(request, thread_id, body, WAIT_STREAM_MODES)
-    body_bytes = _await_then_values(runtime, thread_id, handle.run_id, handle.wait(), **following)
+    body_bytes = _await_then_values(runtime, thread_id, handle.run_id, handle, handle.wait(), **following)
     headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/join"}
     return StreamingResponse(body_bytes, media_type="application/json", headers=headers)
 
@@ -288,6 +298,7 @@ async def join_run(
         runtime,
         thread_id,
         run_id,
+        None,  # the thread's values as they are now: the run may have ended long ago
         runtime.runs.wait_done(thread_id, run_id),
         heartbeat=_heartbeat(request),
         on_disconnect=_cancel_on_disconnect(runtime, run_id, cancel_on_disconnect),
