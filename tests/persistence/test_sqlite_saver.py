@@ -251,3 +251,23 @@ async def test_opening_applies_the_pragmas_and_sets_the_tables_up(tmp_path: Path
     assert {"checkpoints", "writes"} <= tables
     with pytest.raises(RuntimeError, match="closed"):
         await opened.aget_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+
+
+def test_every_async_method_langgraphs_async_saver_has_is_ours_too() -> None:
+    """A LangGraph upgrade that gives ``AsyncSqliteSaver`` a new async method would leave
+    ours answering with ``SqliteSaver``'s or the base class's ``NotImplementedError``."""
+    import inspect
+
+    theirs = {
+        name
+        for name, member in vars(AsyncSqliteSaver).items()
+        if inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
+    }
+    theirs.discard("setup")  # async there; ours is SqliteSaver's, plus asetup on the thread
+    ours = {
+        name for name in theirs if getattr(OneThreadSqliteSaver, name).__qualname__.startswith("OneThreadSqliteSaver.")
+    }
+    assert theirs - ours == set(), (
+        f"langgraph-checkpoint-sqlite's AsyncSqliteSaver has async methods we lack: {theirs - ours}"
+    )
+    assert "asetup" in vars(OneThreadSqliteSaver)
