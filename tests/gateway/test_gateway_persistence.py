@@ -102,5 +102,6 @@ async def test_sqlite_connections_sync_the_log_at_checkpoints_not_every_commit(t
             assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 1  # NORMAL
     finally:
         await engine.dispose()
-    async with open_checkpointer(url) as saver, saver.conn.execute("PRAGMA synchronous") as cursor:
-        assert (await cursor.fetchone())[0] == 1
+    async with open_checkpointer(url) as saver:
+        row = await saver.thread.run(lambda: saver.conn.execute("PRAGMA synchronous").fetchone())
+        assert row[0] == 1

@@ -2,8 +2,9 @@
 
 One database means one backup and one place to look; on PostgreSQL it also means any
 Gateway process can continue any thread. The savers manage their own connections (the
-SQLite saver an aiosqlite connection, the Postgres saver a psycopg one), so they are opened
-and closed with the Gateway's lifespan alongside, not through, the SQLAlchemy engine.
+SQLite saver a sqlite3 connection on its own thread, ``sqlite_saver``; the Postgres saver a
+psycopg one), so they are opened and closed with the Gateway's lifespan alongside, not
+through, the SQLAlchemy engine.
 """
 
 from __future__ import annotations
@@ -33,15 +34,13 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
     """Open, set up and finally close the saver that matches ``url``'s database."""
     parsed = normalize_database_url(url)
     if parsed.get_backend_name() == "sqlite":
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from .sqlite_saver import open_sqlite_saver
 
         path = sqlite_path(parsed)
         if path is None:
             raise ValueError("the checkpointer needs a SQLite file, not an in-memory database")
         path.parent.mkdir(parents=True, exist_ok=True)
-        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
-            await saver.setup()
-            await saver.conn.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
+        async with open_sqlite_saver(str(path), pragmas=[f"synchronous={SQLITE_SYNCHRONOUS}"]) as saver:
             yield saver
         return
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver

@@ -1,0 +1,91 @@
+"""One thread that runs blocking calls in turn, awaited from any event loop.
+
+The checkpointer's SQLite connection lives on such a thread (``sqlite_saver``). It is the
+cheapest hand-off we measured: ``loop.run_in_executor`` on a one-worker
+``ThreadPoolExecutor`` cost the event loop ~50 us a call (a ``concurrent.futures`` future,
+its work item, the executor's thread accounting, and ``wrap_future`` chaining the two
+futures across threads), a plain queue and ``call_soon_threadsafe`` back ~19 us (uvloop,
+issue 16). That is also how aiosqlite hands over each of its calls, so one call here costs
+what one aiosqlite hop did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["OneThread"]
+
+T = TypeVar("T")
+
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():  # the caller stopped waiting; the call itself has run
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class OneThread:
+    """A daemon thread running the calls handed to :meth:`run` one at a time, in order.
+
+    Daemon, so a process that never reaches :meth:`close` (a crash, a lost lifespan) is
+    not held open by it; what it abandons then is what any crash abandons.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._closed = False
+        self._intake = threading.Lock()  # no call is queued behind the closing marker
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def ident(self) -> int | None:
+        """The thread's id (tests check where calls ran)."""
+        return self._thread.ident
+
+    async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the thread; its result or its exception, here.
+
+        Cancelling the awaiting task does not stop a call the thread has taken: like
+        ``run_in_executor``, it runs to its end and its result is dropped.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._intake:
+            if self._closed:
+                raise RuntimeError(f"{self._thread.name} is closed")
+            self._jobs.put((loop, future, fn, args, kwargs))
+        return await future
+
+    def close(self) -> None:
+        """Run what was handed over, then end the thread (blocks until it has)."""
+        with self._intake:
+            if not self._closed:
+                self._closed = True
+                self._jobs.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            loop, future, fn, args, kwargs = job
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # delivered to the caller, whatever it is
+                error = exc
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:  # the caller's loop is closed: nobody is waiting
+                pass
+            del job, future, result, error

@@ -1,0 +1,93 @@
+"""``OneThread``: blocking calls run in turn on one thread, awaited from any event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from deerflow_ext.persistence.one_thread import OneThread
+
+
+@pytest.fixture
+def worker() -> Iterator[OneThread]:
+    thread = OneThread("test-one-thread")
+    try:
+        yield thread
+    finally:
+        thread.close()
+
+
+async def test_calls_run_on_the_one_thread_in_the_order_handed_over(worker: OneThread) -> None:
+    seen: list[tuple[int, int]] = []
+
+    def record(n: int) -> int:
+        seen.append((n, threading.get_ident()))
+        return n * 2
+
+    results = await asyncio.gather(*(worker.run(record, n) for n in range(50)))
+    assert results == [n * 2 for n in range(50)]
+    assert [n for n, _ in seen] == list(range(50))
+    assert {ident for _, ident in seen} == {worker.ident} and worker.ident != threading.get_ident()
+
+
+async def test_keyword_arguments_and_exceptions_reach_the_caller(worker: OneThread) -> None:
+    assert await worker.run(dict, a=1) == {"a": 1}
+    with pytest.raises(ZeroDivisionError):
+        await worker.run(lambda: 1 / 0)
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # delivered, and the thread survives it
+        await worker.run(interrupt)
+    assert await worker.run(int, "7") == 7
+
+
+def test_callers_on_several_loops_each_get_their_own_results(worker: OneThread) -> None:
+    results: dict[int, list[int]] = {}
+
+    def loop_thread(k: int) -> None:
+        async def calls() -> list[int]:
+            return [await worker.run(lambda n=n: n + k * 100) for n in range(30)]
+
+        results[k] = asyncio.run(calls())
+
+    threads = [threading.Thread(target=loop_thread, args=(k,)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {k: [n + k * 100 for n in range(30)] for k in range(3)}
+
+
+async def test_a_cancelled_caller_leaves_the_call_to_finish_and_the_thread_going(worker: OneThread) -> None:
+    started, done = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        time.sleep(0.2)
+        done.set()
+        return "late"
+
+    task = asyncio.ensure_future(worker.run(slow))
+    await asyncio.to_thread(started.wait)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await worker.run(str, "next") == "next"
+    assert done.is_set()
+
+
+async def test_close_runs_what_was_handed_over_then_refuses_more() -> None:
+    worker = OneThread("test-close")
+    pending = asyncio.ensure_future(worker.run(time.sleep, 0.05))
+    await asyncio.sleep(0)
+    await asyncio.to_thread(worker.close)
+    await pending
+    with pytest.raises(RuntimeError, match="closed"):
+        await worker.run(int)
+    worker.close()  # twice is fine
