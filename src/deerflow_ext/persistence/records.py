@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import Row, Table, bindparam, delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..tokens import TokenUsage
 from .engine import SessionFactory
@@ -31,10 +31,27 @@ __all__ = [
     "owner_is_dead",
 ]
 
-# Core tables of the two hot inserts (a thread, a run): Core skips the ORM unit of work.
+# The hot path (what every run writes and reads: a thread, a run, its start and end) runs
+# Core statements on a connection, not ORM sessions: the session's unit of work, identity map
+# and ORM execution plugins cost more loop CPU than the statements (issue 16). The statements
+# are built once, values bound at execution, so SQLAlchemy memoizes their cache keys too.
 # Declarative models type ``__table__`` as a FromClause; it is a Table.
 _THREADS = cast(Table, ThreadRow.__table__)
 _RUNS = cast(Table, RunRow.__table__)
+_INSERT_THREAD = insert(_THREADS)
+_INSERT_RUN = insert(_RUNS)
+_SELECT_THREAD = select(_THREADS).where(_THREADS.c.id == bindparam("thread_id"))
+_SELECT_RUN = select(_RUNS).where(_RUNS.c.id == bindparam("run_id"), _RUNS.c.thread_id == bindparam("thread_id"))
+_START_RUN = (
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("run_id"), _RUNS.c.status == RunStatus.PENDING.value)
+    .values(status=RunStatus.RUNNING.value, started_at=bindparam("now"))
+)
+_THREAD_BUSY = (
+    update(_THREADS)
+    .where(_THREADS.c.id == bindparam("thread_id"))
+    .values(status=ThreadStatus.BUSY.value, updated_at=bindparam("now"))
+)
 
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 """This process's identity on run rows: host, pid and a per-start token (pids get reused)."""
@@ -80,8 +97,9 @@ class ThreadRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, row: ThreadRow) -> ThreadRecord:
-        return cls(row.id, row.title, row.status, row.created_at, row.updated_at, dict(row.meta or {}))
+    def of(cls, row: Row[Any]) -> ThreadRecord:
+        """From a row of ``select(threads)`` (Core: its ``metadata`` column by name)."""
+        return cls(row.id, row.title, row.status, row.created_at, row.updated_at, dict(row.metadata or {}))
 
 
 @dataclass(frozen=True)
@@ -100,7 +118,8 @@ class RunRecord:
     owner: str | None
 
     @classmethod
-    def of(cls, row: RunRow) -> RunRecord:
+    def of(cls, row: Row[Any]) -> RunRecord:
+        """From a row of ``select(runs)``."""
         return cls(
             row.id,
             row.thread_id,
@@ -122,6 +141,12 @@ class HostStore:
 
     def __init__(self, session_factory: SessionFactory) -> None:
         self.session_factory = session_factory
+        # The factory's engine, for the Core hot path (a session made only to read its bind
+        # opens no connection).
+        bind = session_factory().bind
+        if not isinstance(bind, AsyncEngine):
+            raise TypeError("HostStore needs a session factory bound to an AsyncEngine")
+        self._engine = bind
 
     # -- threads ----------------------------------------------------------------------
     async def create_thread(
@@ -130,25 +155,24 @@ class HostStore:
         now = utcnow()
         new_id = thread_id or str(uuid.uuid4())
         record = ThreadRecord(new_id, None, ThreadStatus.IDLE.value, now, now, dict(metadata or {}))
-        # Core INSERTs, here and for runs: the ORM unit of work (flush planning, identity
-        # map) cost more CPU than the statement on the Gateway's hot path (issue 16).
-        async with self.session_factory.begin() as session:
-            await session.execute(
-                insert(_THREADS).values(
-                    id=record.id,
-                    title=None,
-                    status=record.status,
-                    created_at=now,
-                    updated_at=now,
-                    metadata=dict(record.metadata),
-                )
+        async with self._engine.begin() as conn:
+            await conn.execute(
+                _INSERT_THREAD,
+                {
+                    "id": record.id,
+                    "title": None,
+                    "status": record.status,
+                    "created_at": now,
+                    "updated_at": now,
+                    "metadata": dict(record.metadata),
+                },
             )
         return record
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        async with self.session_factory() as session:
-            row = await session.get(ThreadRow, thread_id)
-            return ThreadRecord.of(row) if row is not None else None
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(_SELECT_THREAD, {"thread_id": thread_id})).first()
+        return ThreadRecord.of(row) if row is not None else None
 
     async def list_threads(self, *, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
         return await self.search_threads(ThreadQuery(limit=limit, offset=offset))
@@ -163,11 +187,11 @@ class HostStore:
         matched: list[ThreadRecord] = []
         wanted = query.offset + query.limit
         scanned = 0
-        async with self.session_factory() as session:
+        async with self._engine.connect() as conn:
             while len(matched) < wanted:
-                rows = list(await session.scalars(_thread_select(query).limit(_SCAN_BATCH).offset(scanned)))
+                rows = (await conn.execute(_thread_select(query).limit(_SCAN_BATCH).offset(scanned))).all()
                 scanned += len(rows)
-                matched.extend(ThreadRecord.of(r) for r in rows if _metadata_matches(r.meta, query.metadata))
+                matched.extend(ThreadRecord.of(r) for r in rows if _metadata_matches(r.metadata, query.metadata))
                 if len(rows) < _SCAN_BATCH:
                     break
         return matched[query.offset : wanted]
@@ -177,8 +201,8 @@ class HostStore:
 
     async def update_thread_metadata(self, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
         """Merge ``patch`` into the thread's metadata (keys it names are replaced)."""
-        async with self.session_factory.begin() as session:
-            return await _merge_metadata(session, thread_id, patch)
+        async with self._engine.begin() as conn:
+            return await _merge_metadata(conn, thread_id, patch)
 
     async def delete_thread(self, thread_id: str) -> bool | None:
         """Delete a thread and its runs: True; False when it does not exist; None when a run
@@ -219,21 +243,22 @@ class HostStore:
             run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
             None, None, owner,
         )  # fmt: skip
-        async with self.session_factory.begin() as session:
+        async with self._engine.begin() as conn:
             if thread_metadata:
-                await _merge_metadata(session, thread_id, thread_metadata)
-            await session.execute(
-                insert(_RUNS).values(
-                    id=run_id,
-                    thread_id=thread_id,
-                    status=record.status,
-                    input=run_input,
-                    input_tokens=0,
-                    output_tokens=0,
-                    total_tokens=0,
-                    created_at=record.created_at,
-                    owner=owner,
-                )
+                await _merge_metadata(conn, thread_id, thread_metadata)
+            await conn.execute(
+                _INSERT_RUN,
+                {
+                    "id": run_id,
+                    "thread_id": thread_id,
+                    "status": record.status,
+                    "input": run_input,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "total_tokens": 0,
+                    "created_at": record.created_at,
+                    "owner": owner,
+                },
             )
         return record
 
@@ -245,19 +270,11 @@ class HostStore:
         be started after it was reported ended.
         """
         now = utcnow()
-        async with self.session_factory.begin() as session:
-            started = await session.execute(
-                update(RunRow)
-                .where(RunRow.id == run_id, RunRow.status == RunStatus.PENDING.value)
-                .values(status=RunStatus.RUNNING.value, started_at=now)
-            )
-            if not started.rowcount:  # type: ignore[attr-defined]
+        async with self._engine.begin() as conn:
+            started = await conn.execute(_START_RUN, {"run_id": run_id, "now": now})
+            if not started.rowcount:
                 return False
-            await session.execute(
-                update(ThreadRow)
-                .where(ThreadRow.id == thread_id)
-                .values(status=ThreadStatus.BUSY.value, updated_at=now)
-            )
+            await conn.execute(_THREAD_BUSY, {"thread_id": thread_id, "now": now})
             return True
 
     async def finish_run(
@@ -289,17 +306,17 @@ class HostStore:
             values["answer"] = answer
         if tokens is not None:
             values.update(dataclasses.asdict(tokens))
-        async with self.session_factory.begin() as session:
-            await session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
+        async with self._engine.begin() as conn:
+            await conn.execute(update(_RUNS).where(_RUNS.c.id == run_id).values(**values))
             if thread_id is not None and thread_status is not None:
-                await session.execute(
-                    update(ThreadRow).where(ThreadRow.id == thread_id).values(**_thread_values(thread_status, title))
+                await conn.execute(
+                    update(_THREADS).where(_THREADS.c.id == thread_id).values(**_thread_values(thread_status, title))
                 )
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
-        async with self.session_factory() as session:
-            row = await session.get(RunRow, run_id)
-            return RunRecord.of(row) if row is not None and row.thread_id == thread_id else None
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(_SELECT_RUN, {"run_id": run_id, "thread_id": thread_id})).first()
+        return RunRecord.of(row) if row is not None else None
 
     async def list_runs(
         self,
@@ -310,12 +327,13 @@ class HostStore:
         status: str | None = None,
         newest_first: bool = False,
     ) -> list[RunRecord]:
-        order = (RunRow.created_at.desc(), RunRow.id.desc()) if newest_first else (RunRow.created_at, RunRow.id)
-        statement = select(RunRow).where(RunRow.thread_id == thread_id)
+        runs = _RUNS.c
+        order = (runs.created_at.desc(), runs.id.desc()) if newest_first else (runs.created_at, runs.id)
+        statement = select(_RUNS).where(runs.thread_id == thread_id)
         if status is not None:
-            statement = statement.where(RunRow.status == status)
-        async with self.session_factory() as session:
-            rows = await session.scalars(statement.order_by(*order).limit(limit).offset(offset))
+            statement = statement.where(runs.status == status)
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(statement.order_by(*order).limit(limit).offset(offset))
             return [RunRecord.of(r) for r in rows]
 
     async def delete_run(self, thread_id: str, run_id: str) -> bool:
@@ -443,10 +461,10 @@ class HostStore:
 
 _SCAN_BATCH = 500
 _THREAD_SORT = {
-    "thread_id": ThreadRow.id,
-    "status": ThreadRow.status,
-    "created_at": ThreadRow.created_at,
-    "updated_at": ThreadRow.updated_at,
+    "thread_id": _THREADS.c.id,
+    "status": _THREADS.c.status,
+    "created_at": _THREADS.c.created_at,
+    "updated_at": _THREADS.c.updated_at,
 }
 
 
@@ -464,14 +482,14 @@ class ThreadQuery:
 
 
 def _thread_select(query: ThreadQuery) -> Any:
-    statement = select(ThreadRow)
+    statement = select(_THREADS)
     if query.status is not None:
-        statement = statement.where(ThreadRow.status == query.status)
+        statement = statement.where(_THREADS.c.status == query.status)
     if query.ids is not None:
-        statement = statement.where(ThreadRow.id.in_(query.ids))
+        statement = statement.where(_THREADS.c.id.in_(query.ids))
     column = _THREAD_SORT[query.sort_by]
     key = column.desc() if query.descending else column.asc()
-    return statement.order_by(key, ThreadRow.id)
+    return statement.order_by(key, _THREADS.c.id)
 
 
 def _metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
@@ -479,17 +497,23 @@ def _metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -
     return all(key in have and have[key] == value for key, value in wanted.items())
 
 
-async def _merge_metadata(session: AsyncSession, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
-    """Merge ``patch`` into a thread's metadata inside ``session``'s transaction, the row
+_LOCK_THREAD = _SELECT_THREAD.with_for_update()
+_SET_THREAD_METADATA = (
+    update(_THREADS)
+    .where(_THREADS.c.id == bindparam("thread_id"))
+    .values(metadata=bindparam("merged"), updated_at=bindparam("now"))
+)
+
+
+async def _merge_metadata(conn: AsyncConnection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
+    """Merge ``patch`` into a thread's metadata inside ``conn``'s transaction, the row
     locked first (``FOR UPDATE`` on PostgreSQL; SQLite serialises writers anyway)."""
-    columns = (ThreadRow.title, ThreadRow.status, ThreadRow.created_at, ThreadRow.meta)
-    found = (await session.execute(select(*columns).where(ThreadRow.id == thread_id).with_for_update())).first()
+    found = (await conn.execute(_LOCK_THREAD, {"thread_id": thread_id})).first()
     if found is None:
         return None
-    title, status, created_at, meta = found
-    merged, now = {**(meta or {}), **patch}, utcnow()
-    await session.execute(update(ThreadRow).where(ThreadRow.id == thread_id).values(meta=merged, updated_at=now))
-    return ThreadRecord(thread_id, title, status, created_at, now, merged)
+    merged, now = {**(found.metadata or {}), **patch}, utcnow()
+    await conn.execute(_SET_THREAD_METADATA, {"thread_id": thread_id, "merged": merged, "now": now})
+    return ThreadRecord(thread_id, found.title, found.status, found.created_at, now, merged)
 
 
 def _thread_values(status: str, title: str | None) -> dict[str, Any]:
