@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
-from deerflow_ext.persistence.records import PROCESS_OWNER, ThreadQuery, owner_is_dead
+from deerflow_ext.persistence.records import PROCESS_OWNER, ThreadNotFoundError, ThreadQuery, owner_is_dead
 from deerflow_ext.tokens import TokenUsage
 
 
@@ -98,6 +98,22 @@ async def test_a_run_is_started_only_while_pending_and_its_end_syncs_the_thread(
     after = await store.get_thread(thread.id)
     assert (after.status, after.title) == ("error", "A title")
     assert await store.get_run("another-thread", "r-1") is None, "a run is found under its own thread only"
+
+
+async def test_a_run_needs_its_thread_and_fills_in_the_thread_metadata_it_lacks(store: HostStore) -> None:
+    with pytest.raises(ThreadNotFoundError):
+        await store.create_run("missing", "r-0", {}, owner=PROCESS_OWNER, thread_defaults={"graph_id": "g"})
+    assert await store.get_thread("missing") is None and await store.list_runs("missing") == []
+
+    thread = await store.create_thread({"graph_id": "mine"}, thread_id="t-1")
+    await store.create_run(thread.id, "r-1", {}, owner=PROCESS_OWNER, thread_defaults={"graph_id": "g", "a": 1})
+    after = await store.get_thread(thread.id)
+    assert after.metadata == {"graph_id": "mine", "a": 1}, "a key the thread has keeps its value"
+    assert _utc(after.updated_at) > _utc(thread.updated_at)
+    await store.create_run(thread.id, "r-2", {}, owner=PROCESS_OWNER, thread_defaults={"a": 2})
+    unchanged = await store.get_thread(thread.id)
+    assert (unchanged.metadata, unchanged.updated_at) == (after.metadata, after.updated_at), "nothing to fill in"
+    assert [r.id for r in await store.list_runs(thread.id)] == ["r-1", "r-2"]
 
 
 async def test_runs_list_in_creation_order_filter_by_status_and_delete_under_their_thread(store: HostStore) -> None:

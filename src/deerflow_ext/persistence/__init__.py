@@ -20,7 +20,7 @@ from .models import (
     ThreadRow,
     ThreadStatus,
 )
-from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadRecord, owner_is_dead
+from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadNotFoundError, ThreadRecord, owner_is_dead
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
@@ -35,6 +35,7 @@ __all__ = [
     "RunRow",
     "RunStatus",
     "SessionFactory",
+    "ThreadNotFoundError",
     "ThreadRecord",
     "ThreadRow",
     "ThreadStatus",

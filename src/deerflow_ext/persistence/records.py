@@ -26,6 +26,7 @@ __all__ = [
     "PROCESS_OWNER",
     "HostStore",
     "RunRecord",
+    "ThreadNotFoundError",
     "ThreadQuery",
     "ThreadRecord",
     "owner_is_dead",
@@ -85,6 +86,10 @@ def owner_is_dead(owner: str | None, *, me: str = PROCESS_OWNER) -> bool:
     except PermissionError:
         return False
     return False
+
+
+class ThreadNotFoundError(LookupError):
+    """A run was asked for on a thread that does not exist (nothing was written)."""
 
 
 @dataclass(frozen=True)
@@ -235,17 +240,27 @@ class HostStore:
         run_input: dict[str, Any],
         *,
         owner: str,
-        thread_metadata: dict[str, Any] | None = None,
+        thread_defaults: dict[str, Any] | None = None,
     ) -> RunRecord:
-        """Persist a ``pending`` run; ``thread_metadata`` is merged into its thread's metadata
-        in the same transaction (what a run records on its thread, one commit for both)."""
+        """Persist a ``pending`` run on an existing thread (else ``ThreadNotFoundError``).
+
+        ``thread_defaults`` are metadata keys the thread gets unless it has them already
+        (what a run records on its thread). One transaction checks the thread, fills them in
+        and inserts the run: the Gateway's lookup of the thread and the run's row were two
+        round trips and two commits per run before (issue 16).
+        """
         record = RunRecord(
             run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
             None, None, owner,
         )  # fmt: skip
         async with self._engine.begin() as conn:
-            if thread_metadata:
-                await _merge_metadata(conn, thread_id, thread_metadata)
+            found = (await conn.execute(_LOCK_THREAD, {"thread_id": thread_id})).first()
+            if found is None:
+                raise ThreadNotFoundError(thread_id)
+            have = found.metadata or {}
+            missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
+            if missing:
+                await _set_metadata(conn, thread_id, {**have, **missing})
             await conn.execute(
                 _INSERT_RUN,
                 {
@@ -511,9 +526,16 @@ async def _merge_metadata(conn: AsyncConnection, thread_id: str, patch: dict[str
     found = (await conn.execute(_LOCK_THREAD, {"thread_id": thread_id})).first()
     if found is None:
         return None
-    merged, now = {**(found.metadata or {}), **patch}, utcnow()
-    await conn.execute(_SET_THREAD_METADATA, {"thread_id": thread_id, "merged": merged, "now": now})
+    merged = {**(found.metadata or {}), **patch}
+    now = await _set_metadata(conn, thread_id, merged)
     return ThreadRecord(thread_id, found.title, found.status, found.created_at, now, merged)
+
+
+async def _set_metadata(conn: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> datetime:
+    """Write a locked thread's whole metadata; returns its new ``updated_at``."""
+    now = utcnow()
+    await conn.execute(_SET_THREAD_METADATA, {"thread_id": thread_id, "merged": metadata, "now": now})
+    return now
 
 
 def _thread_values(status: str, title: str | None) -> dict[str, Any]:

@@ -127,13 +127,14 @@ class RunManager:
         run_input: Mapping[str, Any] | None = None,
         spec: LeadRunSpec | None = None,
         multitask_strategy: MultitaskStrategy = MultitaskStrategy.INTERRUPT,
-        thread_metadata: Mapping[str, Any] | None = None,
+        thread_defaults: Mapping[str, Any] | None = None,
     ) -> RunHandle:
         """Persist a pending run, apply the multitask strategy, start the worker.
 
         ``spec`` carries every run option; without it one is made from ``messages``,
-        ``goal`` and ``context``. ``thread_metadata`` is merged into the thread's metadata
-        with the run's row.
+        ``goal`` and ``context``. ``thread_defaults`` are metadata keys the thread gets
+        with the run's row unless it has them. A missing thread raises
+        ``ThreadNotFoundError`` before anything is written.
         """
         if self._closed:
             raise RunsClosedError("the Gateway is shutting down; no new runs are accepted")
@@ -149,7 +150,7 @@ class RunManager:
         run_id = str(uuid.uuid4())
         stored_input = dict(run_input) if run_input is not None else {"messages": [*spec.messages], "goal": spec.goal}
         record = await self.store.create_run(
-            thread_id, run_id, stored_input, owner=self.owner, thread_metadata=dict(thread_metadata or {})
+            thread_id, run_id, stored_input, owner=self.owner, thread_defaults=dict(thread_defaults or {})
         )
         # Resolved once: the same snapshot serves the task store, both hooks and the agent.
         handle = RunHandle(

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from ...persistence.models import RunStatus
+from ...persistence.records import ThreadNotFoundError
 from ...runtime.handle import RunHandle
 from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyError
 from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
@@ -65,20 +66,15 @@ def _heartbeat(request: Request) -> float:
 _RUN_THREAD_METADATA = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
 
 
-async def _thread_for(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> dict[str, Any]:
-    """Check (or create) the run's thread; returns the metadata the run still has to record
-    on it, written with the run's row (one commit, not two)."""
-    thread = await runtime.store.get_thread(thread_id)
-    if thread is None:
-        if body.if_not_exists != "create":
-            raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
-        if not re.fullmatch(THREAD_ID_PATTERN, thread_id):
-            raise HTTPException(
-                status_code=422, detail=f"thread_id: {thread_id!r} is not a thread id (letters, digits, . : @ ~ -)"
-            )
-        thread = await runtime.store.create_thread(dict(_RUN_THREAD_METADATA), thread_id=thread_id)
-    # What a LangGraph server records: UIs find a graph's threads by these (thread search).
-    return {k: v for k, v in _RUN_THREAD_METADATA.items() if k not in thread.metadata}
+async def _create_missing_thread(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> None:
+    """The run's thread does not exist: create it (``if_not_exists: create``) or answer 404."""
+    if body.if_not_exists != "create":
+        raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+    if not re.fullmatch(THREAD_ID_PATTERN, thread_id):
+        raise HTTPException(
+            status_code=422, detail=f"thread_id: {thread_id!r} is not a thread id (letters, digits, . : @ ~ -)"
+        )
+    await runtime.store.create_thread(dict(_RUN_THREAD_METADATA), thread_id=thread_id)
 
 
 def _spec(body: RunCreate, default_modes: tuple[str, ...]) -> LeadRunSpec:
@@ -104,18 +100,28 @@ async def _start(
 ) -> RunHandle:
     if body.assistant_id is not None and body.assistant_id not in _KNOWN_ASSISTANTS:
         raise HTTPException(status_code=404, detail=f"assistant {body.assistant_id} not found; use '{ASSISTANT_ID}'")
-    missing = await _thread_for(runtime, thread_id, body)
     stored = body.model_dump(mode="json", exclude_none=True)
     stored.setdefault("goal", None)
     stored["assistant_id"] = ASSISTANT_ID
-    try:
+
+    async def start() -> RunHandle:
+        # The thread is checked with the run's row (one transaction): an existing thread,
+        # the common case, costs no lookup of its own. What a LangGraph server records on
+        # it: UIs find a graph's threads by these (thread search).
         return await runtime.runs.start(
             thread_id,
             spec=_spec(body, default_modes),
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
-            thread_metadata=missing,
+            thread_defaults=_RUN_THREAD_METADATA,
         )
+
+    try:
+        try:
+            return await start()
+        except ThreadNotFoundError:
+            await _create_missing_thread(runtime, thread_id, body)
+            return await start()
     except ThreadBusyError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc
     except RunsClosedError as exc:
