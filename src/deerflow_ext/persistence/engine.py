@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
@@ -77,8 +78,15 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         kwargs.setdefault("connect_args", {"timeout": 30})
+        # The pool's rollback-on-return, done only when the connection is in a transaction
+        # (SQLAlchemy's documented custom reset scheme: reset_on_return=None plus a "reset"
+        # listener). After a commit there is none, and the unconditional rollback was one
+        # more hop to aiosqlite's thread per transaction (issue 16).
+        kwargs.setdefault("pool_reset_on_return", None)
         engine = create_async_engine(parsed, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        if kwargs["pool_reset_on_return"] is None:
+            event.listen(engine.sync_engine, "reset", _sqlite_reset)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(parsed, **kwargs)
@@ -93,6 +101,23 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
     finally:
         cursor.close()
+
+
+def _sqlite_reset(dbapi_connection: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
+    # What the default reset does (it skips a connection returned outside the event loop,
+    # which cannot await), minus the rollback of a connection with nothing to roll back.
+    if state.asyncio_safe and _in_transaction(record):
+        dbapi_connection.rollback()
+
+
+def _in_transaction(record: ConnectionPoolEntry) -> bool:
+    connection = record.driver_connection
+    if connection is None:  # invalidated: nothing to roll back
+        return False
+    try:
+        return bool(connection.in_transaction)
+    except Exception:  # a closed or broken connection: roll back as the default would
+        return True
 
 
 def make_session_factory(engine: AsyncEngine) -> SessionFactory:
