@@ -2,7 +2,8 @@
 
 SQLite is the zero-setup default, so the engine creates the database folder itself and
 turns on what a multi-task async server needs from SQLite (WAL, a busy timeout, foreign
-keys). PostgreSQL URLs are accepted in their common spellings and normalised to asyncpg.
+keys). PostgreSQL URLs are accepted in their common spellings and normalised to asyncpg;
+pooled connections the server closed (a restart) are replaced at checkout.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
@@ -88,8 +90,26 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         if kwargs["pool_reset_on_return"] is None:
             event.listen(engine.sync_engine, "reset", _sqlite_reset)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(parsed, **kwargs)
+    engine = create_async_engine(parsed, **kwargs)
+    event.listen(engine.sync_engine, "checkout", _discard_closed)
+    return engine
+
+
+def _discard_closed(_dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+    """A pooled connection the server closed is replaced at checkout, without a round trip.
+
+    ``pool_pre_ping`` asked the server on every checkout (six round trips a run, ~12% of
+    the Gateway's loop on PostgreSQL: issue 16). A PostgreSQL restart, or an
+    administrator terminating the sessions, closes every pooled connection's socket, and
+    asyncpg marks the connection closed as soon as the loop reads that: ``is_closed()``
+    knows without asking. Raising ``DisconnectionError`` here is SQLAlchemy's documented
+    way to have the pool discard the connection and check out a fresh one. A connection
+    that dies while in use fails its statement, as it did with the ping; SQLAlchemy then
+    invalidates the rest of the pool.
+    """
+    connection = record.driver_connection
+    if connection is not None and connection.is_closed():
+        raise DisconnectionError("the database closed this pooled connection")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from ..persistence.engine import create_engine
 from ..persistence.records import PROCESS_OWNER
 from .coordinator import LocalThreadCoordinator, advisory_key
 from .presence import ProcessPresence
@@ -108,12 +109,11 @@ class PostgresThreadCoordinator:
     """
 
     def __init__(self, engine: Any, *, owner: str = PROCESS_OWNER, lease_seconds: float | None = None) -> None:
-        from sqlalchemy.ext.asyncio import create_async_engine
-
         # Its own pool, unbounded: every hold pins a connection for the whole run, and the
         # run itself needs the shared pool for its rows. Sharing one bounded pool deadlocks
-        # as soon as there are as many busy threads as pooled connections.
-        self._engine = create_async_engine(engine.url, pool_size=5, max_overflow=-1, pool_pre_ping=True)
+        # as soon as there are as many busy threads as pooled connections. Made like the
+        # shared engine (persistence.engine): closed connections are replaced at checkout.
+        self._engine = create_engine(engine.url, pool_size=5, max_overflow=-1)
         self._local = LocalThreadCoordinator()
         self.owner = owner
         self.lease_seconds = lease_seconds if lease_seconds is not None else lease_seconds_from_env()
