@@ -137,6 +137,24 @@ async def test_cancel_route_and_failed_run(settings_for) -> None:
         assert missing.status_code == 404 and "nope" in missing.json()["detail"]
 
 
+async def test_wait_and_join_answer_a_failed_run_with_its_persisted_error(settings_for) -> None:
+    # A failed run has no values to answer with: wait (on the run it started) and join (the
+    # run already gone from memory) both answer with the error its row holds.
+    host = FakeAgentHost(fail=True)
+    app = _app(settings_for, LifecycleRecorder(), host)
+    async with live_server(app) as server, server.client() as client:
+        thread_id = (await client.post("/api/threads")).json()["thread_id"]
+        waited = await client.post(f"/api/threads/{thread_id}/runs/wait", json=_body("x"))
+        expected = {"__error__": {"error": "ValueError", "message": "the model is on fire"}}
+        assert waited.json() == expected
+        run_id = waited.headers["Content-Location"].rsplit("/", 1)[-1]
+        joined = await client.get(f"/api/threads/{thread_id}/runs/{run_id}/join")
+        assert joined.json() == expected
+        host.fail = False
+        ok = await client.post(f"/api/threads/{thread_id}/runs/wait", json=_body("y"))
+        assert "__error__" not in ok.json()
+
+
 async def test_shutdown_with_two_runs_in_flight(settings_for) -> None:
     from deerflow_ext.extensions.notify import notification_loop
     from deerflow_ext.persistence import HostStore, create_engine, make_session_factory
