@@ -71,10 +71,13 @@ _INTERRUPT_DEAD = text(
 _THREAD_INTERRUPTED = text(
     "UPDATE threads SET status = 'interrupted', updated_at = clock_timestamp() WHERE id = :t AND status = 'busy'"
 )
-_UPSERT_LEASE = text(
+_NEW_LEASE = (
     "INSERT INTO thread_leases (thread_id, run_id, owner, backend_pid, acquired_at, expires_at) "
     "VALUES (:t, :r, :o, pg_backend_pid(), clock_timestamp(), clock_timestamp() + make_interval(secs => :s)) "
-    "ON CONFLICT (thread_id) DO UPDATE SET run_id = EXCLUDED.run_id, owner = EXCLUDED.owner, "
+)
+_FIRST_LEASE = text(_NEW_LEASE + "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id")
+_UPSERT_LEASE = text(
+    _NEW_LEASE + "ON CONFLICT (thread_id) DO UPDATE SET run_id = EXCLUDED.run_id, owner = EXCLUDED.owner, "
     "backend_pid = EXCLUDED.backend_pid, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
 )
 _REFRESH = text(
@@ -177,11 +180,18 @@ class PostgresThreadCoordinator:
         await conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
 
     async def _claim(self, conn: Any, thread_id: str, run_id: str) -> None:
-        """With the lock held: take over from a dead holder if there was one, then write our lease."""
+        """With the lock held: take over from a dead holder if there was one, then write our lease.
+
+        No lease row, the common case (the last holder released), is one round trip: the
+        insert that writes ours. A row left behind is read, taken over, then replaced.
+        """
+        lease = {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds}
+        if (await conn.execute(_FIRST_LEASE, lease)).first() is not None:
+            return
         stale = (await conn.execute(_CLAIM_STALE, {"t": thread_id})).first()
         if stale is not None and stale.run_id != run_id:
             await self._take_over(conn, thread_id, stale.run_id, stale.owner, me=run_id)
-        await conn.execute(_UPSERT_LEASE, {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds})
+        await conn.execute(_UPSERT_LEASE, lease)
 
     async def _take_over(self, conn: Any, thread_id: str, dead_run: str, dead_owner: str, *, me: str) -> None:
         # A holder of this very process that failed to delete its row is alive: its runs end
