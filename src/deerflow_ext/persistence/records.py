@@ -367,38 +367,41 @@ class HostStore:
     ) -> int:
         """Record a stop request on live runs: one run, or a thread's runs created before a
         follow-up. The owner applies it even if the signal that carries it is lost."""
+        # Core on a connection like the hot path: every follow-up run writes this on
+        # PostgreSQL, and a session ran it through the ORM's bulk-update machinery.
+        runs = _RUNS.c
         live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-        statement = update(RunRow).where(RunRow.status.in_(live))
+        statement = update(_RUNS).where(runs.status.in_(live))
         if run_id is not None:
-            statement = statement.where(RunRow.id == run_id)
+            statement = statement.where(runs.id == run_id)
         if thread_id is not None:
-            statement = statement.where(RunRow.thread_id == thread_id)
+            statement = statement.where(runs.thread_id == thread_id)
         if created_before is not None:
-            statement = statement.where(RunRow.created_at < created_before)
+            statement = statement.where(runs.created_at < created_before)
         if except_run is not None:
-            statement = statement.where(RunRow.id != except_run)
-        async with self.session_factory.begin() as session:
-            result = await session.execute(statement.values(cancel_requested=action))
-            return int(result.rowcount)  # type: ignore[attr-defined]
+            statement = statement.where(runs.id != except_run)
+        async with self._engine.begin() as conn:
+            result = await conn.execute(statement.values(cancel_requested=action))
+            return int(result.rowcount)
 
     async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, str]:
         """The recorded stop requests of ``run_ids`` (run id -> action)."""
         if not run_ids:
             return {}
-        async with self.session_factory() as session:
-            rows = await session.execute(
-                select(RunRow.id, RunRow.cancel_requested).where(
-                    RunRow.id.in_(run_ids), RunRow.cancel_requested.is_not(None)
-                )
+        runs = _RUNS.c
+        async with self._engine.connect() as conn:
+            rows = await conn.execute(
+                select(runs.id, runs.cancel_requested).where(runs.id.in_(run_ids), runs.cancel_requested.is_not(None))
             )
             return {run_id: str(action) for run_id, action in rows}
 
     async def has_live_run(self, thread_id: str) -> bool:
         """Whether any process has a run of the thread pending or running."""
+        runs = _RUNS.c
         live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-        async with self.session_factory() as session:
-            found = await session.scalar(
-                select(RunRow.id).where(RunRow.thread_id == thread_id, RunRow.status.in_(live)).limit(1)
+        async with self._engine.connect() as conn:
+            found = await conn.scalar(
+                select(runs.id).where(runs.thread_id == thread_id, runs.status.in_(live)).limit(1)
             )
             return found is not None
 
