@@ -48,11 +48,9 @@ _START_RUN = (
     .where(_RUNS.c.id == bindparam("run_id"), _RUNS.c.status == RunStatus.PENDING.value)
     .values(status=RunStatus.RUNNING.value, started_at=bindparam("now"))
 )
-_THREAD_BUSY = (
-    update(_THREADS)
-    .where(_THREADS.c.id == bindparam("thread_id"))
-    .values(status=ThreadStatus.BUSY.value, updated_at=bindparam("now"))
-)
+# SET from the parameters' keys: one statement for every combination of columns written.
+_UPDATE_RUN = update(_RUNS).where(_RUNS.c.id == bindparam("run_id"))
+_UPDATE_THREAD = update(_THREADS).where(_THREADS.c.id == bindparam("thread_id"))
 
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 """This process's identity on run rows: host, pid and a per-start token (pids get reused)."""
@@ -289,7 +287,9 @@ class HostStore:
             started = await conn.execute(_START_RUN, {"run_id": run_id, "now": now})
             if not started.rowcount:
                 return False
-            await conn.execute(_THREAD_BUSY, {"thread_id": thread_id, "now": now})
+            await conn.execute(
+                _UPDATE_THREAD, {"status": ThreadStatus.BUSY.value, "updated_at": now, "thread_id": thread_id}
+            )
             return True
 
     async def finish_run(
@@ -322,11 +322,9 @@ class HostStore:
         if tokens is not None:
             values.update(dataclasses.asdict(tokens))
         async with self._engine.begin() as conn:
-            await conn.execute(update(_RUNS).where(_RUNS.c.id == run_id).values(**values))
+            await conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
             if thread_id is not None and thread_status is not None:
-                await conn.execute(
-                    update(_THREADS).where(_THREADS.c.id == thread_id).values(**_thread_values(thread_status, title))
-                )
+                await conn.execute(_UPDATE_THREAD, {**_thread_values(thread_status, title), "thread_id": thread_id})
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         async with self._engine.connect() as conn:
