@@ -267,6 +267,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         watchdog.start()
     bound: ExitBound | None = None
     engine = create_engine(url)
+    store: HostStore | None = None
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
         store = HostStore(make_session_factory(engine))
@@ -320,6 +321,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             finally:
                 notification_loop.reset()
     finally:
+        if store is not None:
+            await store.aclose()  # SQLite: its transactions' thread and connection
         await engine.dispose()
         if watchdog is not None:
             watchdog.stop()

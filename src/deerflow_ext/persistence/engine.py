@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "SQLITE_SYNCHRONOUS",
     "SessionFactory",
+    "apply_sqlite_pragmas",
     "create_engine",
     "is_sqlite",
     "make_session_factory",
@@ -86,7 +87,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         # more hop to aiosqlite's thread per transaction (issue 16).
         kwargs.setdefault("pool_reset_on_return", None)
         engine = create_async_engine(parsed, **kwargs)
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", apply_sqlite_pragmas)
         if kwargs["pool_reset_on_return"] is None:
             event.listen(engine.sync_engine, "reset", _sqlite_reset)
         return engine
@@ -112,7 +113,9 @@ def _discard_closed(_dbapi_connection: Any, record: ConnectionPoolEntry, _proxy:
         raise DisconnectionError("the database closed this pooled connection")
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def apply_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """The ``connect`` listener of every SQLite engine of the host (WAL, sync level, keys,
+    busy timeout): the async engine's and its synchronous twin's (``transactions``)."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")

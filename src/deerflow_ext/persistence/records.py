@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, bindparam, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import Connection, Row, Table, bindparam, delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..tokens import TokenUsage
 from .engine import SessionFactory
 from .models import THREAD_STATUS_AFTER, RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
+from .transactions import Transactions, transactions_for
 
 __all__ = [
     "PROCESS_OWNER",
@@ -140,16 +141,24 @@ class RunRecord:
 
 
 class HostStore:
-    """The host's thread and run records over one session factory."""
+    """The host's thread and run records over one session factory.
 
-    def __init__(self, session_factory: SessionFactory) -> None:
+    The hot path (what every run writes and reads, and the cancel records) runs as
+    transaction functions through ``transactions`` (default: ``transactions_for`` the
+    factory's engine: whole, on one thread, for SQLite); the rest uses the factory's
+    sessions. :meth:`aclose` ends what the transactions hold (SQLite's thread and connection).
+    """
+
+    def __init__(self, session_factory: SessionFactory, transactions: Transactions | None = None) -> None:
         self.session_factory = session_factory
-        # The factory's engine, for the Core hot path (a session made only to read its bind
-        # opens no connection).
+        # The factory's engine (a session made only to read its bind opens no connection).
         bind = session_factory().bind
         if not isinstance(bind, AsyncEngine):
             raise TypeError("HostStore needs a session factory bound to an AsyncEngine")
-        self._engine = bind
+        self._tx = transactions if transactions is not None else transactions_for(bind)
+
+    async def aclose(self) -> None:
+        await self._tx.aclose()
 
     # -- threads ----------------------------------------------------------------------
     async def create_thread(
@@ -158,8 +167,9 @@ class HostStore:
         now = utcnow()
         new_id = thread_id or str(uuid.uuid4())
         record = ThreadRecord(new_id, None, ThreadStatus.IDLE.value, now, now, dict(metadata or {}))
-        async with self._engine.begin() as conn:
-            await conn.execute(
+
+        def tx(conn: Connection) -> Any:
+            conn.execute(
                 _INSERT_THREAD,
                 {
                     "id": record.id,
@@ -170,11 +180,15 @@ class HostStore:
                     "metadata": dict(record.metadata),
                 },
             )
+
+        await self._tx.write(tx)
         return record
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(_SELECT_THREAD, {"thread_id": thread_id})).first()
+        def tx(conn: Connection) -> Any:
+            return conn.execute(_SELECT_THREAD, {"thread_id": thread_id}).first()
+
+        row = await self._tx.read(tx)
         return ThreadRecord.of(row) if row is not None else None
 
     async def list_threads(self, *, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
@@ -187,25 +201,27 @@ class HostStore:
         thread search does) is applied here, over the rows in order, because the JSON column
         is queried differently by SQLite and PostgreSQL: the scan stops once the page is full.
         """
-        matched: list[ThreadRecord] = []
         wanted = query.offset + query.limit
-        scanned = 0
-        async with self._engine.connect() as conn:
+
+        def tx(conn: Connection) -> list[ThreadRecord]:
+            matched: list[ThreadRecord] = []
+            scanned = 0
             while len(matched) < wanted:
-                rows = (await conn.execute(_thread_select(query).limit(_SCAN_BATCH).offset(scanned))).all()
+                rows = conn.execute(_thread_select(query).limit(_SCAN_BATCH).offset(scanned)).all()
                 scanned += len(rows)
                 matched.extend(ThreadRecord.of(r) for r in rows if _metadata_matches(r.metadata, query.metadata))
                 if len(rows) < _SCAN_BATCH:
                     break
-        return matched[query.offset : wanted]
+            return matched
+
+        return (await self._tx.read(tx))[query.offset : wanted]
 
     async def count_threads(self, query: ThreadQuery) -> int:
         return len(await self.search_threads(dataclasses.replace(query, offset=0, limit=2**62)))
 
     async def update_thread_metadata(self, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
         """Merge ``patch`` into the thread's metadata (keys it names are replaced)."""
-        async with self._engine.begin() as conn:
-            return await _merge_metadata(conn, thread_id, patch)
+        return await self._tx.write(_merge_metadata, thread_id, patch)
 
     async def delete_thread(self, thread_id: str) -> bool | None:
         """Delete a thread and its runs: True; False when it does not exist; None when a run
@@ -251,15 +267,16 @@ class HostStore:
             run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
             None, None, owner,
         )  # fmt: skip
-        async with self._engine.begin() as conn:
-            found = (await conn.execute(_LOCK_THREAD, {"thread_id": thread_id})).first()
+
+        def tx(conn: Connection) -> Any:
+            found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
             if found is None:
                 raise ThreadNotFoundError(thread_id)
             have = found.metadata or {}
             missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
             if missing:
-                await _set_metadata(conn, thread_id, {**have, **missing})
-            await conn.execute(
+                _set_metadata(conn, thread_id, {**have, **missing})
+            conn.execute(
                 _INSERT_RUN,
                 {
                     "id": run_id,
@@ -273,6 +290,8 @@ class HostStore:
                     "owner": owner,
                 },
             )
+
+        await self._tx.write(tx)
         return record
 
     async def mark_started(self, run_id: str, thread_id: str) -> bool:
@@ -283,14 +302,17 @@ class HostStore:
         be started after it was reported ended.
         """
         now = utcnow()
-        async with self._engine.begin() as conn:
-            started = await conn.execute(_START_RUN, {"run_id": run_id, "now": now})
+
+        def tx(conn: Connection) -> Any:
+            started = conn.execute(_START_RUN, {"run_id": run_id, "now": now})
             if not started.rowcount:
                 return False
-            await conn.execute(
+            conn.execute(
                 _UPDATE_THREAD, {"status": ThreadStatus.BUSY.value, "updated_at": now, "thread_id": thread_id}
             )
             return True
+
+        return await self._tx.write(tx)
 
     async def finish_run(
         self,
@@ -321,14 +343,19 @@ class HostStore:
             values["answer"] = answer
         if tokens is not None:
             values.update(dataclasses.asdict(tokens))
-        async with self._engine.begin() as conn:
-            await conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
+
+        def tx(conn: Connection) -> Any:
+            conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
             if thread_id is not None and thread_status is not None:
-                await conn.execute(_UPDATE_THREAD, {**_thread_values(thread_status, title), "thread_id": thread_id})
+                conn.execute(_UPDATE_THREAD, {**_thread_values(thread_status, title), "thread_id": thread_id})
+
+        await self._tx.write(tx)
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(_SELECT_RUN, {"run_id": run_id, "thread_id": thread_id})).first()
+        def tx(conn: Connection) -> Any:
+            return conn.execute(_SELECT_RUN, {"run_id": run_id, "thread_id": thread_id}).first()
+
+        row = await self._tx.read(tx)
         return RunRecord.of(row) if row is not None else None
 
     async def list_runs(
@@ -345,9 +372,12 @@ class HostStore:
         statement = select(_RUNS).where(runs.thread_id == thread_id)
         if status is not None:
             statement = statement.where(runs.status == status)
-        async with self._engine.connect() as conn:
-            rows = await conn.execute(statement.order_by(*order).limit(limit).offset(offset))
+
+        def tx(conn: Connection) -> Any:
+            rows = conn.execute(statement.order_by(*order).limit(limit).offset(offset))
             return [RunRecord.of(r) for r in rows]
+
+        return await self._tx.read(tx)
 
     async def delete_run(self, thread_id: str, run_id: str) -> bool:
         async with self.session_factory.begin() as session:
@@ -378,30 +408,39 @@ class HostStore:
             statement = statement.where(runs.created_at < created_before)
         if except_run is not None:
             statement = statement.where(runs.id != except_run)
-        async with self._engine.begin() as conn:
-            result = await conn.execute(statement.values(cancel_requested=action))
+
+        def tx(conn: Connection) -> Any:
+            result = conn.execute(statement.values(cancel_requested=action))
             return int(result.rowcount)
+
+        return await self._tx.write(tx)
 
     async def cancel_requests(self, run_ids: Sequence[str]) -> dict[str, str]:
         """The recorded stop requests of ``run_ids`` (run id -> action)."""
         if not run_ids:
             return {}
         runs = _RUNS.c
-        async with self._engine.connect() as conn:
-            rows = await conn.execute(
+
+        def tx(conn: Connection) -> Any:
+            rows = conn.execute(
                 select(runs.id, runs.cancel_requested).where(runs.id.in_(run_ids), runs.cancel_requested.is_not(None))
             )
             return {run_id: str(action) for run_id, action in rows}
+
+        return await self._tx.read(tx)
 
     async def has_live_run(self, thread_id: str) -> bool:
         """Whether any process has a run of the thread pending or running."""
         runs = _RUNS.c
         live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-        async with self._engine.connect() as conn:
-            found = await conn.scalar(
+
+        def tx(conn: Connection) -> Any:
+            found = conn.scalar(
                 select(runs.id).where(runs.thread_id == thread_id, runs.status.in_(live)).limit(1)
             )
             return found is not None
+
+        return await self._tx.read(tx)
 
     async def interrupt_orphaned_runs(
         self, *, is_dead: Callable[[str | None], bool] = owner_is_dead
@@ -521,21 +560,21 @@ _SET_THREAD_METADATA = (
 )
 
 
-async def _merge_metadata(conn: AsyncConnection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
+def _merge_metadata(conn: Connection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
     """Merge ``patch`` into a thread's metadata inside ``conn``'s transaction, the row
     locked first (``FOR UPDATE`` on PostgreSQL; SQLite serialises writers anyway)."""
-    found = (await conn.execute(_LOCK_THREAD, {"thread_id": thread_id})).first()
+    found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
     if found is None:
         return None
     merged = {**(found.metadata or {}), **patch}
-    now = await _set_metadata(conn, thread_id, merged)
+    now = _set_metadata(conn, thread_id, merged)
     return ThreadRecord(thread_id, found.title, found.status, found.created_at, now, merged)
 
 
-async def _set_metadata(conn: AsyncConnection, thread_id: str, metadata: dict[str, Any]) -> datetime:
+def _set_metadata(conn: Connection, thread_id: str, metadata: dict[str, Any]) -> datetime:
     """Write a locked thread's whole metadata; returns its new ``updated_at``."""
     now = utcnow()
-    await conn.execute(_SET_THREAD_METADATA, {"thread_id": thread_id, "merged": metadata, "now": now})
+    conn.execute(_SET_THREAD_METADATA, {"thread_id": thread_id, "merged": metadata, "now": now})
     return now
 
 
