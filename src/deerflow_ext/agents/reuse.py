@@ -133,7 +133,7 @@ class CompiledGraphs:
         classes = [_slot_class(type(m)) for m in stack]
         if any(cls is None for cls in classes):
             return None
-        swapper = next((i for i, m in enumerate(stack) if implemented_hooks(type(m)) & _MODEL_HOOKS), None)
+        swapper = next((i for i, cls in enumerate(classes) if cls._wraps_model_calls), None)  # type: ignore[union-attr]
         if swapper is None:
             return None  # nothing would hand the run's model on
         parts = [_middleware_shape(m) for m in stack]
@@ -178,6 +178,8 @@ def _middleware_shape(m: AgentMiddleware[Any, Any, Any]) -> tuple[tuple[Any, ...
 class _Slot(AgentMiddleware[Any, Any, Any]):
     """Position ``index`` of a shared graph's stack; generated subclasses add the hooks."""
 
+    _wraps_model_calls = False
+
     def __init__(self, index: int, real: AgentMiddleware[Any, Any, Any], *, swaps_model: bool) -> None:
         super().__init__()
         self._index = index
@@ -211,12 +213,19 @@ def _run_stack(runtime: Any) -> RunStack:
 
 
 _lock = threading.Lock()
-_classes: WeakKeyDictionary[type, type | None] = WeakKeyDictionary()
+_classes: WeakKeyDictionary[type, Any] = WeakKeyDictionary()
+_UNSEEN = object()
 
 
 def _slot_class(cls: type) -> type | None:
     """The slot class standing for ``cls`` (cached weakly), or ``None`` if a hook of
-    ``cls`` takes parameters LangGraph would inject differently into a slot's."""
+    ``cls`` takes parameters LangGraph would inject differently into a slot's.
+
+    Looked up for every middleware of every construction: a hit takes no lock (a dict read
+    is atomic); only a class seen for the first time is built under it."""
+    slot = _classes.get(cls, _UNSEEN)
+    if slot is not _UNSEEN:
+        return slot
     with _lock:
         if cls in _classes:
             return _classes[cls]
@@ -226,7 +235,11 @@ def _slot_class(cls: type) -> type | None:
 
 def _build_slot_class(cls: type) -> type | None:
     hooks = implemented_hooks(cls)
-    namespace: dict[str, Any] = {"__module__": __name__, "__qualname__": f"Slot{cls.__name__}"}
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": f"Slot{cls.__name__}",
+        "_wraps_model_calls": bool(hooks & _MODEL_HOOKS),  # may hand on the run's model
+    }
     for hook in hooks:
         method = getattr(cls, hook)
         if hook in STATE_HOOKS:

@@ -53,6 +53,9 @@ _START_RUN = (
 _UPDATE_RUN = update(_RUNS).where(_RUNS.c.id == bindparam("run_id"))
 _UPDATE_THREAD = update(_THREADS).where(_THREADS.c.id == bindparam("thread_id"))
 
+#: The statuses of a run some process may still be executing.
+_LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 """This process's identity on run rows: host, pid and a per-start token (pids get reused)."""
 
@@ -231,13 +234,12 @@ class HostStore:
         The thread row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite serialises
         writers anyway), so a run being created on it concurrently waits for the outcome.
         """
-        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
         async with self.session_factory.begin() as session:
             found = await session.scalar(select(ThreadRow.id).where(ThreadRow.id == thread_id).with_for_update())
             if found is None:
                 return False
             busy = await session.scalar(
-                select(RunRow.id).where(RunRow.thread_id == thread_id, RunRow.status.in_(live)).limit(1)
+                select(RunRow.id).where(RunRow.thread_id == thread_id, RunRow.status.in_(_LIVE)).limit(1)
             )
             if busy is not None:
                 return None
@@ -398,8 +400,7 @@ class HostStore:
         # Core on a connection like the hot path: every follow-up run writes this on
         # PostgreSQL, and a session ran it through the ORM's bulk-update machinery.
         runs = _RUNS.c
-        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-        statement = update(_RUNS).where(runs.status.in_(live))
+        statement = update(_RUNS).where(runs.status.in_(_LIVE))
         if run_id is not None:
             statement = statement.where(runs.id == run_id)
         if thread_id is not None:
@@ -432,11 +433,10 @@ class HostStore:
     async def has_live_run(self, thread_id: str) -> bool:
         """Whether any process has a run of the thread pending or running."""
         runs = _RUNS.c
-        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 
         def tx(conn: Connection) -> Any:
             found = conn.scalar(
-                select(runs.id).where(runs.thread_id == thread_id, runs.status.in_(live)).limit(1)
+                select(runs.id).where(runs.thread_id == thread_id, runs.status.in_(_LIVE)).limit(1)
             )
             return found is not None
 
@@ -450,11 +450,10 @@ class HostStore:
         Their threads go to ``interrupted`` too, so a client polling a thread never sees it
         ``busy`` forever after a crash. Returns the ids of the runs it changed.
         """
-        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
         async with self.session_factory.begin() as session:
             rows = (
                 await session.execute(
-                    select(RunRow.id, RunRow.thread_id, RunRow.owner).where(RunRow.status.in_(live))
+                    select(RunRow.id, RunRow.thread_id, RunRow.owner).where(RunRow.status.in_(_LIVE))
                 )
             ).all()
             orphaned = [(run_id, thread_id) for run_id, thread_id, owner in rows if is_dead(owner)]
@@ -464,7 +463,7 @@ class HostStore:
             run_ids = [run_id for run_id, _ in orphaned]
             await session.execute(
                 update(RunRow)
-                .where(RunRow.id.in_(run_ids), RunRow.status.in_(live))
+                .where(RunRow.id.in_(run_ids), RunRow.status.in_(_LIVE))
                 .values(
                     status=RunStatus.INTERRUPTED.value,
                     outcome="aborted",
@@ -491,9 +490,8 @@ class HostStore:
         a run goes ``running`` and its thread ``busy`` in one transaction, and back together.
         Returns the ids of the threads it changed.
         """
-        live = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
         async with self.session_factory.begin() as session:
-            has_live_run = select(RunRow.id).where(RunRow.thread_id == ThreadRow.id, RunRow.status.in_(live)).exists()
+            has_live_run = select(RunRow.id).where(RunRow.thread_id == ThreadRow.id, RunRow.status.in_(_LIVE)).exists()
             busy = (
                 await session.scalars(
                     select(ThreadRow.id).where(ThreadRow.status == ThreadStatus.BUSY.value, ~has_live_run)
