@@ -91,3 +91,19 @@ async def test_close_runs_what_was_handed_over_then_refuses_more() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         await worker.run(int)
     worker.close()  # twice is fine
+
+
+def test_a_finalizer_close_hands_over_its_last_work_without_waiting_for_it() -> None:
+    worker = OneThread("test-last")
+    release, ran = threading.Event(), []
+
+    def last() -> None:
+        release.wait(5)
+        ran.append(threading.get_ident())
+
+    start = time.monotonic()
+    worker.close(last=last, wait=False)
+    assert time.monotonic() - start < 1 and not ran  # returned while `last` still waits
+    release.set()
+    worker._thread.join(5)
+    assert ran == [worker.ident]

@@ -21,7 +21,10 @@ __all__ = ["OneThread"]
 
 T = TypeVar("T")
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+# A job handed over by run(); one with no loop (close's ``last``) has nobody waiting.
+_Job = tuple[
+    asyncio.AbstractEventLoop | None, "asyncio.Future[Any] | None", Callable[..., Any], tuple[Any, ...], dict[str, Any]
+]
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -66,13 +69,20 @@ class OneThread:
             self._jobs.put((loop, future, fn, args, kwargs))
         return await future
 
-    def close(self) -> None:
-        """Run what was handed over, then end the thread (blocks until it has)."""
+    def close(self, *, last: Callable[[], Any] | None = None, wait: bool = True) -> None:
+        """Run what was handed over, then ``last`` (if given), then end the thread; with
+        ``wait`` (the default) block until it has ended.
+
+        ``wait=False`` is for a finalizer: it may run inside the garbage collector on any
+        thread, the event loop's included, which must not wait for the thread's last work
+        (closing a SQLite connection can checkpoint the WAL to disk)."""
         with self._intake:
             if not self._closed:
                 self._closed = True
+                if last is not None:
+                    self._jobs.put((None, None, last, (), {}))
                 self._jobs.put(None)
-        if self._thread is not threading.current_thread():
+        if wait and self._thread is not threading.current_thread():
             self._thread.join()
 
     def _serve(self) -> None:
@@ -84,6 +94,9 @@ class OneThread:
                 result = fn(*args, **kwargs)
             except BaseException as exc:  # delivered to the caller, whatever it is
                 error = exc
+            if loop is None or future is None:  # close's last job: nobody is waiting
+                del job, result, error
+                continue
             try:
                 loop.call_soon_threadsafe(_settle, future, result, error)
             except RuntimeError:  # the caller's loop is closed: nobody is waiting

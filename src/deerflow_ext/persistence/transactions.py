@@ -82,7 +82,8 @@ class ThreadTransactions:
 
     async def aclose(self) -> None:
         await self._thread.run(self._engine.dispose)
-        self._finalizer()
+        self._finalizer.detach()
+        self._thread.close()
 
 
 def _in_transaction(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -96,8 +97,9 @@ def _on_connection(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) 
 
 
 def _shut(thread: OneThread, engine: Engine) -> None:
-    thread.close()
-    engine.dispose()
+    # Possibly inside the garbage collector on the event loop: hand the connection's close
+    # to the thread and do not wait for it.
+    thread.close(last=engine.dispose, wait=False)
 
 
 def transactions_for(engine: AsyncEngine) -> Transactions:
