@@ -24,6 +24,7 @@ from deerflow_ext.adapters import (
     fastapi_private,
     importlib_metadata_private,
     langchain_private,
+    langgraph_private,
     langsmith_private,
 )
 
@@ -79,6 +80,24 @@ def test_langchain_wrap_trace_kwargs_still_scrubs_inputs_and_outputs() -> None:
     assert callable(kwargs["process_inputs"]) and callable(kwargs["process_outputs"])
     scrubbed = kwargs["process_inputs"]({"request": 1, "handler": print, "runtime": object()})
     assert "handler" not in scrubbed and scrubbed.get("request") == 1, f"{_version('langchain')}: {scrubbed!r}"
+
+
+# -- LangGraph ---------------------------------------------------------------------------------
+def test_langgraph_state_channels_are_the_graphs_own() -> None:
+    from langchain.agents.middleware import AgentState
+    from langgraph.channels.binop import BinaryOperatorAggregate
+    from langgraph.channels.last_value import LastValue
+    from langgraph.graph import StateGraph
+    from langgraph.graph.message import add_messages
+
+    where = f"{_version('langgraph')}: langgraph.graph.state._get_channels"
+    channels = langgraph_private.state_channels(AgentState)
+    assert channels is not None, f"{where} is gone or answers in another shape: host node hooks no longer fuse"
+    messages = channels["messages"]
+    assert isinstance(messages, BinaryOperatorAggregate) and messages.operator is add_messages, where
+    assert isinstance(channels["structured_response"], LastValue), where
+    graph_channels = StateGraph(AgentState).channels  # what a compiled graph itself uses
+    assert {k: type(v) for k, v in channels.items()} == {k: type(graph_channels[k]) for k in channels}, where
 
 
 # -- FastAPI / Starlette -----------------------------------------------------------------------

@@ -54,6 +54,7 @@ from .middlewares import (
     ToolErrorHandlingMiddleware,
 )
 from .models import create_chat_model, effective_model_name, model_name_for, public_model_parameters
+from .node_fusion import fuse_host_node_hooks
 from .policy import project_policy
 from .prompts import LEAD_SYSTEM_PROMPT, SUBAGENT_SYSTEM_PROMPT
 from .reuse import CompiledGraphs
@@ -193,6 +194,8 @@ def build_agent(
         )
         # The single final composition point: nothing is appended after this.
         stack = compose_middleware_stack(host, extensions=ext, ctx=ctx)
+        # What the graph is compiled over: the same stack, runs of host node hooks fused.
+        compiled = fuse_host_node_hooks(stack, host)
 
         def compile_over(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
             return create_agent(
@@ -207,7 +210,7 @@ def build_agent(
         graph = None
         if graphs is not None:
             graph = graphs.bind(
-                stack,
+                compiled,
                 model=model,
                 tools=tools,
                 system_prompt=system_prompt,
@@ -215,7 +218,7 @@ def build_agent(
                 compile=compile_over,
             )
         if graph is None:
-            graph = compile_over(stack)
+            graph = compile_over(compiled)
 
         def describe() -> AgentAssemblyDescriptor:
             all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]

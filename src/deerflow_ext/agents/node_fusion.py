@@ -1,0 +1,349 @@
+"""The host's own node hooks, fused: one graph step per run of them instead of one each.
+
+Why: ``create_agent`` makes every ``before_agent`` / ``before_model`` / ``after_model`` /
+``after_agent`` hook a graph node of its own, and every node is a superstep (a checkpoint,
+a ``values`` event, LangGraph's task bookkeeping). The host stack alone holds nine such
+hooks, so a trivial run was twelve supersteps, and they were most of its cost (issue 16:
+~12 ms in-process with them, ~4 ms with none). The hooks themselves are cheap.
+
+What is fused: for each hook kind, a *run* of host middlewares (built by
+``build_host_stack``, never an extension's) that are next to each other among the stack's
+middlewares with that kind of hook. Extension hooks are never fused, and they split runs,
+so an extension placed between two host middlewares still runs between them, as its own
+node. A fused node calls its members in the order their nodes would have run, applies
+each member's update to the state the next one sees through the graph's own channels (the
+same reducers, e.g. ``add_messages``), stops at a member that jumps (as the jump edge
+would), and writes what the separate nodes would have written. Host hooks never
+interrupt, so re-running a fused node on resume re-runs nothing that had finished.
+
+Only the compiled graph changes: the stack, its order, the descriptor and the placement
+anchors are the composed stack's (``agents/lead.py`` describes that, not this). What a
+client can see is the node names in ``updates`` events: one update named after the run
+(``ThreadDataMiddleware+SandboxLeaseMiddleware.before_agent``) instead of one per member.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langgraph.channels.base import BaseChannel
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.channels.ephemeral_value import EphemeralValue
+from langgraph.channels.last_value import LastValue
+from langgraph.types import Command
+
+from deerflow_ext.adapters.langgraph_private import state_channels
+from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
+
+__all__ = ["FUSED_KINDS", "fuse_host_node_hooks"]
+
+#: Each node-hook kind as (sync, async) hook names, and whether it runs in stack order.
+FUSED_KINDS: tuple[tuple[str, str, bool], ...] = (
+    ("before_agent", "abefore_agent", True),
+    ("before_model", "abefore_model", True),
+    ("after_model", "aafter_model", False),  # after_* hooks run from the stack's end
+    ("after_agent", "aafter_agent", False),
+)
+#: The channels whose semantics a fused node reproduces (all create_agent's state uses).
+_KNOWN_CHANNELS = (LastValue, BinaryOperatorAggregate, EphemeralValue)
+_ASYNC_HOOKS = frozenset((*STATE_HOOKS[1::2], *(pair[1] for pair in WRAP_HOOK_PAIRS)))
+
+Middleware = AgentMiddleware[Any, Any, Any]
+Channel = BaseChannel[Any, Any, Any]
+
+
+def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]) -> list[Middleware]:
+    """The middleware list to compile for ``stack``: ``stack`` itself when nothing fuses,
+    else each fused run of ``host`` middlewares' hooks as one node.
+
+    A member of a run is given to the graph as a view that keeps all its other hooks,
+    tools, state schema and name; the run's node is a middleware of its own, placed just
+    before the run's first member."""
+    host_ids = {id(m) for m in host}
+    runs = [(kind, run) for kind in FUSED_KINDS for run in _runs(stack, kind, host_ids)]
+    if not runs:
+        return list(stack)
+    channels = _channels(stack)
+    if channels is None:
+        return list(stack)
+    fused_away: dict[int, set[str]] = {}
+    before: dict[int, list[Middleware]] = {}
+    joined = ["+".join(m.name for m in run) for _, run in runs]
+    for ((sync_hook, async_hook, in_order), run), name in zip(runs, joined, strict=True):
+        for member in run:
+            fused_away.setdefault(id(member), set()).update((sync_hook, async_hook))
+        executed = run if in_order else run[::-1]
+        jumps = _jumps(executed, sync_hook, async_hook)
+        if joined.count(name) > 1:  # the same members fuse on two chains: names stay unique
+            name = f"{name}_{sync_hook}"
+        node = _fused_class(sync_hook, async_hook, jumps)(tuple(executed), channels, name)
+        before.setdefault(id(run[0]), []).append(node)
+    result: list[Middleware] = []
+    for middleware in stack:
+        result.extend(before.get(id(middleware), ()))
+        removed = fused_away.get(id(middleware))
+        result.append(middleware if removed is None else _view_class(type(middleware), frozenset(removed))(middleware))
+    return result
+
+
+def _runs(stack: Sequence[Middleware], kind: tuple[str, str, bool], host_ids: set[int]) -> list[list[Middleware]]:
+    """Maximal runs (two or more) of fusible host middlewares among those with ``kind``."""
+    sync_hook, async_hook, _ = kind
+    runs: list[list[Middleware]] = []
+    current: list[Middleware] = []
+    for middleware in stack:
+        hooks = implemented_hooks(type(middleware))
+        if sync_hook not in hooks and async_hook not in hooks:
+            continue  # not on this chain: it neither joins nor splits a run
+        if id(middleware) in host_ids and {sync_hook, async_hook} <= hooks and middleware.trace_policy is None:
+            current.append(middleware)
+            continue
+        if len(current) > 1:
+            runs.append(current)
+        current = []
+    if len(current) > 1:
+        runs.append(current)
+    return runs
+
+
+def _jumps(members: Sequence[Middleware], sync_hook: str, async_hook: str) -> tuple[str, ...]:
+    """Where any member may jump: the fused node's edge offers them all."""
+    found: list[str] = []
+    for member in members:
+        for hook in (sync_hook, async_hook):
+            for target in getattr(getattr(type(member), hook), "__can_jump_to__", ()) or ():
+                if target not in found:
+                    found.append(target)
+    return tuple(found)
+
+
+_schema_lock = threading.Lock()
+_schema_channels: dict[tuple[type, ...], Mapping[str, Channel] | None] = {}
+
+
+def _channels(stack: Sequence[Middleware]) -> Mapping[str, Channel] | None:
+    """Every state key's channel over the whole stack's schemas (what the graph merges),
+    or ``None`` (nothing fuses) when one is unknown here or two schemas disagree."""
+    schemas = tuple(dict.fromkeys(m.state_schema for m in stack))
+    cached = _schema_channels.get(schemas, _schema_channels)
+    if cached is not _schema_channels:
+        return cached  # type: ignore[return-value]
+    merged = _merged(schemas)
+    with _schema_lock:
+        if len(_schema_channels) >= 64:
+            _schema_channels.clear()
+        _schema_channels[schemas] = merged
+    return merged
+
+
+def _merged(schemas: Sequence[type]) -> dict[str, Channel] | None:
+    """One channel per key; ``None`` when a schema's channels cannot be read here, or one
+    is of a kind a fused node does not reproduce, or two schemas give a key different ones."""
+    merged: dict[str, Channel] = {}
+    for schema in schemas:
+        found = state_channels(schema)
+        if found is None:
+            return None
+        for key, channel in found.items():
+            if not isinstance(channel, _KNOWN_CHANNELS) or not _agrees(merged.setdefault(key, channel), channel):
+                return None
+    return merged
+
+
+def _agrees(a: Channel, b: Channel) -> bool:
+    if type(a) is not type(b):
+        return False
+    return not isinstance(a, BinaryOperatorAggregate) or a.operator == b.operator  # type: ignore[attr-defined]
+
+
+# -- the fused node -------------------------------------------------------------------------
+
+
+class _Fused(AgentMiddleware[Any, Any, Any]):
+    """One node for a run of host hooks; generated subclasses add the hook pair."""
+
+    def __init__(self, members: tuple[Middleware, ...], channels: Mapping[str, Channel], name: str) -> None:
+        super().__init__()
+        self._members = members
+        self._channels = channels
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _take(
+        self, member: Middleware, hook: str, update: Any, view: Any, updates: list[Mapping[str, Any]]
+    ) -> Any:
+        """Keep ``member``'s update; the state the next member reads, or ``None`` when the
+        member jumped (its jump edge would have left the run here)."""
+        if not update:
+            return view
+        if not isinstance(update, Mapping):
+            raise TypeError(f"{member.name}.{hook} returned {type(update).__name__}; a fused host hook returns a dict")
+        updates.append(update)
+        return None if update.get("jump_to") else self._after(view, update)
+
+    def _after(self, view: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+        """``view`` as the next member would have read it after ``update`` was applied."""
+        view = dict(view)
+        for key, value in update.items():
+            channel = self._channels.get(key)
+            if channel is None:
+                continue  # not state: the graph drops it, so the next member never sees it
+            current = channel.from_checkpoint(view[key]) if key in view else channel.copy()
+            current.update([value])
+            view[key] = current.get()
+        return view
+
+    def _written(self, updates: list[Mapping[str, Any]]) -> Any:
+        """What the members' nodes would have written: one dict, or (when a reducer key was
+        written more than once) one command per member, in order, so each write is reduced."""
+        if len(updates) == 1:
+            return updates[0]
+        last: dict[str, int] = {}
+        repeated_reducer = False
+        for index, update in enumerate(updates):
+            for key in update:
+                if key in last and isinstance(self._channels.get(key), BinaryOperatorAggregate):
+                    repeated_reducer = True
+                last[key] = index
+        if not repeated_reducer:
+            merged: dict[str, Any] = {}
+            for update in updates:
+                merged.update(update)  # a plain value written twice ends as the last one
+            return merged
+        commands: list[Command[Any]] = []
+        for index, update in enumerate(updates):
+            kept = {
+                key: value
+                for key, value in update.items()
+                if last[key] == index or isinstance(self._channels.get(key), BinaryOperatorAggregate)
+            }
+            if kept:
+                commands.append(Command(update=kept))
+        return commands
+
+
+def _run_sync(hook: str) -> Callable[..., Any]:
+    def fused(self: _Fused, state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, hook, getattr(member, hook)(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates) if updates else None
+
+    fused.__name__ = hook
+    return fused
+
+
+def _run_async(hook: str) -> Callable[..., Any]:
+    async def fused(self: _Fused, state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, hook, await getattr(member, hook)(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates) if updates else None
+
+    fused.__name__ = hook
+    return fused
+
+
+_class_lock = threading.Lock()
+_fused_classes: dict[tuple[str, tuple[str, ...]], type[_Fused]] = {}
+
+
+def _fused_class(sync_hook: str, async_hook: str, jumps: tuple[str, ...]) -> type[_Fused]:
+    key = (sync_hook, jumps)
+    found = _fused_classes.get(key)
+    if found is not None:
+        return found
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        sync_hook: _run_sync(sync_hook),
+        async_hook: _run_async(async_hook),
+    }
+    if jumps:
+        namespace[sync_hook].__can_jump_to__ = list(jumps)
+        namespace[async_hook].__can_jump_to__ = list(jumps)
+    with _class_lock:
+        return _fused_classes.setdefault(key, type(f"Fused_{sync_hook}", (_Fused,), namespace))
+
+
+# -- a member's view --------------------------------------------------------------------------
+
+
+class _View(AgentMiddleware[Any, Any, Any]):
+    """A fused run's member as the graph sees it: everything but the fused hooks, forwarded
+    to the member itself (its state, name, tools and schema are the member's)."""
+
+    def __init__(self, inner: Middleware) -> None:
+        super().__init__()
+        self._inner = inner
+        self.state_schema = inner.state_schema
+        self.tools = list(getattr(inner, "tools", ()))
+        self.trace_policy = inner.trace_policy
+        self.transformers = tuple(getattr(inner, "transformers", ()))
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def inner(self) -> Middleware:
+        return self._inner
+
+
+_view_classes: dict[tuple[type, frozenset[str]], type[_View]] = {}
+
+
+def _view_class(cls: type, removed: frozenset[str]) -> type[_View]:
+    key = (cls, removed)
+    found = _view_classes.get(key)
+    if found is not None:
+        return found
+    namespace: dict[str, Any] = {"__module__": __name__}
+    for hook in implemented_hooks(cls) - removed:
+        namespace[hook] = _forwarder(hook, getattr(cls, hook))
+    with _class_lock:
+        return _view_classes.setdefault(key, type(f"View{cls.__name__}", (_View,), namespace))
+
+
+def _forwarder(hook: str, method: Any) -> Callable[..., Any]:
+    """``hook`` on the member, with the member's own jump targets. The parameters keep
+    LangChain's names: LangGraph injects ``runtime`` by name, and reuse checks them."""
+    if hook in STATE_HOOKS:
+        if hook in _ASYNC_HOOKS:
+
+            async def astate(self: _View, state: Any, runtime: Any) -> Any:
+                return await getattr(self._inner, hook)(state, runtime)
+
+            forward: Callable[..., Any] = astate
+        else:
+
+            def state_hook(self: _View, state: Any, runtime: Any) -> Any:
+                return getattr(self._inner, hook)(state, runtime)
+
+            forward = state_hook
+    elif hook in _ASYNC_HOOKS:
+
+        async def awrap(self: _View, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return await getattr(self._inner, hook)(request, handler)
+
+        forward = awrap
+    else:
+
+        def wrap(self: _View, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return getattr(self._inner, hook)(request, handler)
+
+        forward = wrap
+    forward.__name__ = hook
+    jump = getattr(method, "__can_jump_to__", None)
+    if jump is not None:
+        forward.__can_jump_to__ = list(jump)  # type: ignore[attr-defined]
+    return forward

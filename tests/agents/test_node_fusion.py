@@ -1,0 +1,170 @@
+"""Runs of host node hooks compile to one graph step each, and behave as separate nodes did."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NotRequired
+
+import pytest
+from agent_helpers import make_config, make_host
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from deerflow_ext.agents.host import LeadRunRequest
+from deerflow_ext.agents.model import EmbeddedChatModel
+from deerflow_ext.agents.node_fusion import fuse_host_node_hooks
+
+
+def _joined(left: list[str] | None, right: list[str] | None) -> list[str]:
+    return [*(left or []), *(right or [])]
+
+
+class NoteState(AgentState):
+    note: NotRequired[str]  # a plain value: the last write wins
+    trail: NotRequired[Annotated[list[str], _joined]]  # a reducer: every write is kept
+
+
+class Hooks(AgentMiddleware):
+    """Each hook records what it read and writes something the next one reads."""
+
+    state_schema = NoteState
+
+    def __init__(self, name: str, log: list[tuple[str, Any]], *, jump: bool = False) -> None:
+        super().__init__()
+        self._label = name
+        self.log = log
+        self.jump = jump
+
+    @property
+    def name(self) -> str:
+        return self._label
+
+    def _step(self, kind: str, state: Any) -> dict[str, Any]:
+        self.log.append((f"{self._label}.{kind}", (state.get("note"), tuple(state.get("trail", ())))))
+        update: dict[str, Any] = {"note": f"{self._label}:{kind}", "trail": [f"{self._label}.{kind}"]}
+        if kind == "after_model":
+            update["messages"] = [AIMessage(f"{self._label} saw {len(state['messages'])}")]
+        if self.jump and kind == "before_model":
+            update["jump_to"] = "end"
+        return update
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("before_agent", state)
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("before_agent", state)
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("before_model", state)
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("before_model", state)
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("after_model", state)
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("after_model", state)
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("after_agent", state)
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("after_agent", state)
+
+
+class Splitter(AgentMiddleware):
+    """An extension's hook on the before_model chain (never fused) and a wrap-only one."""
+
+    def __init__(self, log: list[tuple[str, Any]]) -> None:
+        super().__init__()
+        self.log = log
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.log.append(("splitter.before_model", (state.get("note"), tuple(state.get("trail", ())))))
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        self.before_model(state, runtime)
+
+
+class WrapOnly(AgentMiddleware):
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+
+def _graph(middleware: list[AgentMiddleware]) -> Any:
+    return create_agent(EmbeddedChatModel(), [], middleware=middleware, checkpointer=InMemorySaver())
+
+
+def _stacks(jump: str | None = None) -> tuple[list[Any], list[Any], list[tuple[str, Any]]]:
+    log: list[tuple[str, Any]] = []
+    host = [Hooks(name, log, jump=name == jump) for name in ("a", "b", "c")]
+    stack = [host[0], host[1], WrapOnly(), Splitter(log), host[2]]
+    return stack, host, log
+
+
+def _nodes(graph: Any) -> list[str]:
+    return [name for name in graph.get_graph().nodes if not name.startswith("__")]
+
+
+def test_only_runs_of_host_hooks_fuse_and_extensions_split_them() -> None:
+    stack, host, _ = _stacks()
+    nodes = _nodes(_graph(fuse_host_node_hooks(stack, host)))
+    assert sorted(nodes) == sorted([
+        "model",
+        # WrapOnly and Splitter have no before_agent: one run (named by its chain too, as
+        # the same three members fuse on three chains and middleware names are unique)
+        "a+b+c_before_agent.before_agent",
+        "a+b.before_model",  # Splitter's before_model splits the chain...
+        "Splitter.before_model",
+        "c.before_model",  # ...and a run of one stays as it was
+        "a+b+c_after_model.after_model",
+        "a+b+c_after_agent.after_agent",
+    ])
+    assert fuse_host_node_hooks(stack, host=[]) == stack  # nothing of the host's: unchanged
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("jump", [None, "a", "b"])
+async def test_a_fused_graph_reads_writes_and_jumps_as_separate_nodes_do(mode: str, jump: str | None) -> None:
+    results = []
+    for fuse in (False, True):
+        stack, host, log = _stacks(jump)
+        graph = _graph(fuse_host_node_hooks(stack, host) if fuse else stack)
+        config = {"configurable": {"thread_id": "t"}}
+        payload = {"messages": [HumanMessage("hello", id="h1")]}
+        if mode == "sync":
+            final = graph.invoke(payload, config)
+        else:
+            final = await graph.ainvoke(payload, config)
+        messages = [(type(m).__name__, m.content) for m in final["messages"]]
+        results.append((log, final.get("note"), final.get("trail"), messages))
+    separate, fused = results
+    assert fused == separate
+    log, note, trail, _ = fused
+    if jump is None:
+        # each hook read what the one before it wrote; the reducer kept every write
+        assert ("b.before_agent", ("a:before_agent", ("a.before_agent",))) in log
+        assert trail[-3:] == ["c.after_agent", "b.after_agent", "a.after_agent"]
+        assert note == "a:after_agent"
+    else:
+        assert f"{jump}.before_model" in [hook for hook, _ in log]
+        assert "c.before_model" not in [hook for hook, _ in log]  # the jump left the chain
+
+
+async def test_the_lead_graph_fuses_the_host_stack_and_keeps_its_answers() -> None:
+    host = make_host(make_config(memory={"enabled": False}))
+    request = LeadRunRequest(thread_id="t1", run_id="r1", messages=({"role": "user", "content": "hello"},))
+    result = await host.run_lead(request, extensions=None, task_store=None)
+    assert result.answer == "Here is my answer to: hello"
+    assert result.values["title"]  # the fused after_agent run still titled the thread
+    assert result.values["token_usage"]["total_tokens"] > 0  # ...and after_model counted
+    (graph,) = (entry.graph for entry in host._graphs._entries.values())
+    fused = [name for name in _nodes(graph) if "+" in name]
+    assert len(fused) == 4 and len(_nodes(graph)) == 6  # model, tools and four fused runs
