@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -103,9 +104,11 @@ class SleepyLifecycle:
     """An I/O-bound run: ``on_task_start`` awaits (a stand-in for a network call)."""
 
     seconds = float(os.environ.get("PEER_BENCH_IO_SECONDS", "0.5"))
+    jitter = float(os.environ.get("PEER_BENCH_IO_JITTER", "0"))
 
     async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
-        await asyncio.sleep(self.seconds)
+        # With jitter, uniform in seconds +- jitter (same mean): real I/O is never this regular.
+        await asyncio.sleep(self.seconds + (random.uniform(-self.jitter, self.jitter) if self.jitter else 0.0))
 
     async def on_task_stop(self, app_store: Any, task_store: Any, info: Any, outcome: Any) -> None:
         return None

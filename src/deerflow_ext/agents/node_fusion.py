@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
 from langgraph.channels.base import BaseChannel
@@ -63,7 +64,8 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
     tools, state schema and name; the run's node is a middleware of its own, placed just
     before the run's first member."""
     host_ids = {id(m) for m in host}
-    runs = [(kind, run) for kind in FUSED_KINDS for run in _runs(stack, kind, host_ids)]
+    hooks = [_hooks_of(type(m)) for m in stack]
+    runs = [(kind, run) for kind in FUSED_KINDS for run in _runs(stack, hooks, kind, host_ids)]
     if not runs:
         return list(stack)
     channels = _channels(stack)
@@ -89,16 +91,18 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
     return result
 
 
-def _runs(stack: Sequence[Middleware], kind: tuple[str, str, bool], host_ids: set[int]) -> list[list[Middleware]]:
+def _runs(
+    stack: Sequence[Middleware], hooks: Sequence[frozenset[str]], kind: tuple[str, str, bool], host_ids: set[int]
+) -> list[list[Middleware]]:
     """Maximal runs (two or more) of fusible host middlewares among those with ``kind``."""
     sync_hook, async_hook, _ = kind
+    pair = {sync_hook, async_hook}
     runs: list[list[Middleware]] = []
     current: list[Middleware] = []
-    for middleware in stack:
-        hooks = implemented_hooks(type(middleware))
-        if sync_hook not in hooks and async_hook not in hooks:
+    for middleware, found in zip(stack, hooks, strict=True):
+        if sync_hook not in found and async_hook not in found:
             continue  # not on this chain: it neither joins nor splits a run
-        if id(middleware) in host_ids and {sync_hook, async_hook} <= hooks and middleware.trace_policy is None:
+        if id(middleware) in host_ids and pair <= found and middleware.trace_policy is None:
             current.append(middleware)
             continue
         if len(current) > 1:
@@ -118,6 +122,18 @@ def _jumps(members: Sequence[Middleware], sync_hook: str, async_hook: str) -> tu
                 if target not in found:
                     found.append(target)
     return tuple(found)
+
+
+_hook_sets: WeakKeyDictionary[type, frozenset[str]] = WeakKeyDictionary()
+
+
+def _hooks_of(cls: type) -> frozenset[str]:
+    """``implemented_hooks(cls)``, once per class (looked up for every middleware of every
+    construction; a class's hooks are fixed once it is in use, as ``reuse`` assumes too)."""
+    found = _hook_sets.get(cls)
+    if found is None:
+        found = _hook_sets[cls] = implemented_hooks(cls)
+    return found
 
 
 _schema_lock = threading.Lock()
