@@ -22,6 +22,9 @@ message, ``create_agent`` with no tools). Arms:
 - ``ours+defaults``: our defaults (title and memory on);
 - ``ours+io``: title and memory off, plus a lifecycle extension whose ``on_task_start``
   awaits ``--io-seconds`` (0.5 s): an I/O-bound run (``--arms ours+io`` to include it);
+  ``--io-jitter J`` draws each wait uniformly from 0.5 +- J s instead (same mean): with every
+  wait equal, runs that start together finish together and the loop idles while they all
+  wait, which real I/O does not do;
 - ``peer``: ``langgraph dev --no-reload``.
 
 Every arm uses the same client, ``langgraph_sdk``: per run ``threads.create()`` then
@@ -294,6 +297,7 @@ def main() -> None:
     arms = ["ours", "ours+defaults", "ours+io"]
     parser.add_argument("--arms", nargs="+", default=arms[:2], choices=arms, help="our servers to measure")
     parser.add_argument("--io-seconds", type=float, default=0.5, help="what the ours+io lifecycle hook awaits")
+    parser.add_argument("--io-jitter", type=float, default=0.0, help="ours+io waits io-seconds +- this, uniformly")
     parser.add_argument("--database-url", help="our database (default: SQLite in a temp dir); e.g. PostgreSQL")
     parser.add_argument("--workers", type=int, default=1, help="deerflow-ext serve --workers")
     parser.add_argument("--python", default=sys.executable, help="the python that runs deerflow-ext serve")
@@ -309,6 +313,7 @@ def main() -> None:
     if not args.no_peer and langgraph is None:
         raise SystemExit(f"peer_langgraph: {INSTALL_HINT} (or --no-peer)")
     os.environ["PEER_BENCH_IO_SECONDS"] = str(args.io_seconds)
+    os.environ["PEER_BENCH_IO_JITTER"] = str(args.io_jitter)
     print(
         f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; load {_load()}; "
         f"{args.runs} runs x {args.rounds} rounds per arm and client count; database "
