@@ -70,10 +70,6 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
-#: Connections a PostgreSQL engine keeps between checkouts (plus SQLAlchemy's 10 overflow).
-POOL_SIZE = 15
-
-
 def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     """An ``AsyncEngine`` for ``url``; creates the SQLite folder when needed."""
     parsed = normalize_database_url(url)
@@ -95,9 +91,6 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         if kwargs["pool_reset_on_return"] is None:
             event.listen(engine.sync_engine, "reset", _sqlite_reset)
         return engine
-    # SQLAlchemy keeps five by default: 32 concurrent runs then kept opening and closing
-    # overflow sessions (a forked PostgreSQL backend each) for their short transactions.
-    kwargs.setdefault("pool_size", POOL_SIZE)
     engine = create_async_engine(parsed, **kwargs)
     event.listen(engine.sync_engine, "checkout", _discard_closed)
     return engine

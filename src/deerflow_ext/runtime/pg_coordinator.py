@@ -103,10 +103,6 @@ def _is_lock_timeout(exc: DBAPIError) -> bool:
     return getattr(exc.orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE
 
 
-#: Idle lock sessions one process keeps for the next holds (more are opened as needed).
-LOCK_CONNECTIONS_KEPT = 32
-
-
 class PostgresThreadCoordinator:
     """Holds threads across Gateway processes; see the module docstring for the protocol.
 
@@ -120,10 +116,7 @@ class PostgresThreadCoordinator:
         # run itself needs the shared pool for its rows. Sharing one bounded pool deadlocks
         # as soon as there are as many busy threads as pooled connections. Made like the
         # shared engine (persistence.engine): closed connections are replaced at checkout.
-        # It keeps up to LOCK_CONNECTIONS_KEPT of them between holds: with only five kept,
-        # every run beyond the fifth concurrent one opened a session and closed it again
-        # (PostgreSQL forks a backend per session; ~30% of the throughput at 32 clients).
-        self._engine = create_engine(engine.url, pool_size=LOCK_CONNECTIONS_KEPT, max_overflow=-1)
+        self._engine = create_engine(engine.url, pool_size=5, max_overflow=-1)
         self._local = LocalThreadCoordinator()
         self.owner = owner
         self.lease_seconds = lease_seconds if lease_seconds is not None else lease_seconds_from_env()
