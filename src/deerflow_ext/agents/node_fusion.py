@@ -37,7 +37,7 @@ from langgraph.channels.last_value import LastValue
 from langgraph.types import Command
 
 from deerflow_ext.adapters.langgraph_private import state_channels
-from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
+from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, adopt_graph_attributes, implemented_hooks
 
 __all__ = ["FUSED_KINDS", "fuse_host_node_hooks"]
 
@@ -301,10 +301,7 @@ class _View(AgentMiddleware[Any, Any, Any]):
     def __init__(self, inner: Middleware) -> None:
         super().__init__()
         self._inner = inner
-        self.state_schema = inner.state_schema
-        self.tools = list(getattr(inner, "tools", ()))
-        self.trace_policy = inner.trace_policy
-        self.transformers = tuple(getattr(inner, "transformers", ()))
+        adopt_graph_attributes(self, inner)
 
     @property
     def name(self) -> str:

@@ -35,7 +35,7 @@ from weakref import WeakKeyDictionary
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
+from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, adopt_graph_attributes, implemented_hooks
 
 __all__ = ["SLOTS_KEY", "BoundGraph", "CompiledGraphs", "RunStack"]
 
@@ -185,10 +185,7 @@ class _Slot(AgentMiddleware[Any, Any, Any]):
         self._index = index
         self._name = real.name
         self._swaps_model = swaps_model
-        self.state_schema = real.state_schema
-        self.tools = list(getattr(real, "tools", ()))
-        self.trace_policy = real.trace_policy
-        self.transformers = tuple(getattr(real, "transformers", ()))
+        adopt_graph_attributes(self, real)
 
     @property
     def name(self) -> str:

@@ -13,7 +13,7 @@ import re
 
 from langchain.agents.middleware import AgentMiddleware
 
-__all__ = ["STATE_HOOKS", "WRAP_HOOKS", "WRAP_HOOK_PAIRS", "implemented_hooks", "node_slug"]
+__all__ = ["STATE_HOOKS", "WRAP_HOOKS", "WRAP_HOOK_PAIRS", "adopt_graph_attributes", "implemented_hooks", "node_slug"]
 
 #: The node hooks (``before_*`` / ``after_*``), each with its own sync and async side.
 STATE_HOOKS: tuple[str, ...] = (
@@ -38,6 +38,16 @@ def implemented_hooks(cls: type) -> frozenset[str]:
     """The hook names ``cls`` overrides, exactly as ``create_agent`` would detect them."""
     names = [*STATE_HOOKS, *(hook for pair in WRAP_HOOK_PAIRS for hook in pair)]
     return frozenset(name for name in names if getattr(cls, name, None) is not getattr(AgentMiddleware, name))
+
+
+def adopt_graph_attributes(target: AgentMiddleware, source: AgentMiddleware) -> None:
+    """Give ``target`` what ``create_agent`` reads of ``source`` besides its hooks and name:
+    its state schema, tools, trace policy and stream transformers. For a middleware that
+    stands in for another in a compiled graph (reuse's slots, node fusion's views)."""
+    target.state_schema = source.state_schema
+    target.tools = list(getattr(source, "tools", ()))
+    target.trace_policy = source.trace_policy
+    target.transformers = tuple(getattr(source, "transformers", ()))
 
 
 @functools.lru_cache(maxsize=1024)
