@@ -37,7 +37,7 @@ from langgraph.channels.last_value import LastValue
 from langgraph.types import Command
 
 from deerflow_ext.adapters.langgraph_private import state_channels
-from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, adopt_graph_attributes, implemented_hooks
+from deerflow_ext.extensions.hooks import ASYNC_HOOKS, STATE_HOOKS, adopt_graph_attributes, implemented_hooks
 
 __all__ = ["FUSED_KINDS", "fuse_host_node_hooks"]
 
@@ -50,7 +50,6 @@ FUSED_KINDS: tuple[tuple[str, str, bool], ...] = (
 )
 #: The channels whose semantics a fused node reproduces (all create_agent's state uses).
 _KNOWN_CHANNELS = (LastValue, BinaryOperatorAggregate, EphemeralValue)
-_ASYNC_HOOKS = frozenset((*STATE_HOOKS[1::2], *(pair[1] for pair in WRAP_HOOK_PAIRS)))
 
 Middleware = AgentMiddleware[Any, Any, Any]
 Channel = BaseChannel[Any, Any, Any]
@@ -138,15 +137,16 @@ def _hooks_of(cls: type) -> frozenset[str]:
 
 _schema_lock = threading.Lock()
 _schema_channels: dict[tuple[type, ...], Mapping[str, Channel] | None] = {}
+_UNSEEN: Any = object()
 
 
 def _channels(stack: Sequence[Middleware]) -> Mapping[str, Channel] | None:
     """Every state key's channel over the whole stack's schemas (what the graph merges),
     or ``None`` (nothing fuses) when one is unknown here or two schemas disagree."""
     schemas = tuple(dict.fromkeys(m.state_schema for m in stack))
-    cached = _schema_channels.get(schemas, _schema_channels)
-    if cached is not _schema_channels:
-        return cached  # type: ignore[return-value]
+    cached = _schema_channels.get(schemas, _UNSEEN)
+    if cached is not _UNSEEN:
+        return cached
     merged = _merged(schemas)
     with _schema_lock:
         if len(_schema_channels) >= 64:
@@ -307,10 +307,6 @@ class _View(AgentMiddleware[Any, Any, Any]):
     def name(self) -> str:
         return self._inner.name
 
-    @property
-    def inner(self) -> Middleware:
-        return self._inner
-
 
 _view_classes: dict[tuple[type, frozenset[str]], type[_View]] = {}
 
@@ -331,7 +327,7 @@ def _forwarder(hook: str, method: Any) -> Callable[..., Any]:
     """``hook`` on the member, with the member's own jump targets. The parameters keep
     LangChain's names: LangGraph injects ``runtime`` by name, and reuse checks them."""
     if hook in STATE_HOOKS:
-        if hook in _ASYNC_HOOKS:
+        if hook in ASYNC_HOOKS:
 
             async def astate(self: _View, state: Any, runtime: Any) -> Any:
                 return await getattr(self._inner, hook)(state, runtime)
@@ -343,7 +339,7 @@ def _forwarder(hook: str, method: Any) -> Callable[..., Any]:
                 return getattr(self._inner, hook)(state, runtime)
 
             forward = state_hook
-    elif hook in _ASYNC_HOOKS:
+    elif hook in ASYNC_HOOKS:
 
         async def awrap(self: _View, request: Any, handler: Callable[[Any], Any]) -> Any:
             return await getattr(self._inner, hook)(request, handler)

@@ -35,7 +35,13 @@ from weakref import WeakKeyDictionary
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from deerflow_ext.extensions.hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, adopt_graph_attributes, implemented_hooks
+from deerflow_ext.extensions.hooks import (
+    ASYNC_HOOKS,
+    STATE_HOOKS,
+    WRAP_HOOK_PAIRS,
+    adopt_graph_attributes,
+    implemented_hooks,
+)
 
 __all__ = ["SLOTS_KEY", "BoundGraph", "CompiledGraphs", "RunStack"]
 
@@ -43,7 +49,6 @@ __all__ = ["SLOTS_KEY", "BoundGraph", "CompiledGraphs", "RunStack"]
 SLOTS_KEY = "__deerflow_run_stack__"
 
 _MODEL_HOOKS = frozenset(WRAP_HOOK_PAIRS[0])
-_ASYNC_HOOKS = frozenset((*STATE_HOOKS[1::2], *(pair[1] for pair in WRAP_HOOK_PAIRS)))
 _STATE_PARAMETERS = ("state", "runtime")
 
 
@@ -242,11 +247,11 @@ def _build_slot_class(cls: type) -> type | None:
         if hook in STATE_HOOKS:
             if tuple(_parameters(method)) != _STATE_PARAMETERS:
                 return None
-            namespace[hook] = _state_forwarder(hook, hook in _ASYNC_HOOKS)
+            namespace[hook] = _state_forwarder(hook, hook in ASYNC_HOOKS)
         else:
             if len(_parameters(method)) != 2:
                 return None
-            namespace[hook] = _wrap_forwarder(hook, hook in _ASYNC_HOOKS)
+            namespace[hook] = _wrap_forwarder(hook, hook in ASYNC_HOOKS)
         jump = getattr(method, "__can_jump_to__", None)
         if jump is not None:
             namespace[hook].__can_jump_to__ = list(jump)

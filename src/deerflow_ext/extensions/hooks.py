@@ -13,7 +13,15 @@ import re
 
 from langchain.agents.middleware import AgentMiddleware
 
-__all__ = ["STATE_HOOKS", "WRAP_HOOKS", "WRAP_HOOK_PAIRS", "adopt_graph_attributes", "implemented_hooks", "node_slug"]
+__all__ = [
+    "ASYNC_HOOKS",
+    "STATE_HOOKS",
+    "WRAP_HOOKS",
+    "WRAP_HOOK_PAIRS",
+    "adopt_graph_attributes",
+    "implemented_hooks",
+    "node_slug",
+]
 
 #: The node hooks (``before_*`` / ``after_*``), each with its own sync and async side.
 STATE_HOOKS: tuple[str, ...] = (
@@ -32,6 +40,8 @@ WRAP_HOOK_PAIRS: tuple[tuple[str, str], ...] = (
     ("wrap_tool_call", "awrap_tool_call"),
 )
 WRAP_HOOKS = frozenset(hook for pair in WRAP_HOOK_PAIRS for hook in pair)
+#: The async side of every hook: a stand-in for a middleware defines these as coroutines.
+ASYNC_HOOKS = frozenset((*STATE_HOOKS[1::2], *(pair[1] for pair in WRAP_HOOK_PAIRS)))
 
 
 def implemented_hooks(cls: type) -> frozenset[str]:

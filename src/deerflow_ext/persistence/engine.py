@@ -20,6 +20,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 __all__ = [
     "DEFAULT_DATABASE_URL",
     "SQLITE_SYNCHRONOUS",
+    "SQLITE_TIMEOUT_SECONDS",
     "SessionFactory",
     "apply_sqlite_pragmas",
     "create_engine",
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.deer-flow/deerflow.db"
+#: How long a SQLite connection waits for another writer's lock (every engine on the file).
+SQLITE_TIMEOUT_SECONDS = 30
 
 SessionFactory = async_sessionmaker[AsyncSession]
 
@@ -80,7 +83,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
                 "an in-memory SQLite database cannot be shared with the checkpointer; use a file"
             )
         path.parent.mkdir(parents=True, exist_ok=True)
-        kwargs.setdefault("connect_args", {"timeout": 30})
+        kwargs.setdefault("connect_args", {"timeout": SQLITE_TIMEOUT_SECONDS})
         # The pool's rollback-on-return, done only when the connection is in a transaction
         # (SQLAlchemy's documented custom reset scheme: reset_on_return=None plus a "reset"
         # listener). After a commit there is none, and the unconditional rollback was one

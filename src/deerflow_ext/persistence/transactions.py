@@ -25,7 +25,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .engine import apply_sqlite_pragmas
+from .engine import SQLITE_TIMEOUT_SECONDS, apply_sqlite_pragmas, is_sqlite
 from .one_thread import OneThread
 
 __all__ = ["LoopTransactions", "ThreadTransactions", "Transactions", "transactions_for"]
@@ -106,12 +106,12 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
     """SQLite: a synchronous twin of ``engine`` (same file, same pragmas, pysqlite) on its
     own thread; any other database: ``engine`` itself, on the loop."""
     url = engine.url
-    if url.get_backend_name() != "sqlite":
+    if not is_sqlite(url):
         return LoopTransactions(engine)
     sync = create_sync_engine(
         url.set(drivername="sqlite+pysqlite"),
         # One thread uses it, but the pool may open the connection on another (dispose).
-        connect_args={"timeout": 30, "check_same_thread": False},
+        connect_args={"timeout": SQLITE_TIMEOUT_SECONDS, "check_same_thread": False},
         pool_size=1,
         max_overflow=0,
     )
