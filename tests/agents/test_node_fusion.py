@@ -14,6 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from deerflow_ext.agents.host import LeadRunRequest
 from deerflow_ext.agents.model import EmbeddedChatModel
 from deerflow_ext.agents.node_fusion import fuse_host_node_hooks
+from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
+from deerflow_extension_api import MiddlewarePlacement, Placement
 
 
 def _joined(left: list[str] | None, right: list[str] | None) -> list[str]:
@@ -168,3 +170,28 @@ async def test_the_lead_graph_fuses_the_host_stack_and_keeps_its_answers() -> No
     (graph,) = (entry.graph for entry in host._graphs._entries.values())
     fused = [name for name in _nodes(graph) if "+" in name]
     assert len(fused) == 4 and len(_nodes(graph)) == 6  # model, tools and four fused runs
+
+
+class _ContributesWrapOnly:
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> list[MiddlewarePlacement]:
+        return [MiddlewarePlacement(WrapOnly(), Placement.STANDARD)]
+
+
+async def test_host_layers_that_carry_a_contributed_group_still_fuse() -> None:
+    # Two wrap-only contributions fuse into one group, which the host wrap layer before
+    # it carries (extensions/carry.py): that layer is then a copy of the host middleware,
+    # and its node hooks must still fuse with its neighbours' as the original's did.
+    contributions = tuple(
+        Contribution(f"ext{n}:install", f"ext{n}", n, f"{n}:ext{n}#1", _ContributesWrapOnly()) for n in range(2)
+    )
+    graphs = []
+    for extensions in (LoadedExtensions.empty(), LoadedExtensions(middlewares=contributions)):
+        host = make_host(make_config(memory={"enabled": False}))
+        request = LeadRunRequest(thread_id="t1", run_id="r1", messages=({"role": "user", "content": "hello"},))
+        result = await host.run_lead(request, extensions=extensions, task_store=None)
+        assert result.answer == "Here is my answer to: hello"
+        (graph,) = (entry.graph for entry in host._graphs._entries.values())
+        graphs.append(graph)
+    bare, contributed = graphs
+    assert "MemoryMiddleware" in " ".join(_nodes(bare))
+    assert sorted(_nodes(contributed)) == sorted(_nodes(bare))

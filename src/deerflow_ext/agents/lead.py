@@ -29,7 +29,7 @@ from deerflow_ext.extensions.assembly import (
     text_hash,
 )
 from deerflow_ext.extensions.snapshot import LoadedExtensions, bound_extensions, build_extensions
-from deerflow_ext.extensions.stack import compose_middleware_stack
+from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_ext.subagents.executor import SubagentBuilder
 from deerflow_ext.subagents.task_tool import make_task_tool
 from deerflow_extension_api import (
@@ -194,8 +194,9 @@ def build_agent(
         )
         # The single final composition point: nothing is appended after this.
         stack = compose_middleware_stack(host, extensions=ext, ctx=ctx)
-        # What the graph is compiled over: the same stack, runs of host node hooks fused.
-        compiled = fuse_host_node_hooks(stack, host)
+        # What the graph is compiled over: the same stack, runs of host node hooks fused
+        # (the host's layers as composed: one that carries a group is a copy of itself).
+        compiled = fuse_host_node_hooks(stack, host_layers(stack))
 
         def compile_over(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
             return create_agent(

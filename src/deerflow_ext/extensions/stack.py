@@ -48,7 +48,7 @@ from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
-__all__ = ["compose_middleware_stack"]
+__all__ = ["compose_middleware_stack", "host_layers"]
 
 _PHASE = "middleware"
 
@@ -129,6 +129,16 @@ def compose_middleware_stack(
         # Each group then runs inside the host wrap layer just before it, where there is one
         # (carry.py): the same nesting, one LangChain layer fewer per construction.
         return carry_fused_groups(stack)
+
+
+def host_layers(stack: Sequence[AgentMiddleware[Any, Any, Any]]) -> list[AgentMiddleware[Any, Any, Any]]:
+    """The host's middlewares as they stand in a composed ``stack``: every entry that is not
+    a contribution (each contribution is an :class:`IsolatedMiddleware`).
+
+    Not the ``host`` list the stack was composed from: a host layer that carries a fused
+    group is a copy of itself (``carry.py``), with the host's own node hooks.
+    """
+    return [m for m in stack if not isinstance(m, IsolatedMiddleware)]
 
 
 def _collect(
