@@ -778,3 +778,40 @@ async def test_a_carried_group_still_records_its_own_langsmith_span(monkeypatch:
         assert seen == [f"{head.name}.awrap_model_call"] * 2
         names.append(seen[0])
     assert names[0] == names[1]
+
+
+@pytest.mark.parametrize("tracing", [False, True])
+async def test_an_untraced_carried_call_skips_langsmiths_wrapper(monkeypatch: pytest.MonkeyPatch, tracing: bool) -> None:
+    """With nothing to record the group's chain runs directly; traced, through ``traceable``."""
+    from unittest.mock import MagicMock
+
+    import langsmith
+
+    from deerflow_ext.extensions import carry
+
+    wrapped: list[str] = []
+    table = carry._traced_group_hooks()
+    assert table is not None
+
+    def counting(hook: str) -> Any:
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            wrapped.append(hook)
+            return await table[hook](*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(carry, "_traced_group_hooks", lambda: {**table, "awrap_model_call": counting("awrap_model_call")})
+    seen: list[str] = []
+    ext = loaded(
+        Contributor(MiddlewarePlacement(SpanName(seen), Placement.STANDARD)),
+        Contributor(MiddlewarePlacement(SpanName(seen), Placement.STANDARD)),
+    )
+    stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD)
+    agent = create_agent(FlakyModel(script=[AIMessage("ok")], attempts=[]), middleware=stack)
+    client = MagicMock(spec=langsmith.Client)
+    with langsmith.tracing_context(enabled=tracing, client=client if tracing else None):
+        result = await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]})
+    assert result["messages"][-1].content == "ok"
+    assert len(seen) == 2  # both members ran either way
+    assert wrapped == (["awrap_model_call"] if tracing else [])
+    assert (seen[0] != "untraced") is tracing

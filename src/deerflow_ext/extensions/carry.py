@@ -105,19 +105,49 @@ def _nearest_layer(stack: Sequence[Any], index: int, pair: tuple[str, str]) -> i
 
 
 def _carried(traced: Callable[..., Any], head: IsolatedMiddleware, hook: str) -> Callable[..., Any]:
-    """The group's chain for ``hook`` as a ``(request, handler)`` callable, traced per call."""
+    """The group's chain for ``hook`` as a ``(request, handler)`` callable, traced per call.
+
+    A call that LangSmith would not record skips the ``traceable`` wrapper: deciding that
+    there is nothing to record costs it ~25 µs a call (context copies, a parent-run lookup,
+    its run container), once per model or tool call per carried group, to run the same chain.
+    """
     extra = {"name": f"{head.name}.{hook}"}
+    untraced = _untraced_check()
     if hook.startswith("a"):
+        aplain = agroup_method(hook)  # what `traced` decorates
 
         async def acarried(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+            if untraced():
+                return await aplain(head, request, handler)
             return await traced(head, request, handler, langsmith_extra=extra)
 
         return acarried
+    plain = group_method(hook)
 
     def carried(request: Any, handler: Callable[[Any], Any]) -> Any:
+        if untraced():
+            return plain(head, request, handler)
         return traced(head, request, handler, langsmith_extra=extra)
 
     return carried
+
+
+@functools.cache
+def _untraced_check() -> Callable[[], bool]:
+    """Whether a ``traceable`` call made here and now would record nothing.
+
+    langsmith's own rule for a call with no ``enabled`` override, no ``config`` argument and
+    no explicit parent: it traces when ``tracing_is_enabled()`` says so (the context, then
+    the environment) or when a run tree is current, which a context that disables tracing
+    inside a trace still has.
+    """
+    from langsmith.run_helpers import get_current_run_tree
+    from langsmith.utils import tracing_is_enabled
+
+    def untraced() -> bool:
+        return not tracing_is_enabled() and get_current_run_tree() is None
+
+    return untraced
 
 
 @functools.cache
