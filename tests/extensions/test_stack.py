@@ -781,7 +781,9 @@ async def test_a_carried_group_still_records_its_own_langsmith_span(monkeypatch:
 
 
 @pytest.mark.parametrize("tracing", [False, True])
-async def test_an_untraced_carried_call_skips_langsmiths_wrapper(monkeypatch: pytest.MonkeyPatch, tracing: bool) -> None:
+async def test_an_untraced_carried_call_skips_langsmiths_wrapper(
+    monkeypatch: pytest.MonkeyPatch, tracing: bool
+) -> None:
     """With nothing to record the group's chain runs directly; traced, through ``traceable``."""
     from unittest.mock import MagicMock
 
@@ -800,7 +802,8 @@ async def test_an_untraced_carried_call_skips_langsmiths_wrapper(monkeypatch: py
 
         return call
 
-    monkeypatch.setattr(carry, "_traced_group_hooks", lambda: {**table, "awrap_model_call": counting("awrap_model_call")})
+    counted = {**table, "awrap_model_call": counting("awrap_model_call")}
+    monkeypatch.setattr(carry, "_traced_group_hooks", lambda: counted)
     seen: list[str] = []
     ext = loaded(
         Contributor(MiddlewarePlacement(SpanName(seen), Placement.STANDARD)),
