@@ -188,3 +188,24 @@ def test_extensions_config_json_on_disk_never_loads_a_plugin(settings_for, tmp_p
     app = create_app(settings_for(), config=AppConfig(), agent_host_factory=lambda c, k: FakeAgentHost())
     assert app.state.extensions_config_path == tmp_path / "extensions_config.json"
     assert app.state.extensions.loaded == () and fixtures.INSTALLS == []
+
+
+async def test_a_served_gateway_freezes_its_startup_heap_while_it_serves(settings_for) -> None:
+    """``serve``'s options freeze what startup built, and shutdown unfreezes it; the default
+    (tests, embedders building many apps) leaves the collector alone."""
+    import gc
+
+    from deerflow_ext.gateway.app import GatewayOptions
+    from deerflow_ext.gateway.serve import _serve_options
+
+    assert _serve_options().freeze_startup_heap and not GatewayOptions().freeze_startup_heap
+    for freeze in (False, True):
+        options = GatewayOptions(freeze_startup_heap=freeze)
+        app = create_app(
+            settings_for(), config=AppConfig(), options=options, agent_host_factory=lambda c, k: FakeAgentHost()
+        )
+        assert gc.get_freeze_count() == 0
+        async with live_server(app) as server, server.client() as client:
+            assert (await client.get("/health")).status_code == 200
+            assert (gc.get_freeze_count() > 0) is freeze
+        assert gc.get_freeze_count() == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -109,6 +110,8 @@ class GatewayOptions:
     loop_block_threshold: float | None = DEFAULT_BLOCK_THRESHOLD  # None: no loop watchdog
     exit_bound: bool = False  # end the process at the shutdown bound (serve only: exit_bound.py)
     exit_grace: float = DEFAULT_EXIT_GRACE
+    # Move what startup built out of the collector's generations (serve only: see _lifespan).
+    freeze_startup_heap: bool = False
 
 
 def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
@@ -255,6 +258,19 @@ def _rollback_hook(agent_host: Any) -> Any:
     return rollback
 
 
+def _freeze_startup_heap() -> None:
+    """Collect once, then freeze everything alive: imports, config, the app, the pools.
+
+    Why: those ~200,000 objects live as long as the process, yet every full collection
+    walked them all (~75 ms each on the 2-core bench machine, several a minute under load).
+    Frozen, they are never scanned; what runs allocate is collected as before. Only for a
+    served process: one that builds many apps (a test session) would keep the cyclic garbage
+    of apps that were alive when it froze (issue 16 measured ~6% more runs/s served).
+    """
+    gc.collect()
+    gc.freeze()
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state = app.state
@@ -312,8 +328,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         attempted=services,
                     )
                     state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer)
+                    if opts.freeze_startup_heap:
+                        _freeze_startup_heap()
                     yield
                 finally:
+                    if opts.freeze_startup_heap:
+                        gc.unfreeze()
                     state.runtime = None
                     if opts.exit_bound:
                         bound = ExitBound(_shutdown_seconds(opts, services), grace=opts.exit_grace).arm()

@@ -28,8 +28,9 @@ logger = logging.getLogger("deerflow_ext.gateway")
 def _serve_options() -> Any:
     from .app import GatewayOptions
 
-    # Only a served process may end itself at the shutdown bound (exit_bound.py).
-    return GatewayOptions(exit_bound=True)
+    # Only a served process may end itself at the shutdown bound (exit_bound.py), and only
+    # it lives long enough on one app for freezing its startup heap to pay (app.py).
+    return GatewayOptions(exit_bound=True, freeze_startup_heap=True)
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
