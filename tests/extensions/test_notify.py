@@ -502,3 +502,39 @@ async def test_fast_path_delivers_a_pending_host_cancellation_at_the_callers_nex
         await asyncio.create_task(run())
     assert calls == ["a", "b"]
     assert reached_next_await
+
+
+@pytest.mark.parametrize("arity", [3, 4, 5, 2])
+async def test_the_fast_path_contains_failures_and_attributes_exits_whatever_the_hooks_arity(
+    arity: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Hooks that cannot suspend, called with 2-5 arguments (the loop is spelled out for the
+    lifecycle arities): every one is called with exactly the arguments, in order; a failure
+    is contained and attributed; an exit propagates, attributed to its contributor."""
+    from deerflow_ext.extensions.exits import exit_origin
+
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    class Hook:
+        def __init__(self, name: str, error: type[BaseException] | None = None) -> None:
+            self.name, self.error = name, error
+
+        async def on_hook(self, *args: Any) -> None:
+            calls.append((self.name, args))
+            if self.error is not None:
+                raise self.error(self.name)
+
+    args = tuple(f"arg{n}" for n in range(arity))
+    ok = contributions(Hook("a"), Hook("b", ValueError), Hook("c"))
+    assert not notify._build_plan(ok, "on_hook").may_suspend  # the fast path
+    with caplog.at_level(logging.ERROR, LOGGER):
+        await notify._notify_each(ok, "on_hook", args, task_id="t")
+    assert calls == [("a", args), ("b", args), ("c", args)]
+    assert messages(caplog, logging.ERROR) == ["Extension acme_costs:install: on_hook raised ValueError: b"]
+    calls.clear()
+    fatal = contributions(Hook("a"), Hook("x", SystemExit), Hook("c"))
+    with pytest.raises(SystemExit) as raised:
+        await notify._notify_each(fatal, "on_hook", args, task_id="t")
+    assert [name for name, _ in calls] == ["a", "x"]
+    origin = exit_origin(raised.value)
+    assert origin is not None and origin.extension == "acme_costs:install" and origin.hook == "on_hook"
