@@ -22,7 +22,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from deerflow_ext.persistence.sqlite_saver import FIRST_PAGE, LAST_PAGE, OneThreadSqliteSaver, open_sqlite_saver
+from deerflow_ext.persistence import threaded_saver
+from deerflow_ext.persistence.sqlite_saver import OneThreadSqliteSaver, open_sqlite_saver
+from deerflow_ext.persistence.threaded_saver import FIRST_PAGE, LAST_PAGE
 
 
 @pytest.fixture
@@ -129,13 +131,13 @@ async def test_an_unbounded_list_reads_pages_and_a_reader_that_stops_pays_for_on
     total = FIRST_PAGE + 2 * FIRST_PAGE + 4 * FIRST_PAGE + 5
     await _write_history(saver, "t-1", total)
     pages: list[int | None] = []
-    page = saver._page
+    page = threaded_saver._read_page
 
-    def counted(config: Any, filter: Any, before: Any, limit: int | None) -> list[CheckpointTuple]:
+    def counted(target: Any, config: Any, filter: Any, before: Any, limit: int | None) -> list[CheckpointTuple]:
         pages.append(limit)
-        return page(config, filter, before, limit)
+        return page(target, config, filter, before, limit)
 
-    monkeypatch.setattr(saver, "_page", counted)
+    monkeypatch.setattr(threaded_saver, "_read_page", counted)
     config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
     async for _ in saver.alist(config):
         break
@@ -265,7 +267,9 @@ def test_every_async_method_langgraphs_async_saver_has_is_ours_too() -> None:
     }
     theirs.discard("setup")  # async there; ours is SqliteSaver's, plus asetup on the thread
     ours = {
-        name for name in theirs if getattr(OneThreadSqliteSaver, name).__qualname__.startswith("OneThreadSqliteSaver.")
+        name
+        for name in theirs
+        if getattr(OneThreadSqliteSaver, name).__qualname__.startswith(("OneThreadSqliteSaver.", "OnThreads."))
     }
     assert theirs - ours == set(), (
         f"langgraph-checkpoint-sqlite's AsyncSqliteSaver has async methods we lack: {theirs - ours}"

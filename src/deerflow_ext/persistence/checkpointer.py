@@ -3,13 +3,12 @@
 One database means one backup and one place to look; on PostgreSQL it also means any
 Gateway process can continue any thread. The savers manage their own connections (the
 SQLite saver a sqlite3 connection on its own thread, ``sqlite_saver``; the Postgres saver a
-psycopg one), so they are opened and closed with the Gateway's lifespan alongside, not
-through, the SQLAlchemy engine.
+few psycopg ones, each on its own thread, ``pg_saver``), so they are opened and closed with
+the Gateway's lifespan alongside, not through, the SQLAlchemy engine.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -43,27 +42,7 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
         async with open_sqlite_saver(str(path), pragmas=[f"synchronous={SQLITE_SYNCHRONOUS}"]) as saver:
             yield saver
         return
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg import AsyncConnection
+    from .pg_saver import open_postgres_saver
 
-    async with AsyncPostgresSaver.from_conn_string(psycopg_conninfo(parsed)) as saver:
-        conn = saver.conn
-        if not isinstance(conn, AsyncConnection):  # from_conn_string opens one connection, no pool
-            raise TypeError(f"AsyncPostgresSaver.from_conn_string gave a {type(conn).__name__}")
-        # setup() records its migrations with plain INSERTs: two Gateway processes starting
-        # together would collide, so they take turns under one advisory lock. The waiter
-        # polls instead of blocking in pg_advisory_lock: setup() runs CREATE INDEX
-        # CONCURRENTLY, which waits for every open statement — a blocked waiter's included.
-        while True:
-            async with conn.cursor() as cur:
-                await cur.execute("SELECT pg_try_advisory_lock(%s)", (SETUP_LOCK_KEY,))
-                row = await cur.fetchone()
-            if row and next(iter(row.values()) if isinstance(row, dict) else iter(row)):
-                break
-            await asyncio.sleep(0.1)
-        try:
-            await saver.setup()
-        finally:
-            async with conn.cursor() as cur:
-                await cur.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+    async with open_postgres_saver(psycopg_conninfo(parsed), lock_key=SETUP_LOCK_KEY) as saver:
         yield saver

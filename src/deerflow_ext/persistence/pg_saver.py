@@ -1,0 +1,152 @@
+"""The PostgreSQL checkpointer: LangGraph's ``PostgresSaver`` on a few connections, each on
+a thread of its own, every operation one hop to its LangGraph thread's connection.
+
+Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 16):
+
+* **One connection for the whole process.** Every checkpoint and write of every run went
+  through it, one operation at a time (the saver holds a lock per operation). At 32
+  concurrent runs that connection was busy ~95% of the time and runs queued on it.
+  Here there are :data:`CONNECTIONS`, and a LangGraph thread's operations always go to the
+  same one (``threaded_saver``): per thread the order is what it was, and different threads
+  no longer wait for each other.
+* **A connection that never came back.** After a PostgreSQL restart, or an administrator
+  terminating the sessions, that one connection stayed closed and every later run failed
+  until the Gateway was restarted. Each connection here is a one-connection
+  ``psycopg_pool`` pool: a closed connection is replaced, and one the server closed while it
+  sat idle is noticed before use, without a round trip (:func:`_still_open`), as the host's
+  engine does for its own pool (``engine._discard_closed``).
+* **The loop's CPU.** Each async step of an operation (the pipeline, each execute, the sync)
+  was a wake-up of the event loop, and each serialisation a hop to a thread pool and back.
+  The synchronous saver does the same statements in one call, handed to its thread once.
+
+Connections are opened as ``PostgresSaver.from_conn_string`` opens them (autocommit,
+``prepare_threshold=0``, dict rows), which LangGraph documents as required for its pools.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+import zlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import ConnectionPool
+
+from .one_thread import OneThread
+from .threaded_saver import OnThreads, Shard
+
+__all__ = ["CONNECTIONS", "ShardedPostgresSaver", "open_postgres_saver"]
+
+CONNECTIONS = 4
+"""Connections (and threads) of one process's checkpointer.
+
+Enough that concurrent runs rarely wait for each other's round trips (an operation is one
+pipeline sync plus the server's commit); few, because every Gateway process holds them for
+its whole life and PostgreSQL's ``max_connections`` is shared."""
+
+CONNECT_TIMEOUT_SECONDS = 30.0
+"""How long startup waits for the connections, and an operation for its connection."""
+
+DictPool = ConnectionPool[psycopg.Connection[DictRow]]
+"""A pool of connections whose rows are dicts (``_CONNECTION_KWARGS``), as ``PostgresSaver`` needs."""
+
+_CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+
+class ShardedPostgresSaver(OnThreads, PostgresSaver):
+    """``PostgresSaver`` whose async operations run on the shard of their LangGraph thread.
+
+    The saver itself is the first shard (its pool, lock and :attr:`thread`): the synchronous
+    methods, ``setup`` and whatever names no thread use it.
+    """
+
+    def __init__(self, shards: Sequence[tuple[DictPool, OneThread]]) -> None:
+        (pool, thread), *rest = shards
+        super().__init__(pool)
+        self.pool = pool
+        self.thread = thread
+        self.shards: tuple[Shard, ...] = ((self, thread), *((PostgresSaver(p, serde=self.serde), t) for p, t in rest))
+
+    def _shard(self, thread_id: Any) -> Shard:
+        if thread_id is None:
+            return self.shards[0]
+        return self.shards[zlib.crc32(str(thread_id).encode()) % len(self.shards)]
+
+
+def _still_open(conn: psycopg.Connection[DictRow]) -> None:
+    """The pool's check at checkout: a connection the server closed while it sat idle is
+    replaced before use.
+
+    An idle autocommit connection has nothing to read unless the server sent something
+    unasked: its termination notice and end of stream on a restart or a terminated session.
+    The check reads nothing and sends nothing (a zero-timeout poll of the socket).
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the checkpointer's connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        # Closed here: libpq has not noticed, and the pool takes back a failed connection
+        # that still looks healthy (it would be offered, and fail the check, again).
+        conn.close()
+        raise psycopg.OperationalError("the server closed the checkpointer's connection")
+
+
+def _open_pool(conninfo: str, name: str) -> DictPool:
+    pool = ConnectionPool(
+        conninfo,
+        min_size=1,
+        max_size=1,
+        kwargs=_CONNECTION_KWARGS,
+        check=_still_open,
+        timeout=CONNECT_TIMEOUT_SECONDS,
+        name=name,
+        open=False,
+    )
+    pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
+    return pool
+
+
+def _setup(saver: ShardedPostgresSaver, lock_key: int) -> None:
+    """``setup()`` under a session advisory lock, taken in turns by Gateways starting together.
+
+    ``setup()`` records its migrations with plain INSERTs, so two processes starting at once
+    would collide. The waiter polls instead of blocking in ``pg_advisory_lock``: ``setup()``
+    runs CREATE INDEX CONCURRENTLY, which waits for every open statement, a blocked
+    waiter's included.
+    """
+    with saver.pool.connection() as conn:  # held across setup: one pool connection
+        while not _locked(conn, lock_key):
+            time.sleep(0.1)
+        try:
+            PostgresSaver(conn, serde=saver.serde).setup()
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key,))
+
+
+def _locked(conn: psycopg.Connection[DictRow], lock_key: int) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (lock_key,)).fetchone()
+    return bool(row and row["got"])
+
+
+@asynccontextmanager
+async def open_postgres_saver(
+    conninfo: str, *, lock_key: int, connections: int = CONNECTIONS
+) -> AsyncIterator[ShardedPostgresSaver]:
+    """A set-up saver on ``connections`` new connections to ``conninfo`` and their threads,
+    all closed after."""
+    async with AsyncExitStack() as stack:
+        shards: list[tuple[DictPool, OneThread]] = []
+        for n in range(connections):
+            thread = OneThread(f"deerflow-checkpointer-{n}")
+            stack.callback(thread.close)
+            pool = await thread.run(_open_pool, conninfo, f"deerflow-checkpointer-{n}")
+            stack.push_async_callback(thread.run, pool.close)
+            shards.append((pool, thread))
+        saver = ShardedPostgresSaver(shards)
+        await saver.thread.run(_setup, saver, lock_key)
+        yield saver

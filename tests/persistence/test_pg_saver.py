@@ -1,0 +1,198 @@
+"""The PostgreSQL checkpointer (``persistence/pg_saver.py``) against LangGraph's own async saver.
+
+The saver is LangGraph's ``PostgresSaver`` on a few one-connection pools, each on a thread
+of its own, so the checks are: the same operations leave the same rows and read back the
+same tuples as ``AsyncPostgresSaver`` (what the Gateway used before); a LangGraph thread's
+operations stay on one connection while different threads spread over all of them; the
+checkpointer carries on after PostgreSQL terminates its sessions (a restart), which the
+single connection before it never did; Gateways starting together set the tables up once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from test_sqlite_saver import _alist, _plain, _write_history
+
+from deerflow_ext.persistence import pg_saver
+from deerflow_ext.persistence.pg_saver import CONNECTIONS, ShardedPostgresSaver, open_postgres_saver
+from pg_support import PG_ADMIN, PG_UNREACHABLE, fresh_database
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.skipif(PG_UNREACHABLE is not None, reason=PG_UNREACHABLE or ""),
+]
+
+LOCK_KEY = 0x7465737473  # this module's own setup lock
+
+
+def _conninfo(database: str) -> str:
+    return f"postgresql://postgres@127.0.0.1:5432/{database}"
+
+
+@pytest.fixture
+def databases() -> Iterator[tuple[str, str]]:
+    with fresh_database() as ours, fresh_database() as theirs:
+        yield _conninfo(ours), _conninfo(theirs)
+
+
+@pytest.fixture
+async def savers(databases: tuple[str, str]) -> AsyncIterator[tuple[ShardedPostgresSaver, AsyncPostgresSaver]]:
+    ours, theirs = databases
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
+        async with AsyncPostgresSaver.from_conn_string(theirs) as reference:
+            await reference.setup()
+            yield saver, reference
+
+
+def _rows(conninfo: str) -> list[list[Any]]:
+    queries = (
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata "
+        "FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id",
+        "SELECT thread_id, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
+        "ORDER BY thread_id, checkpoint_ns, channel, version",
+        "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path "
+        "FROM checkpoint_writes ORDER BY thread_id, checkpoint_ns, checkpoint_id, task_id, idx",
+    )
+    with psycopg.connect(conninfo) as conn:
+        return [conn.execute(query).fetchall() for query in queries]
+
+
+async def test_the_same_operations_leave_the_same_rows_and_read_the_same_as_langgraphs_async_saver(
+    databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
+) -> None:
+    reads = []
+    for target in savers:
+        await _write_history(target, "t-1", 5)
+        await _write_history(target, "t-2", 3, ns="child:1")
+        await _write_history(target, "gone", 2)
+        await target.adelete_thread("gone")
+        await _write_history(target, "pruned", 3)
+        await target.aprune(["pruned"])
+        config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+        reads.append(
+            (
+                _plain(await target.aget_tuple(config)),
+                await _alist(target, config),
+                await _alist(target, config, limit=2),
+                await _alist(target, None, filter={"source": "loop"}),
+                await _alist(target, {"configurable": {"thread_id": "gone"}}),
+                await _alist(target, {"configurable": {"thread_id": "pruned"}}),
+            )
+        )
+    ours, theirs = databases
+    assert _rows(ours) == _rows(theirs)
+    assert _rows(ours)[0], "nothing was written"
+    assert reads[0] == reads[1]
+    assert len(reads[0][1]) == 5 and len(reads[0][3]) == 9 and len(reads[0][5]) == 1
+
+
+async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_over_all(
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
+) -> None:
+    saver, _ = savers
+    assert len(saver.shards) == CONNECTIONS > 1
+    where: dict[str, set[int]] = {}
+    for shard, _thread in saver.shards:
+        put = shard.put
+
+        def spied(config: Any, *args: Any, _put: Any = put) -> Any:
+            where.setdefault(config["configurable"]["thread_id"], set()).add(threading.get_ident())
+            return _put(config, *args)
+
+        shard.put = spied  # type: ignore[method-assign]
+    threads = [f"thread-{n}" for n in range(24)]
+    await asyncio.gather(*(_write_history(saver, thread_id, 6) for thread_id in threads))
+    assert all(len(ran_on) == 1 for ran_on in where.values()), where
+    assert set().union(*where.values()) == {thread.ident for _, thread in saver.shards}
+    for thread_id in threads:  # each chain intact: its order was kept
+        items = await _alist(saver, {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        parents = [item[3]["configurable"]["checkpoint_id"] for item in items[:-1]]
+        assert parents == [item[0]["configurable"]["checkpoint_id"] for item in items[1:]]
+
+
+def _terminate_sessions(database: str) -> int:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def test_the_checkpointer_carries_on_after_postgresql_terminates_its_sessions(
+    databases: tuple[str, str],
+) -> None:
+    ours, _ = databases
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
+        await asyncio.gather(*(_write_history(saver, f"before-{n}", 2) for n in range(8)))
+        assert _terminate_sessions(ours.rsplit("/", 1)[1]) >= CONNECTIONS
+        await asyncio.sleep(0.2)  # the notices and ends of stream have reached the sockets
+        # Not one operation fails: each closed connection is noticed and replaced at checkout.
+        await asyncio.gather(*(_write_history(saver, f"after-{n}", 2) for n in range(8)))
+        for n in range(8):
+            config = {"configurable": {"thread_id": f"after-{n}", "checkpoint_ns": ""}}
+            assert len(await _alist(saver, config)) == 2
+
+
+def test_the_checkout_check_replaces_only_a_connection_the_server_closed(databases: tuple[str, str]) -> None:
+    ours, _ = databases
+    with psycopg.connect(ours, autocommit=True) as healthy:
+        healthy.execute("SELECT 1")
+        pg_saver._still_open(healthy)  # type: ignore[arg-type]
+        assert not healthy.closed
+    with psycopg.connect(ours, autocommit=True) as doomed:
+        pid = doomed.info.backend_pid
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        for _ in range(50):
+            try:
+                pg_saver._still_open(doomed)  # type: ignore[arg-type]
+            except psycopg.OperationalError:
+                break
+            threading.Event().wait(0.02)
+        else:
+            raise AssertionError("a terminated session passed the check")
+        assert doomed.closed  # closed by the check, so the pool discards it
+
+
+async def test_gateways_starting_together_set_the_tables_up_once_between_them(databases: tuple[str, str]) -> None:
+    ours, _ = databases
+
+    async def start() -> int:
+        async with open_postgres_saver(ours, lock_key=LOCK_KEY, connections=2) as saver:
+            await _write_history(saver, f"t-{id(saver)}", 1)
+            return len(saver.shards)
+
+    assert await asyncio.gather(*(start() for _ in range(3))) == [2, 2, 2]
+    with psycopg.connect(ours) as conn:
+        versions = [v for (v,) in conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v").fetchall()]
+    assert versions == sorted(set(versions)) and versions, "each migration recorded once"
+
+
+def test_every_async_method_langgraphs_async_saver_has_is_ours_too() -> None:
+    """A LangGraph upgrade that gives ``AsyncPostgresSaver`` a new async method would leave
+    ours answering with ``PostgresSaver``'s or the base class's ``NotImplementedError``."""
+    import inspect
+
+    theirs = {
+        name
+        for name, member in vars(AsyncPostgresSaver).items()
+        if inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
+    }
+    # async there, sync here (run on the first shard's thread at opening); _cursor and
+    # _load_checkpoint_tuple are AsyncPostgresSaver's private helpers.
+    theirs -= {"setup", "from_conn_string", "_cursor", "_load_checkpoint_tuple"}
+    ours = {
+        name
+        for name in theirs
+        if getattr(ShardedPostgresSaver, name).__qualname__.startswith(("ShardedPostgresSaver.", "OnThreads."))
+    }
+    assert theirs - ours == set(), f"AsyncPostgresSaver has async methods we lack: {theirs - ours}"
