@@ -31,6 +31,7 @@ Arms and sizes are interleaved within each repeat; figures are medians over the 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import base64
 import hashlib
 import os
@@ -157,14 +158,20 @@ def measure(python: Path, tmp: Path, arm: str, n: int) -> tuple[float, float, fl
     script = tmp / f"arm_{arm}.py"
     config = tmp / f"config_{n}.yaml"
     start = time.perf_counter()
-    out = subprocess.run(
-        [str(python), str(script), str(n), str(config)], check=True, capture_output=True, text=True, env=_env(), cwd=tmp
-    ).stdout.split()
+    done = subprocess.run(
+        [str(python), str(script), str(n), str(config)], capture_output=True, text=True, env=_env(), cwd=tmp
+    )
     wall = time.perf_counter() - start
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"the {arm} arm failed at N={n} (exit {done.returncode}): {last}")
+    out = done.stdout.split()
     return float(out[0]), float(out[1]), wall
 
 
 def main(repeats: int) -> None:
+    if importlib.util.find_spec("stevedore") is None:
+        raise SystemExit("load.py measures against stevedore, which is not installed: pip install stevedore")
     with tempfile.TemporaryDirectory(prefix="dfxbench-") as name:
         tmp = Path(name)
         t0 = time.perf_counter()
