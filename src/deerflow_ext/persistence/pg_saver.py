@@ -84,12 +84,14 @@ def _still_open(conn: psycopg.Connection[DictRow]) -> None:
 
     An idle autocommit connection has nothing to read unless the server sent something
     unasked: its termination notice and end of stream on a restart or a terminated session.
-    The check reads nothing and sends nothing (a zero-timeout poll of the socket).
+    The check reads nothing and sends nothing (a zero-timeout ``poll`` of the socket, which,
+    unlike ``select``, takes descriptors past 1023 too).
     """
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("the checkpointer's connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
         # Closed here: libpq has not noticed, and the pool takes back a failed connection
         # that still looks healthy (it would be offered, and fail the check, again).
         conn.close()
