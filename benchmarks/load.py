@@ -31,9 +31,9 @@ Arms and sizes are interleaved within each repeat; figures are medians over the 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import base64
 import hashlib
+import importlib.util
 import os
 import statistics
 import subprocess
