@@ -106,6 +106,7 @@ def _open_pool(conninfo: str, name: str) -> DictPool:
         kwargs=_CONNECTION_KWARGS,
         check=_still_open,
         timeout=CONNECT_TIMEOUT_SECONDS,
+        num_workers=1,  # its background work is replacing one connection: one thread, not three
         name=name,
         open=False,
     )
