@@ -27,7 +27,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
 from langgraph.channels.base import BaseChannel
@@ -63,7 +62,7 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
     tools, state schema and name; the run's node is a middleware of its own, placed just
     before the run's first member."""
     host_ids = {id(m) for m in host}
-    hooks = [_hooks_of(type(m)) for m in stack]
+    hooks = [implemented_hooks(type(m)) for m in stack]
     runs = [(kind, run) for kind in FUSED_KINDS for run in _runs(stack, hooks, kind, host_ids)]
     if not runs:
         return list(stack)
@@ -121,18 +120,6 @@ def _jumps(members: Sequence[Middleware], sync_hook: str, async_hook: str) -> tu
                 if target not in found:
                     found.append(target)
     return tuple(found)
-
-
-_hook_sets: WeakKeyDictionary[type, frozenset[str]] = WeakKeyDictionary()
-
-
-def _hooks_of(cls: type) -> frozenset[str]:
-    """``implemented_hooks(cls)``, once per class (looked up for every middleware of every
-    construction; a class's hooks are fixed once it is in use, as ``reuse`` assumes too)."""
-    found = _hook_sets.get(cls)
-    if found is None:
-        found = _hook_sets[cls] = implemented_hooks(cls)
-    return found
 
 
 _schema_lock = threading.Lock()
