@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -143,18 +143,25 @@ async def test_a_thread_with_a_live_run_is_not_deleted(store: HostStore) -> None
 
 async def test_stop_requests_are_recorded_on_live_runs_only(store: HostStore) -> None:
     thread = await store.create_thread(thread_id="t-1")
-    first = await store.create_run(thread.id, "r-1", {}, owner=PROCESS_OWNER)
-    await store.create_run(thread.id, "r-2", {}, owner=PROCESS_OWNER)
+    await store.create_run(thread.id, "r-1", {}, owner=PROCESS_OWNER)
     await store.create_run(thread.id, "r-done", {}, owner=PROCESS_OWNER)
     await store.finish_run("r-done", status="success", outcome="completed")
+    other = await store.create_thread(thread_id="t-other")
+    await store.create_run(other.id, "r-other", {}, owner=PROCESS_OWNER)
 
-    # A follow-up created after r-1 interrupts the older live runs of the thread, never itself.
-    changed = await store.request_cancel(
-        "rollback", thread_id=thread.id, created_before=first.created_at + timedelta(seconds=1), except_run="r-2"
-    )
-    assert changed == 1
-    assert await store.cancel_requests(["r-1", "r-2", "r-done"]) == {"r-1": "rollback"}
+    # A follow-up marks the older live runs of its own thread, in the transaction of its row.
+    follow_up, marked = await store.create_follow_up(thread.id, "r-2", {}, owner=PROCESS_OWNER, action="rollback")
+    assert (follow_up.id, follow_up.status, marked) == ("r-2", "pending", 1)
+    assert await store.cancel_requests(["r-1", "r-2", "r-done", "r-other"]) == {"r-1": "rollback"}
+    # The next one marks both older live runs; a thread with none is marked nowhere.
+    assert (await store.create_follow_up(thread.id, "r-3", {}, owner=PROCESS_OWNER, action="interrupt"))[1] == 2
+    lone = await store.create_thread(thread_id="t-lone")
+    assert (await store.create_follow_up(lone.id, "r-lone", {}, owner=PROCESS_OWNER, action="interrupt"))[1] == 0
+    assert await store.cancel_requests(["r-1", "r-2", "r-3", "r-lone"]) == {"r-1": "interrupt", "r-2": "interrupt"}
+
     assert await store.request_cancel("interrupt", run_id="r-done") == 0
+    assert await store.request_cancel("rollback", run_id="r-other") == 1
+    assert await store.cancel_requests(["r-other"]) == {"r-other": "rollback"}
     assert await store.cancel_requests([]) == {}
 
 

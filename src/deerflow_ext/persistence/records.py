@@ -55,6 +55,15 @@ _UPDATE_THREAD = update(_THREADS).where(_THREADS.c.id == bindparam("thread_id"))
 
 #: The statuses of a run some process may still be executing.
 _LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+# Stop requests on live runs (``cancel_requested``), applied by whichever process runs them:
+# a cancel's on one run; a follow-up's on the older runs of its thread.
+_REQUEST_STOP = update(_RUNS).where(_RUNS.c.status.in_(_LIVE)).values(cancel_requested=bindparam("action"))
+_CANCEL_RUN = _REQUEST_STOP.where(_RUNS.c.id == bindparam("cancelled"))
+_INTERRUPT_OLDER = _REQUEST_STOP.where(
+    _RUNS.c.thread_id == bindparam("on_thread"),
+    _RUNS.c.created_at < bindparam("created_before"),
+    _RUNS.c.id != bindparam("follow_up"),
+)
 
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 """This process's identity on run rows: host, pid and a per-start token (pids get reused)."""
@@ -265,36 +274,72 @@ class HostStore:
         and inserts the run: the Gateway's lookup of the thread and the run's row were two
         round trips and two commits per run before (issue 16).
         """
+        record, _ = await self._tx.write(self._create_run, thread_id, run_id, run_input, owner, thread_defaults, None)
+        return record
+
+    async def create_follow_up(
+        self,
+        thread_id: str,
+        run_id: str,
+        run_input: dict[str, Any],
+        *,
+        owner: str,
+        action: str,
+        thread_defaults: dict[str, Any] | None = None,
+    ) -> tuple[RunRecord, int]:
+        """``create_run``, and in the same transaction the stop request ``action`` recorded on
+        the thread's older ``pending``/``running`` runs (see :meth:`request_cancel`); returns
+        the record and how many runs were marked.
+
+        With several processes every interrupting run wrote that request in a transaction
+        of its own, and signalled the other processes, even when the thread had no other
+        run, which is nearly always: two commits and a ``pg_notify`` per run (issue 16).
+        With the count the caller signals only when there is a run to stop.
+        """
+        return await self._tx.write(self._create_run, thread_id, run_id, run_input, owner, thread_defaults, action)
+
+    @staticmethod
+    def _create_run(
+        conn: Connection,
+        thread_id: str,
+        run_id: str,
+        run_input: dict[str, Any],
+        owner: str,
+        thread_defaults: dict[str, Any] | None,
+        action: str | None,
+    ) -> tuple[RunRecord, int]:
         record = RunRecord(
             run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
             None, None, owner,
         )  # fmt: skip
-
-        def tx(conn: Connection) -> Any:
-            found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
-            if found is None:
-                raise ThreadNotFoundError(thread_id)
-            have = found.metadata or {}
-            missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
-            if missing:
-                _set_metadata(conn, thread_id, {**have, **missing})
-            conn.execute(
-                _INSERT_RUN,
-                {
-                    "id": run_id,
-                    "thread_id": thread_id,
-                    "status": record.status,
-                    "input": run_input,
-                    "input_tokens": 0,
-                    "output_tokens": 0,
-                    "total_tokens": 0,
-                    "created_at": record.created_at,
-                    "owner": owner,
-                },
-            )
-
-        await self._tx.write(tx)
-        return record
+        found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
+        if found is None:
+            raise ThreadNotFoundError(thread_id)
+        have = found.metadata or {}
+        missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
+        if missing:
+            _set_metadata(conn, thread_id, {**have, **missing})
+        conn.execute(
+            _INSERT_RUN,
+            {
+                "id": run_id,
+                "thread_id": thread_id,
+                "status": record.status,
+                "input": run_input,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "total_tokens": 0,
+                "created_at": record.created_at,
+                "owner": owner,
+            },
+        )
+        if action is None:
+            return record, 0
+        marked = conn.execute(
+            _INTERRUPT_OLDER,
+            {"on_thread": thread_id, "created_before": record.created_at, "follow_up": run_id, "action": action},
+        )
+        return record, int(marked.rowcount)
 
     async def mark_started(self, run_id: str, thread_id: str) -> bool:
         """Mark a ``pending`` run ``running`` and its thread ``busy``; False when it is not pending.
@@ -386,33 +431,13 @@ class HostStore:
             result = await session.execute(delete(RunRow).where(RunRow.id == run_id, RunRow.thread_id == thread_id))
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    async def request_cancel(
-        self,
-        action: str,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        created_before: datetime | None = None,
-        except_run: str | None = None,
-    ) -> int:
-        """Record a stop request on live runs: one run, or a thread's runs created before a
-        follow-up. The owner applies it even if the signal that carries it is lost."""
-        # Core on a connection like the hot path: every follow-up run writes this on
-        # PostgreSQL, and a session ran it through the ORM's bulk-update machinery.
-        runs = _RUNS.c
-        statement = update(_RUNS).where(runs.status.in_(_LIVE))
-        if run_id is not None:
-            statement = statement.where(runs.id == run_id)
-        if thread_id is not None:
-            statement = statement.where(runs.thread_id == thread_id)
-        if created_before is not None:
-            statement = statement.where(runs.created_at < created_before)
-        if except_run is not None:
-            statement = statement.where(runs.id != except_run)
+    async def request_cancel(self, action: str, *, run_id: str) -> int:
+        """Record a stop request on a live run (its owner applies it even if the signal that
+        carries it is lost); 1 when the run was live, else 0. A follow-up's requests on its
+        thread's older runs are written with its row (:meth:`create_follow_up`)."""
 
         def tx(conn: Connection) -> Any:
-            result = conn.execute(statement.values(cancel_requested=action))
-            return int(result.rowcount)
+            return int(conn.execute(_CANCEL_RUN, {"cancelled": run_id, "action": action}).rowcount)
 
         return await self._tx.write(tx)
 

@@ -149,16 +149,30 @@ class RunManager:
             )
         run_id = str(uuid.uuid4())
         stored_input = dict(run_input) if run_input is not None else {"messages": [*spec.messages], "goal": spec.goal}
-        record = await self.store.create_run(
-            thread_id, run_id, stored_input, owner=self.owner, thread_defaults=dict(thread_defaults or {})
-        )
+        interrupting = strategy in (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
+        rollback = strategy is MultitaskStrategy.ROLLBACK
+        defaults = dict(thread_defaults or {})
+        marked = 0
+        if interrupting and self._signals is not None:
+            # Older runs of other processes are marked with our row (the durable request);
+            # the signal that makes it immediate goes out only if there was one to mark.
+            record, marked = await self.store.create_follow_up(
+                thread_id,
+                run_id,
+                stored_input,
+                owner=self.owner,
+                action="rollback" if rollback else "interrupt",
+                thread_defaults=defaults,
+            )
+        else:
+            record = await self.store.create_run(
+                thread_id, run_id, stored_input, owner=self.owner, thread_defaults=defaults
+            )
         # Resolved once: the same snapshot serves the task store, both hooks and the agent.
         handle = RunHandle(
             run_id, thread_id, self._extensions(), self.streams.writer(run_id), created_at=record.created_at
         )
         await handle.stream.publish("metadata", {"run_id": run_id, "thread_id": thread_id})
-        interrupting = strategy in (MultitaskStrategy.INTERRUPT, MultitaskStrategy.ROLLBACK)
-        rollback = strategy is MultitaskStrategy.ROLLBACK
         if interrupting:
             for previous in self.active_on(thread_id):
                 if previous.interrupt(rollback=rollback):
@@ -169,19 +183,17 @@ class RunManager:
         handle.task = asyncio.create_task(self._execute(handle, spec), name=f"deerflow-run-{run_id}")
         if self._signals is not None:
             self._ensure_backstop()
-            if interrupting:
-                await self._interrupt_elsewhere(thread_id, run_id, record.created_at, rollback=rollback)
+            if marked:
+                await self._signal_interrupt(thread_id, run_id, record.created_at, rollback=rollback)
         return handle
 
-    async def _interrupt_elsewhere(
+    async def _signal_interrupt(
         self, thread_id: str, run_id: str, created_at: datetime | None, *, rollback: bool
     ) -> None:
-        """After our task exists: our own run is excluded by id, and an older run in another
-        process stops so that ours can get the thread."""
+        """After our task exists: an older run of the thread in another process stops now
+        rather than at its process's next backstop read, so that ours gets the thread."""
         assert self._signals is not None
-        action = "rollback" if rollback else "interrupt"
         try:
-            await self.store.request_cancel(action, thread_id=thread_id, created_before=created_at, except_run=run_id)
             await self._signals.publish_interrupt(thread_id, run_id, created_at, rollback=rollback)
         except Exception:
             logger.exception("run %s: could not signal other processes to interrupt thread %s", run_id, thread_id)
