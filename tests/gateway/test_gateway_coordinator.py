@@ -132,3 +132,59 @@ async def test_failed_admission_persists_an_error_and_ends_the_stream(tmp_path) 
         assert kinds(handle.run_id) == []  # never admitted: no hooks, no agent
     finally:
         await engine.dispose()
+
+
+async def test_postgres_hand_over_to_a_waiting_process_and_round_trips(database_url: str, caplog) -> None:
+    """A free thread costs one statement to take and one to give back; a process waiting
+    for the lock gets it with no takeover of the releasing process (whose lease row is
+    deleted before the lock is let go, in that same statement)."""
+    if is_sqlite(database_url):
+        pytest.skip("advisory locks are a PostgreSQL feature; SQLite uses the local coordinator")
+    from sqlalchemy import event, text
+
+    from deerflow_ext.persistence import upgrade_head
+
+    engines = [create_engine(database_url), create_engine(database_url)]
+    try:
+        await upgrade_head(engines[0])
+        a = PostgresThreadCoordinator(engines[0], owner="process-a")
+        b = PostgresThreadCoordinator(engines[1], owner="process-b")
+        statements: list[str] = []
+        event.listen(a._engine.sync_engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+        async with a.hold("free", "r-free"):
+            pass
+        assert len(statements) == 2, statements
+
+        async def waiting() -> int:
+            async with engines[0].connect() as probe:
+                sql = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                return int((await probe.execute(text(sql))).scalar_one())
+
+        caplog.set_level("WARNING", logger="deerflow_ext.runtime")
+
+        async def holder(run_id: str, held: asyncio.Event, release: asyncio.Event) -> None:
+            async with a.hold("t", run_id):
+                held.set()
+                await release.wait()
+
+        for i in range(5):
+            held, release = asyncio.Event(), asyncio.Event()
+            first = asyncio.create_task(holder(f"a-{i}", held, release))
+            await held.wait()
+            second = asyncio.create_task(_enter(b, f"b-{i}"))
+            for _ in range(500):
+                if await waiting():
+                    break  # b's session waits for the lock a holds
+                await asyncio.sleep(0.01)
+            else:
+                pytest.fail("process b never waited for the thread")
+            release.set()
+            await asyncio.wait_for(asyncio.gather(first, second), 10)
+        assert not [r for r in caplog.records if "taken over" in r.getMessage()]
+        async with engines[0].connect() as probe:
+            assert (await probe.execute(text("SELECT count(*) FROM thread_leases"))).scalar_one() == 0
+        await a.aclose()
+        await b.aclose()
+    finally:
+        for engine in engines:
+            await engine.dispose()

@@ -76,6 +76,22 @@ _NEW_LEASE = (
     "VALUES (:t, :r, :o, pg_backend_pid(), clock_timestamp(), clock_timestamp() + make_interval(secs => :s)) "
 )
 _FIRST_LEASE = text(_NEW_LEASE + "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id")
+# A free thread, the common case, in one round trip: the try-lock, then (only if it was
+# granted: the insert reads the lock's row) the lease insert that ``_claim`` would do.
+_TRY_LOCK_AND_LEASE = text(
+    "WITH lock AS MATERIALIZED (SELECT pg_try_advisory_lock(:k) AS got), "
+    "lease AS (INSERT INTO thread_leases (thread_id, run_id, owner, backend_pid, acquired_at, expires_at) "
+    "SELECT :t, :r, :o, pg_backend_pid(), clock_timestamp(), clock_timestamp() + make_interval(secs => :s) "
+    "FROM lock WHERE got ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id) "
+    "SELECT got, EXISTS (SELECT 1 FROM lease) AS leased FROM lock"
+)
+# A release in one round trip. The unlock reads the delete's output, so the lease row is
+# already deleted (uncommitted) when the next holder is woken: its insert waits for our
+# commit instead of finding a leftover row and taking over from a live process.
+_UNLEASE_AND_UNLOCK = text(
+    "WITH gone AS (DELETE FROM thread_leases WHERE thread_id = :t AND run_id = :r RETURNING 1) "
+    "SELECT pg_advisory_unlock(:k) FROM (SELECT count(*) FROM gone) AS deleted"
+)
 _UPSERT_LEASE = text(
     _NEW_LEASE + "ON CONFLICT (thread_id) DO UPDATE SET run_id = EXCLUDED.run_id, owner = EXCLUDED.owner, "
     "backend_pid = EXCLUDED.backend_pid, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
@@ -132,9 +148,13 @@ class PostgresThreadCoordinator:
         key = advisory_key(thread_id)
         async with self._local.hold(thread_id, run_id):
             conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
+            lease = {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds}
             try:
-                await self._acquire(conn, thread_id, key)
-                await self._claim(conn, thread_id, run_id)
+                got, leased = (await conn.execute(_TRY_LOCK_AND_LEASE, {"k": key, **lease})).one()
+                if not got:
+                    await self._acquire(conn, thread_id, key)
+                if not leased:
+                    await self._claim(conn, thread_id, run_id, lease)
             except BaseException:
                 # Cancelled or failed mid-acquire: the session may hold the lock (granted as
                 # the cancel arrived), so it must die rather than go back to the pool.
@@ -152,10 +172,8 @@ class PostgresThreadCoordinator:
                 await asyncio.shield(self._release(conn, heartbeat, thread_id, run_id, key))
 
     async def _acquire(self, conn: Any, thread_id: str, key: int) -> None:
-        # A free thread, the common case, is taken in one round trip. The try never jumps
-        # the queue: PostgreSQL hands a released lock straight to its first waiter.
-        if (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar():
-            return
+        """Wait for a thread the try-lock did not get. The try never jumps the queue:
+        PostgreSQL hands a released lock straight to its first waiter."""
         await conn.execute(text("SELECT set_config('lock_timeout', :v, false)"), {"v": f"{int(self._poll * 1000)}ms"})
         while True:
             try:
@@ -179,13 +197,12 @@ class PostgresThreadCoordinator:
         )
         await conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
 
-    async def _claim(self, conn: Any, thread_id: str, run_id: str) -> None:
+    async def _claim(self, conn: Any, thread_id: str, run_id: str, lease: dict[str, Any]) -> None:
         """With the lock held: take over from a dead holder if there was one, then write our lease.
 
-        No lease row, the common case (the last holder released), is one round trip: the
-        insert that writes ours. A row left behind is read, taken over, then replaced.
+        No lease row (the last holder released) is one round trip: the insert that writes
+        ours. A row left behind is read, taken over, then replaced.
         """
-        lease = {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds}
         if (await conn.execute(_FIRST_LEASE, lease)).first() is not None:
             return
         stale = (await conn.execute(_CLAIM_STALE, {"t": thread_id})).first()
@@ -242,10 +259,7 @@ class PostgresThreadCoordinator:
     async def _release(self, conn: Any, heartbeat: asyncio.Task[None], thread_id: str, run_id: str, key: int) -> None:
         await heartbeat
         try:
-            await conn.execute(
-                text("DELETE FROM thread_leases WHERE thread_id = :t AND run_id = :r"), {"t": thread_id, "r": run_id}
-            )
-            await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+            await conn.execute(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
         except Exception:
             # Closing the session releases the lock; a leftover lease row names a run that is
             # already persisted as finished, so a takeover changes nothing.
