@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -73,9 +74,12 @@ async def test_postgres_holds_exclude_each_other_across_engines(database_url: st
         from deerflow_ext.persistence import upgrade_head
 
         await upgrade_head(engines[0])  # the holds write their leases to thread_leases
-        log = await _exclusive([PostgresThreadCoordinator(e) for e in engines])
+        coordinators = [PostgresThreadCoordinator(e) for e in engines]
+        log = await _exclusive(coordinators)
         assert len(log) == 12
         assert all(log[i].startswith("in:") and log[i + 1] == "out:" + log[i][3:] for i in range(0, 12, 2))
+        for coordinator in coordinators:
+            await coordinator.aclose()  # each keeps a session for the locks it takes
     finally:
         for engine in engines:
             await engine.dispose()
@@ -183,6 +187,93 @@ async def test_postgres_hand_over_to_a_waiting_process_and_round_trips(database_
         assert not [r for r in caplog.records if "taken over" in r.getMessage()]
         async with engines[0].connect() as probe:
             assert (await probe.execute(text("SELECT count(*) FROM thread_leases"))).scalar_one() == 0
+        await a.aclose()
+        await b.aclose()
+    finally:
+        for engine in engines:
+            await engine.dispose()
+
+
+async def _lease_pids(engine) -> list[int]:
+    from sqlalchemy import text
+
+    async with engine.connect() as probe:
+        return list((await probe.execute(text("SELECT DISTINCT backend_pid FROM thread_leases"))).scalars())
+
+
+async def test_postgres_free_threads_share_one_session_and_lose_it_together(database_url: str) -> None:
+    """Holds of free threads take their locks on one session of the process; when that
+    session dies, every one of them is fenced (its task cancelled), and the next hold opens
+    a new one."""
+    if is_sqlite(database_url):
+        pytest.skip("advisory locks are a PostgreSQL feature; SQLite uses the local coordinator")
+    from sqlalchemy import text
+
+    from deerflow_ext.persistence import upgrade_head
+
+    engine = create_engine(database_url)
+    try:
+        await upgrade_head(engine)
+        coordinator = PostgresThreadCoordinator(engine, owner="process-a", lease_seconds=1.5)
+        inside: list[str] = []
+
+        async def hold_forever(thread_id: str) -> None:
+            async with coordinator.hold(thread_id, f"run-{thread_id}"):
+                inside.append(thread_id)
+                await asyncio.sleep(60)
+
+        holders = [asyncio.create_task(hold_forever(f"t{i}")) for i in range(5)]
+        await wait_until(lambda: len(inside) == 5)
+        (pid,) = await _lease_pids(engine)  # five threads, one session
+        async with engine.connect() as probe:
+            await probe.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        done, pending = await asyncio.wait(holders, timeout=5)
+        assert not pending, "a hold outlived the session its lock was on"
+        assert all(task.cancelled() for task in done)
+
+        async with coordinator.hold("t0", "after"):  # a new session
+            async with engine.connect() as probe:
+                sql = "SELECT backend_pid FROM thread_leases WHERE run_id = 'after'"
+                assert (await probe.execute(text(sql))).scalar_one() != pid
+        await coordinator.aclose()
+    finally:
+        await engine.dispose()
+
+
+async def test_postgres_a_hold_cancelled_while_taking_gives_the_lock_back(database_url: str) -> None:
+    """A cancel that lands while the lock is being taken on the shared session never leaves
+    it held there (another process gets the thread at once) and fences nobody else."""
+    if is_sqlite(database_url):
+        pytest.skip("advisory locks are a PostgreSQL feature; SQLite uses the local coordinator")
+    from deerflow_ext.persistence import upgrade_head
+
+    engines = [create_engine(database_url), create_engine(database_url)]
+    try:
+        await upgrade_head(engines[0])
+        a = PostgresThreadCoordinator(engines[0], owner="process-a")
+        b = PostgresThreadCoordinator(engines[1], owner="process-b")
+        bystander_in = asyncio.Event()
+
+        async def bystander() -> None:
+            async with a.hold("other", "bystander"):
+                bystander_in.set()
+                await asyncio.sleep(60)
+
+        standing = asyncio.create_task(bystander())
+        await bystander_in.wait()
+        for turns in range(8):  # the cancel lands at a different step each time
+            attempt = asyncio.create_task(_enter(a, f"cancelled-{turns}"))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            attempt.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await attempt
+            async with asyncio.timeout(5):  # never the lease's 10 s: nothing was left behind
+                await _enter(b, f"b-{turns}")
+        assert not standing.done(), "the other hold on the shared session was fenced"
+        standing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await standing
         await a.aclose()
         await b.aclose()
     finally:

@@ -39,6 +39,7 @@ from sqlalchemy.exc import DBAPIError
 from ..persistence.engine import create_engine
 from ..persistence.records import PROCESS_OWNER
 from .coordinator import LocalThreadCoordinator, advisory_key
+from .lock_session import LockSession, LockSessionLostError
 from .presence import ProcessPresence
 
 __all__ = ["DEFAULT_LEASE_SECONDS", "LEASE_ENV", "PostgresThreadCoordinator", "lease_seconds_from_env"]
@@ -122,16 +123,20 @@ def _is_lock_timeout(exc: DBAPIError) -> bool:
 class PostgresThreadCoordinator:
     """Holds threads across Gateway processes; see the module docstring for the protocol.
 
-    Each hold checks out its own connection (autocommit, from the coordinator's own pool)
-    and keeps it for the hold's duration. Within one process a local lock is taken first, so runs of one thread queue
-    in FIFO order on the event loop instead of each pinning a pooled connection while waiting.
+    The locks of free threads, the common case, are all taken on one session of this
+    process (``lock_session``); a thread another process holds is waited for, then held, on
+    a connection of its own. Within one process a local lock is taken first, so runs of one
+    thread queue in FIFO order on the event loop instead of each pinning a connection while
+    waiting, and never take one thread's lock twice on the shared session (where a second
+    ``pg_try_advisory_lock`` would succeed: a session's advisory locks are re-entrant).
     """
 
     def __init__(self, engine: Any, *, owner: str = PROCESS_OWNER, lease_seconds: float | None = None) -> None:
-        # Its own pool, unbounded: every hold pins a connection for the whole run, and the
-        # run itself needs the shared pool for its rows. Sharing one bounded pool deadlocks
-        # as soon as there are as many busy threads as pooled connections. Made like the
-        # shared engine (persistence.engine): closed connections are replaced at checkout.
+        # Its own pool, unbounded: a hold that waits for another process pins a connection
+        # for the whole run, and the run itself needs the shared pool for its rows. Sharing
+        # one bounded pool deadlocks as soon as there are as many such holds as pooled
+        # connections. Made like the shared engine (persistence.engine): closed connections
+        # are replaced at checkout.
         self._engine = create_engine(engine.url, pool_size=5, max_overflow=-1)
         self._local = LocalThreadCoordinator()
         self.owner = owner
@@ -141,35 +146,83 @@ class PostgresThreadCoordinator:
         self._sweeper: asyncio.Task[None] | None = None
         # The process-level lease: queued runs of a dead process never hold a thread lease.
         self._presence = ProcessPresence(self._engine, owner=owner, lease_seconds=self.lease_seconds)
+        self._shared: LockSession | None = None
+        self._opening = asyncio.Lock()
 
     # -- holding ---------------------------------------------------------------------------
     @asynccontextmanager
     async def hold(self, thread_id: str, run_id: str) -> AsyncIterator[None]:
         key = advisory_key(thread_id)
         async with self._local.hold(thread_id, run_id):
-            conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
             lease = {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds}
-            try:
-                got, leased = (await conn.execute(_TRY_LOCK_AND_LEASE, {"k": key, **lease})).one()
-                if not got:
-                    await self._acquire(conn, thread_id, key)
-                if not leased:
-                    await self._claim(conn, thread_id, run_id, lease)
-            except BaseException:
-                # Cancelled or failed mid-acquire: the session may hold the lock (granted as
-                # the cancel arrived), so it must die rather than go back to the pool.
-                await asyncio.shield(_discard(conn))
-                raise
-            stop = asyncio.Event()
             holder = asyncio.current_task()
+            session = await self._shared_session()
+            target: LockSession | _OwnConnection
+            if await self._take_shared(session, thread_id, run_id, key, lease):
+                target = session
+                session.holding(holder)
+            else:
+                target = await self._wait_for(thread_id, run_id, key, lease)
+            stop = asyncio.Event()
             heartbeat = asyncio.create_task(
-                self._heartbeat(conn, thread_id, run_id, stop, holder), name=f"deerflow-lease-{thread_id}"
+                self._heartbeat(target, thread_id, run_id, stop, holder), name=f"deerflow-lease-{thread_id}"
             )
             try:
                 yield
             finally:
                 stop.set()
-                await asyncio.shield(self._release(conn, heartbeat, thread_id, run_id, key))
+                if target is session:
+                    session.released(holder)
+                await asyncio.shield(self._release(target, heartbeat, thread_id, run_id, key))
+
+    async def _shared_session(self) -> LockSession:
+        async with self._opening:
+            if self._shared is None or not self._shared.alive:
+                if self._shared is not None:
+                    await self._shared.aclose()  # back to the pool, which discards it
+                self._shared = await LockSession.open(self._engine)
+            return self._shared
+
+    async def _take_shared(
+        self, session: LockSession, thread_id: str, run_id: str, key: int, lease: dict[str, Any]
+    ) -> bool:
+        """Take a free thread on the shared session, in one round trip: whether it was free."""
+        attempt = session.start(_TRY_LOCK_AND_LEASE, {"k": key, **lease})
+        try:
+            got, leased = (await asyncio.shield(attempt)).one()
+            if got and not leased:
+                await self._claim(session, thread_id, run_id, lease)
+            return bool(got)
+        except BaseException:
+            # Cancelled or failed, perhaps with the lock taken: it is given back on the
+            # session, which other holds' locks live on, instead of ending the session.
+            await asyncio.shield(self._give_back(session, attempt, thread_id, run_id, key))
+            raise
+
+    async def _give_back(
+        self, session: LockSession, attempt: asyncio.Task[Any], thread_id: str, run_id: str, key: int
+    ) -> None:
+        with contextlib.suppress(BaseException):
+            await attempt  # the try-lock completes on the session whatever happened to us
+        try:
+            # Unlocking a lock the session does not hold only answers false.
+            await session.execute(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
+        except Exception:
+            logger.exception("thread %s: could not give back its lock; ending the shared lock session", thread_id)
+            await session.drop()
+
+    async def _wait_for(self, thread_id: str, run_id: str, key: int, lease: dict[str, Any]) -> _OwnConnection:
+        """A thread another process holds: wait for it on a connection of its own."""
+        conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            await self._acquire(conn, thread_id, key)
+            await self._claim(conn, thread_id, run_id, lease)
+        except BaseException:
+            # Cancelled or failed mid-acquire: the session may hold the lock (granted as
+            # the cancel arrived), so it must die rather than go back to the pool.
+            await asyncio.shield(_discard(conn))
+            raise
+        return _OwnConnection(conn)
 
     async def _acquire(self, conn: Any, thread_id: str, key: int) -> None:
         """Wait for a thread the try-lock did not get. The try never jumps the queue:
@@ -256,17 +309,23 @@ class PostgresThreadCoordinator:
                 holder.cancel()
             return
 
-    async def _release(self, conn: Any, heartbeat: asyncio.Task[None], thread_id: str, run_id: str, key: int) -> None:
+    async def _release(
+        self, target: LockSession | _OwnConnection, heartbeat: asyncio.Task[None], thread_id: str, run_id: str, key: int
+    ) -> None:
         await heartbeat
         try:
-            await conn.execute(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
+            await target.execute(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
+        except LockSessionLostError as exc:
+            logger.warning("thread %s: its lock ended with its session (%s)", thread_id, exc)
+            return
         except Exception:
-            # Closing the session releases the lock; a leftover lease row names a run that is
+            # Ending the session releases the lock; a leftover lease row names a run that is
             # already persisted as finished, so a takeover changes nothing.
             logger.exception("thread %s: releasing its hold failed; dropping the connection", thread_id)
-            await _discard(conn)
+            await target.drop()
             return
-        await conn.close()
+        if isinstance(target, _OwnConnection):
+            await target.aclose()
 
     # -- the sweeper -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -324,7 +383,25 @@ class PostgresThreadCoordinator:
                 await self._sweeper
             self._sweeper = None
         await self._presence.aclose()
+        if self._shared is not None:
+            await self._shared.aclose()
         await self._engine.dispose()
+
+
+class _OwnConnection:
+    """A hold's own connection (a thread it had to wait for), used like the shared session."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        return await self._conn.execute(statement, parameters)
+
+    async def drop(self) -> None:
+        await _discard(self._conn)
+
+    async def aclose(self) -> None:
+        await self._conn.close()
 
 
 async def _discard(conn: Any) -> None:
