@@ -14,7 +14,14 @@ from deerflow_ext.config.settings import (
     sync_database_url,
 )
 
-VARS = ("DEERFLOW_CONFIG", "DEERFLOW_DATABASE_URL", "DEERFLOW_HOST", "DEERFLOW_PORT", "DEERFLOW_LOG_LEVEL")
+VARS = (
+    "DEERFLOW_CONFIG",
+    "DEERFLOW_DATABASE_URL",
+    "DEERFLOW_DATABASE_POOL_SIZE",
+    "DEERFLOW_HOST",
+    "DEERFLOW_PORT",
+    "DEERFLOW_LOG_LEVEL",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +35,7 @@ def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = Settings()
     assert s.config == Path("config.yaml")
     assert s.host == "127.0.0.1" and s.port == 8001 and s.log_level == "INFO"
+    assert s.database_pool_size == 10
     assert s.database_url == f"sqlite+aiosqlite:///{tmp_path / '.deer-flow' / 'deerflow.db'}"
     assert sqlite_database_path(s.database_url) == tmp_path / ".deer-flow" / "deerflow.db"
 
@@ -38,14 +46,19 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEERFLOW_HOST", "0.0.0.0")
     monkeypatch.setenv("DEERFLOW_PORT", "9000")
     monkeypatch.setenv("DEERFLOW_LOG_LEVEL", "debug")
+    monkeypatch.setenv("DEERFLOW_DATABASE_POOL_SIZE", "40")
     s = Settings()
+    assert s.database_pool_size == 40
     assert s.config == Path("/etc/deerflow/config.yaml")
     assert s.database_url == "postgresql+asyncpg://u:p@db/deer"
     assert s.sync_database_url == "postgresql+psycopg://u:p@db/deer"
     assert (s.host, s.port, s.log_level) == ("0.0.0.0", 9000, "DEBUG")
 
 
-@pytest.mark.parametrize(("var", "value"), [("DEERFLOW_PORT", "http"), ("DEERFLOW_LOG_LEVEL", "LOUD")])
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [("DEERFLOW_PORT", "http"), ("DEERFLOW_LOG_LEVEL", "LOUD"), ("DEERFLOW_DATABASE_POOL_SIZE", "0")],
+)
 def test_bad_values_name_the_setting(monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
     monkeypatch.setenv(var, value)
     with pytest.raises(ValidationError, match=var.removeprefix("DEERFLOW_").lower()):

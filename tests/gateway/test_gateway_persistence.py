@@ -105,3 +105,25 @@ async def test_sqlite_connections_sync_the_log_at_checkpoints_not_every_commit(t
     async with open_checkpointer(url) as saver:
         row = await saver.thread.run(lambda: saver.conn.execute("PRAGMA synchronous").fetchone())
         assert row[0] == 1
+
+
+async def test_the_store_keeps_the_configured_pool_of_server_connections(settings_for, database_url: str) -> None:
+    """``DEERFLOW_DATABASE_POOL_SIZE`` (10) sizes the store's pool on a database server; SQLite
+    keeps SQLAlchemy's own."""
+    from gw_fixtures import FakeAgentHost, extensions_with
+
+    from conftest import live_server
+    from deerflow_ext.config.schema import AppConfig
+    from deerflow_ext.gateway.app import create_app
+    from deerflow_ext.persistence import is_sqlite
+
+    for size in (10, 3):
+        app = create_app(
+            settings_for(database_pool_size=size),
+            config=AppConfig(),
+            extensions=extensions_with(),
+            agent_host_factory=lambda config, checkpointer: FakeAgentHost(),
+        )
+        async with live_server(app):
+            pool = app.state.runtime.engine.pool
+            assert pool.size() == (5 if is_sqlite(database_url) else size)

@@ -282,7 +282,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         watchdog = LoopWatchdog(asyncio.get_running_loop(), threshold=opts.loop_block_threshold)
         watchdog.start()
     bound: ExitBound | None = None
-    engine = create_engine(url)
+    engine = create_engine(url) if is_sqlite(url) else create_engine(url, pool_size=settings.database_pool_size)
     store: HostStore | None = None
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
