@@ -235,10 +235,26 @@ async def measure(server: Server, total: int, clients: int) -> tuple[float, list
             await _one(client, server, latencies)
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(clients)))
+    try:
+        await asyncio.gather(*(worker() for _ in range(clients)))
+    except Exception as exc:
+        raise ArmFailedError(server, clients, exc) from exc
+    finally:
+        await client.http.client.aclose()
     wall = time.perf_counter() - start
-    await client.http.client.aclose()
     return total / wall, latencies
+
+
+class ArmFailedError(RuntimeError):
+    """A run of one arm failed: one line naming the arm, the error and the server's last log
+    line (the log itself goes with the temp dir). PostgreSQL refusing connections ("too many
+    clients") is the usual one: every arm's servers stay up, each with its own pools."""
+
+    def __init__(self, server: Server, clients: int, exc: BaseException) -> None:
+        lines = [line for line in server.log.read_text(errors="replace").splitlines() if line.strip()]
+        last = lines[-1].strip() if lines else "(empty)"
+        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        super().__init__(f"arm {server.name} failed at {clients} clients: {error}; its server's log ends: {last[:300]}")
 
 
 def _load() -> str:
@@ -347,7 +363,10 @@ def main() -> None:
                         )
             if langgraph is not None:
                 servers.append(start_peer(tmp, langgraph, args.peer_jobs))
-            asyncio.run(run(args, servers))
+            try:
+                asyncio.run(run(args, servers))
+            except ArmFailedError as exc:
+                raise SystemExit(f"peer_langgraph: {exc}") from None
         finally:
             for server in servers:
                 server.stop()
