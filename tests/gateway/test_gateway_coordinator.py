@@ -279,3 +279,35 @@ async def test_postgres_a_hold_cancelled_while_taking_gives_the_lock_back(databa
     finally:
         for engine in engines:
             await engine.dispose()
+
+
+async def test_postgres_a_hold_whose_shared_session_just_died_takes_a_new_one(database_url: str, caplog) -> None:
+    """A session found gone when the statement's turn comes took nothing: the hold tries once
+    more on a new session instead of failing its run, and logs no error."""
+    if is_sqlite(database_url):
+        pytest.skip("advisory locks are a PostgreSQL feature; SQLite uses the local coordinator")
+    from deerflow_ext.persistence import upgrade_head
+    from deerflow_ext.runtime.lock_session import LockSession
+
+    engine = create_engine(database_url)
+    try:
+        await upgrade_head(engine)
+        coordinator = PostgresThreadCoordinator(engine, owner="process-a")
+        dead = await LockSession.open(coordinator._engine)
+        await dead.drop()
+        assert not dead.alive
+        fresh = coordinator._shared_session
+        handed = iter([dead])
+
+        async def first_a_dead_one() -> LockSession:
+            return next(handed, None) or await fresh()
+
+        coordinator._shared_session = first_a_dead_one  # type: ignore[method-assign]
+        caplog.set_level("WARNING", logger="deerflow_ext.runtime")
+        async with asyncio.timeout(5):
+            await _enter(coordinator, "r-1")
+        assert coordinator._shared is not None and coordinator._shared is not dead
+        assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+        await coordinator.aclose()
+    finally:
+        await engine.dispose()

@@ -157,8 +157,14 @@ class PostgresThreadCoordinator:
             lease = {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds}
             holder = asyncio.current_task()
             session = await self._shared_session()
+            try:
+                took = await self._take_shared(session, thread_id, run_id, key, lease)
+            except LockSessionLostError:
+                # It died before the statement ran (nothing was taken): once more, on a new one.
+                session = await self._shared_session()
+                took = await self._take_shared(session, thread_id, run_id, key, lease)
             target: LockSession | _OwnConnection
-            if await self._take_shared(session, thread_id, run_id, key, lease):
+            if took:
                 target = session
                 session.holding(holder)
             else:
@@ -204,6 +210,8 @@ class PostgresThreadCoordinator:
     ) -> None:
         with contextlib.suppress(BaseException):
             await attempt  # the try-lock completes on the session whatever happened to us
+        if not attempt.cancelled() and isinstance(attempt.exception(), LockSessionLostError):
+            return  # it never ran, and the session's locks are gone anyway
         try:
             # Unlocking a lock the session does not hold only answers false.
             await session.execute(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
