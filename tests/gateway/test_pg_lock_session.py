@@ -1,0 +1,173 @@
+"""The PostgreSQL coordinator's locks: free threads on one shared session per process
+(``runtime/lock_session.py``), a thread another process holds waited for on a connection of
+its own, one statement to take a free thread and one to give it back. Two coordinators on
+two engines stand in for two Gateway processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+
+from deerflow_ext.persistence import create_engine, is_sqlite, upgrade_head
+from deerflow_ext.runtime import PostgresThreadCoordinator
+from deerflow_ext.runtime.lock_session import LockSession
+from deerflow_ext.testing import wait_until
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def engines(database_url: str) -> AsyncIterator[list[Any]]:
+    """Two engines on one fresh database: two processes' pools and sessions."""
+    if is_sqlite(database_url):
+        pytest.skip("advisory locks are a PostgreSQL feature; SQLite uses the local coordinator")
+    made = [create_engine(database_url), create_engine(database_url)]
+    try:
+        await upgrade_head(made[0])
+        yield made
+    finally:
+        for engine in made:
+            await engine.dispose()
+
+
+@pytest.fixture
+async def processes(engines: list[Any]) -> AsyncIterator[tuple[PostgresThreadCoordinator, PostgresThreadCoordinator]]:
+    a = PostgresThreadCoordinator(engines[0], owner="process-a")
+    b = PostgresThreadCoordinator(engines[1], owner="process-b")
+    try:
+        yield a, b
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def _enter(coordinator: PostgresThreadCoordinator, run_id: str, thread_id: str = "t") -> None:
+    async with coordinator.hold(thread_id, run_id):
+        pass
+
+
+async def _scalar(engine: Any, sql: str) -> Any:
+    async with engine.connect() as probe:
+        return (await probe.execute(text(sql))).scalar_one()
+
+
+async def test_a_free_thread_costs_one_statement_each_way_and_a_waiter_gets_it(
+    engines: list[Any], processes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process waiting for the lock gets it with no takeover of the releasing process,
+    whose lease row is deleted before the lock is let go, in that same statement."""
+    a, b = processes
+    statements: list[str] = []
+    event.listen(a._engine.sync_engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    await _enter(a, "r-free", thread_id="free")
+    assert len(statements) == 2, statements
+
+    caplog.set_level("WARNING", logger="deerflow_ext.runtime")
+
+    async def holder(run_id: str, held: asyncio.Event, release: asyncio.Event) -> None:
+        async with a.hold("t", run_id):
+            held.set()
+            await release.wait()
+
+    waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    for i in range(5):
+        held, release = asyncio.Event(), asyncio.Event()
+        first = asyncio.create_task(holder(f"a-{i}", held, release))
+        await held.wait()
+        second = asyncio.create_task(_enter(b, f"b-{i}"))
+        for _ in range(500):
+            if await _scalar(engines[0], waiting):
+                break  # b's session waits for the lock a holds
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail("process b never waited for the thread")
+        release.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 10)
+    assert not [r for r in caplog.records if "taken over" in r.getMessage()]
+    assert await _scalar(engines[0], "SELECT count(*) FROM thread_leases") == 0
+
+
+async def test_free_threads_share_one_session_and_lose_it_together(engines: list[Any]) -> None:
+    """When the shared session dies, every hold on it is fenced (its task cancelled), and
+    the next hold opens a new one."""
+    a = PostgresThreadCoordinator(engines[0], owner="process-a", lease_seconds=1.5)  # refreshes every 0.5 s
+    try:
+        await _share_and_lose(engines[0], a)
+    finally:
+        await a.aclose()
+
+
+async def _share_and_lose(engine: Any, a: PostgresThreadCoordinator) -> None:
+    inside: list[str] = []
+
+    async def hold_forever(thread_id: str) -> None:
+        async with a.hold(thread_id, f"run-{thread_id}"):
+            inside.append(thread_id)
+            await asyncio.sleep(60)
+
+    holders = [asyncio.create_task(hold_forever(f"t{i}")) for i in range(5)]
+    await wait_until(lambda: len(inside) == 5)
+    pid = await _scalar(engine, "SELECT DISTINCT backend_pid FROM thread_leases")  # five threads, one session
+    await _scalar(engine, f"SELECT pg_terminate_backend({int(pid)})")
+    done, pending = await asyncio.wait(holders, timeout=5)
+    assert not pending, "a hold outlived the session its lock was on"
+    assert all(task.cancelled() for task in done)
+
+    async with a.hold("t0", "after"):  # on a new session
+        assert await _scalar(engine, "SELECT backend_pid FROM thread_leases WHERE run_id = 'after'") != pid
+
+
+async def test_a_hold_cancelled_while_taking_gives_the_lock_back(processes: Any) -> None:
+    """A cancel that lands while the lock is being taken on the shared session never leaves
+    it held there (another process gets the thread at once) and fences nobody else."""
+    a, b = processes
+    bystander_in = asyncio.Event()
+
+    async def bystander() -> None:
+        async with a.hold("other", "bystander"):
+            bystander_in.set()
+            await asyncio.sleep(60)
+
+    standing = asyncio.create_task(bystander())
+    await bystander_in.wait()
+    for turns in range(8):  # the cancel lands at a different step each time
+        attempt = asyncio.create_task(_enter(a, f"cancelled-{turns}"))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        attempt.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await attempt
+        async with asyncio.timeout(5):  # never the lease's 10 s: nothing was left behind
+            await _enter(b, f"b-{turns}")
+    assert not standing.done(), "the other hold on the shared session was fenced"
+    standing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await standing
+
+
+async def test_a_hold_whose_shared_session_just_died_takes_a_new_one(
+    processes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session found gone when the statement's turn comes took nothing: the hold tries once
+    more on a new session instead of failing its run, and logs no error."""
+    a, _ = processes
+    dead = await LockSession.open(a._engine)
+    await dead.drop()
+    assert not dead.alive
+    fresh = a._shared_session
+    handed = iter([dead])
+
+    async def first_a_dead_one() -> LockSession:
+        return next(handed, None) or await fresh()
+
+    a._shared_session = first_a_dead_one
+    caplog.set_level("WARNING", logger="deerflow_ext.runtime")
+    async with asyncio.timeout(5):
+        await _enter(a, "r-1")
+    assert a._shared is not None and a._shared is not dead
+    assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
