@@ -5,13 +5,18 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from gw_fixtures import FakeAgentHost, extensions_with
 
+from conftest import live_server
+from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.gateway.app import create_app
 from deerflow_ext.persistence import (
     HOST_TABLES,
     Base,
     HostStore,
     create_engine,
     host_include_object,
+    is_sqlite,
     make_session_factory,
     open_checkpointer,
     upgrade_head,
@@ -110,13 +115,6 @@ async def test_sqlite_connections_sync_the_log_at_checkpoints_not_every_commit(t
 async def test_the_store_keeps_the_configured_pool_of_server_connections(settings_for, database_url: str) -> None:
     """``DEERFLOW_DATABASE_POOL_SIZE`` (10) sizes the store's pool on a database server; SQLite
     keeps SQLAlchemy's own."""
-    from gw_fixtures import FakeAgentHost, extensions_with
-
-    from conftest import live_server
-    from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.gateway.app import create_app
-    from deerflow_ext.persistence import is_sqlite
-
     for size in (10, 3):
         app = create_app(
             settings_for(database_pool_size=size),
