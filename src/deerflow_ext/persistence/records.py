@@ -58,11 +58,13 @@ _LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 # Stop requests on live runs (``cancel_requested``), applied by whichever process runs them:
 # a cancel's on one run; a follow-up's on the older runs of its thread.
 _REQUEST_STOP = update(_RUNS).where(_RUNS.c.status.in_(_LIVE)).values(cancel_requested=bindparam("action"))
-_CANCEL_RUN = _REQUEST_STOP.where(_RUNS.c.id == bindparam("cancelled"))
+_CANCEL_RUN = _REQUEST_STOP.where(_RUNS.c.id == bindparam("run_id"))
+# The older runs of the follow-up ``run_id``'s thread (a column's own name cannot be a
+# bindparam of an UPDATE: ``on_thread``).
 _INTERRUPT_OLDER = _REQUEST_STOP.where(
     _RUNS.c.thread_id == bindparam("on_thread"),
     _RUNS.c.created_at < bindparam("created_before"),
-    _RUNS.c.id != bindparam("follow_up"),
+    _RUNS.c.id != bindparam("run_id"),
 )
 
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -337,7 +339,7 @@ class HostStore:
             return record, 0
         marked = conn.execute(
             _INTERRUPT_OLDER,
-            {"on_thread": thread_id, "created_before": record.created_at, "follow_up": run_id, "action": action},
+            {"on_thread": thread_id, "created_before": record.created_at, "run_id": run_id, "action": action},
         )
         return record, int(marked.rowcount)
 
@@ -437,7 +439,7 @@ class HostStore:
         thread's older runs are written with its row (:meth:`create_follow_up`)."""
 
         def tx(conn: Connection) -> Any:
-            return int(conn.execute(_CANCEL_RUN, {"cancelled": run_id, "action": action}).rowcount)
+            return int(conn.execute(_CANCEL_RUN, {"run_id": run_id, "action": action}).rowcount)
 
         return await self._tx.write(tx)
 
