@@ -105,5 +105,22 @@ def test_a_finalizer_close_hands_over_its_last_work_without_waiting_for_it() -> 
     worker.close(last=last, wait=False)
     assert time.monotonic() - start < 1 and not ran  # returned while `last` still waits
     release.set()
-    worker._thread.join(5)
+    worker._threads[0].join(5)
     assert ran == [worker.ident]
+
+
+async def test_several_threads_take_calls_from_one_queue_and_a_blocked_call_holds_up_only_its_own() -> None:
+    worker = OneThread("test-threads", threads=3)
+    release = threading.Event()
+    try:
+        blocked = asyncio.ensure_future(worker.run(release.wait, 10))
+        # The other two threads carry on while one waits.
+        ran = await asyncio.wait_for(asyncio.gather(*(worker.run(threading.get_ident) for _ in range(20))), 5)
+        assert set(ran) < worker.idents and len(worker.idents) == 3
+        assert not blocked.done()
+        release.set()
+        assert await blocked is True
+    finally:
+        release.set()
+        worker.close()
+    assert all(not thread.is_alive() for thread in worker._threads)

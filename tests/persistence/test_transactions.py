@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
-from deerflow_ext.persistence.transactions import LoopTransactions, ThreadTransactions, transactions_for
+from deerflow_ext.persistence.transactions import POSTGRES_THREADS, ThreadTransactions, transactions_for
 
 
 @pytest.fixture
@@ -24,15 +24,26 @@ async def engine(database_url: str) -> AsyncIterator[Any]:
         await engine.dispose()
 
 
-async def test_sqlite_runs_each_transaction_whole_on_one_thread_and_postgres_on_the_loop(engine: Any) -> None:
+async def test_each_transaction_runs_whole_off_the_loop_on_one_sqlite_thread_or_a_few_postgres_ones(
+    engine: Any,
+) -> None:
     tx = transactions_for(engine)
     try:
+        assert isinstance(tx, ThreadTransactions)
         where = await tx.read(lambda conn: threading.get_ident())
+        assert where != threading.get_ident()
         if engine.url.get_backend_name() == "sqlite":
-            assert isinstance(tx, ThreadTransactions) and where != threading.get_ident()
             assert where == await tx.write(lambda conn: threading.get_ident())  # the same thread
         else:
-            assert isinstance(tx, LoopTransactions) and where == threading.get_ident()
+            # Transactions that wait (a row lock) hold up one thread each, not the rest.
+            gate = threading.Barrier(POSTGRES_THREADS, timeout=10)
+
+            def meet(conn: Connection) -> int:
+                gate.wait()
+                return threading.get_ident()
+
+            met = await asyncio.gather(*(tx.write(meet) for _ in range(POSTGRES_THREADS)))
+            assert len(set(met)) == POSTGRES_THREADS
     finally:
         await tx.aclose()
 

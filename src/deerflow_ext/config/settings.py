@@ -96,9 +96,10 @@ class Settings(BaseSettings):
 
     config: Path = Field(default=DEFAULT_CONFIG_PATH, description="path of config.yaml")
     database_url: str = Field(default_factory=default_database_url)
-    #: Connections the store keeps open to a database server (PostgreSQL; not for SQLite);
-    #: up to 10 more open under a peak and close after it. At 32 clients SQLAlchemy's
-    #: default, 5, opened and closed 0.41 PostgreSQL sessions a run, 10 only 0.08 (issue 16).
+    #: Connections the async engine's pool keeps open to a database server (PostgreSQL; not
+    #: for SQLite); up to 10 more open under a peak and close after it. It serves extensions'
+    #: sessions and the host's statements off the run path; a run's own transactions use
+    #: ``persistence.transactions.POSTGRES_THREADS`` connections of their own (issue 16).
     database_pool_size: int = Field(default=10, ge=1)
     host: str = "127.0.0.1"
     port: int = Field(default=8001, ge=0, le=65535)

@@ -1,4 +1,5 @@
-"""One thread that runs blocking calls in turn, awaited from any event loop.
+"""One thread that runs blocking calls in turn, awaited from any event loop (or a few
+threads taking calls from one queue).
 
 The checkpointer's SQLite connection lives on such a thread (``sqlite_saver``). It is the
 cheapest hand-off we measured: ``loop.run_in_executor`` on a one-worker
@@ -39,21 +40,33 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 class OneThread:
     """A daemon thread running the calls handed to :meth:`run` one at a time, in order.
 
+    With ``threads`` > 1, that many threads take the calls from the one queue: calls start
+    in order, and one that blocks (a lock wait on the database) holds up only its own
+    thread. Nothing orders their ends then; the PostgreSQL store's transactions need no
+    order between them (``transactions``), a connection's operations do (the checkpointer
+    keeps one thread per connection).
+
     Daemon, so a process that never reaches :meth:`close` (a crash, a lost lifespan) is
     not held open by it; what it abandons then is what any crash abandons.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, threads: int = 1) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
         self._intake = threading.Lock()  # no call is queued behind the closing marker
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
+        self._threads = tuple(threading.Thread(target=self._serve, name=name, daemon=True) for _ in range(threads))
+        for thread in self._threads:
+            thread.start()
 
     @property
     def ident(self) -> int | None:
-        """The thread's id (tests check where calls ran)."""
-        return self._thread.ident
+        """The first thread's id (tests check where calls ran)."""
+        return self._threads[0].ident
+
+    @property
+    def idents(self) -> frozenset[int | None]:
+        """Every thread's id."""
+        return frozenset(thread.ident for thread in self._threads)
 
     async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the thread; its result or its exception, here.
@@ -65,13 +78,14 @@ class OneThread:
         future: asyncio.Future[T] = loop.create_future()
         with self._intake:
             if self._closed:
-                raise RuntimeError(f"{self._thread.name} is closed")
+                raise RuntimeError(f"{self._threads[0].name} is closed")
             self._jobs.put((loop, future, fn, args, kwargs))
         return await future
 
     def close(self, *, last: Callable[[], Any] | None = None, wait: bool = True) -> None:
-        """Run what was handed over, then ``last`` (if given), then end the thread; with
-        ``wait`` (the default) block until it has ended.
+        """Run what was handed over, then ``last`` (if given), then end the threads; with
+        ``wait`` (the default) block until they have ended (``last`` runs on one of them,
+        after the calls before it have started).
 
         ``wait=False`` is for a finalizer: it may run inside the garbage collector on any
         thread, the event loop's included, which must not wait for the thread's last work
@@ -81,9 +95,12 @@ class OneThread:
                 self._closed = True
                 if last is not None:
                     self._jobs.put((None, None, last, (), {}))
-                self._jobs.put(None)
-        if wait and self._thread is not threading.current_thread():
-            self._thread.join()
+                for _ in self._threads:
+                    self._jobs.put(None)
+        if wait:
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join()
 
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:

@@ -13,8 +13,8 @@ Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 1
   terminating the sessions, that one connection stayed closed and every later run failed
   until the Gateway was restarted. Each connection here is a one-connection
   ``psycopg_pool`` pool: a closed connection is replaced, and one the server closed while it
-  sat idle is noticed before use, without a round trip (:func:`_still_open`), as the host's
-  engine does for its own pool (``engine._discard_closed``).
+  sat idle is noticed before use, without a round trip (``liveness``), as the host's
+  engine does for its own pools.
 * **The loop's CPU.** Each async step of an operation (the pipeline, each execute, the sync)
   was a wake-up of the event loop, and each serialisation a hop to a thread pool and back.
   The synchronous saver does the same statements in one call, handed to its thread once.
@@ -25,7 +25,6 @@ Connections are opened as ``PostgresSaver.from_conn_string`` opens them (autocom
 
 from __future__ import annotations
 
-import select
 import time
 import zlib
 from collections.abc import AsyncIterator, Sequence
@@ -37,6 +36,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
+from .liveness import closed_by_server
 from .one_thread import OneThread
 from .threaded_saver import OnThreads, Shard
 
@@ -80,22 +80,9 @@ class ShardedPostgresSaver(OnThreads, PostgresSaver):
 
 def _still_open(conn: psycopg.Connection[DictRow]) -> None:
     """The pool's check at checkout: a connection the server closed while it sat idle is
-    replaced before use.
-
-    An idle autocommit connection has nothing to read unless the server sent something
-    unasked: its termination notice and end of stream on a restart or a terminated session.
-    The check reads nothing and sends nothing (a zero-timeout ``poll`` of the socket, which,
-    unlike ``select``, takes descriptors past 1023 too).
-    """
-    if conn.closed or conn.broken:
-        raise psycopg.OperationalError("the checkpointer's connection is closed")
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN)
-    if poller.poll(0):
-        # Closed here: libpq has not noticed, and the pool takes back a failed connection
-        # that still looks healthy (it would be offered, and fail the check, again).
-        conn.close()
-        raise psycopg.OperationalError("the server closed the checkpointer's connection")
+    replaced before use (``liveness``)."""
+    if closed_by_server(conn):
+        raise psycopg.OperationalError("the checkpointer's connection was closed")
 
 
 def _open_pool(conninfo: str, name: str) -> DictPool:

@@ -1,18 +1,28 @@
-"""Where the host store's transactions run: whole, on one thread for SQLite; on the loop otherwise.
+"""Where the host store's transactions run: whole, on threads of their own, with a
+synchronous driver.
 
-Why: through aiosqlite every step of a transaction is a hop to aiosqlite's thread and back
-(connect, execute, fetch, cursor close, commit: ~45 hops for a trivial run's host-table
-work, issue 16), each a queue hand-off, a GIL switch and a ``call_soon_threadsafe`` on the
-event loop's CPU, and SQLite's write lock stays taken across the hops, so concurrent runs
-wait on each other's round trips. On SQLite a transaction is therefore a synchronous
-function run whole, with SQLAlchemy Core on a plain ``sqlite3`` connection, on one thread
-of its own (:class:`~.one_thread.OneThread`): one hand-off a transaction, the lock held only
-while it runs. Elsewhere (PostgreSQL) the same function runs on the event loop through
-``AsyncConnection.run_sync``: asyncpg's round trips are the network's anyway, and one
-greenlet serves the whole transaction instead of one per statement.
+Why: through an async driver every step of a transaction is a wake-up of the event loop.
+Through aiosqlite each step (connect, execute, fetch, cursor close, commit: ~45 a trivial
+run's host-table work, issue 16) is a hop to aiosqlite's thread and back, and SQLite's
+write lock stays taken across the hops, so concurrent runs wait on each other's round
+trips. Through asyncpg under SQLAlchemy each statement is a greenlet switch, a send, an
+epoll wake-up and a receive on the loop: a fifth of the loop's CPU per run on PostgreSQL
+(issue 16), the one core every run of the process shares. So a transaction is a
+synchronous function run whole with SQLAlchemy Core on a *twin* of the engine (same
+database, synchronous driver) on a thread of its own (:class:`~.one_thread.OneThread`):
+one hand-off a transaction.
+
+- SQLite: pysqlite, one thread, one connection, the same pragmas; the write lock is held
+  only while a transaction runs.
+- PostgreSQL: psycopg, :data:`POSTGRES_THREADS` threads taking transactions from one queue,
+  each on a connection of the twin's pool, so a transaction that waits for a row lock holds
+  up only its own thread. A pooled connection the server closed is replaced at checkout
+  without a round trip (``liveness``), as the checkpointer's are.
+
+The async engine stays the owner's for everything else (migrations, sweeps, deletes).
 
 A transaction function takes a SQLAlchemy ``Connection`` and the caller's arguments; it is
-written once and runs either way.
+written once and runs on either database.
 """
 
 from __future__ import annotations
@@ -23,12 +33,22 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Engine, event
 from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from .engine import SQLITE_TIMEOUT_SECONDS, apply_sqlite_pragmas, is_sqlite
+from .liveness import closed_by_server
 from .one_thread import OneThread
 
-__all__ = ["LoopTransactions", "ThreadTransactions", "Transactions", "transactions_for"]
+__all__ = ["POSTGRES_THREADS", "ThreadTransactions", "Transactions", "transactions_for"]
+
+POSTGRES_THREADS = 3
+"""Threads (and pooled connections) of one process's PostgreSQL store transactions.
+
+A trivial run makes four transactions of one to three statements; three threads keep up
+with every run one process can drive (issue 16), and a row-lock wait stalls one of them.
+Few, because every Gateway process keeps these connections for its whole life."""
 
 T = TypeVar("T")
 
@@ -47,30 +67,12 @@ class Transactions(Protocol):
     async def aclose(self) -> None: ...
 
 
-class LoopTransactions:
-    """Transactions on the engine's own async connections, run on the event loop."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-
-    async def write(self, fn: Callable[..., T], /, *args: Any) -> T:
-        async with self._engine.begin() as conn:
-            return await conn.run_sync(fn, *args)
-
-    async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
-        async with self._engine.connect() as conn:
-            return await conn.run_sync(fn, *args)
-
-    async def aclose(self) -> None:
-        return None  # the engine is its owner's to dispose
-
-
 class ThreadTransactions:
-    """Transactions on a synchronous engine, each run whole on one thread."""
+    """Transactions on a synchronous engine, each run whole on one of its threads."""
 
-    def __init__(self, engine: Engine, name: str = "deerflow-host-sqlite") -> None:
+    def __init__(self, engine: Engine, name: str = "deerflow-host-sqlite", *, threads: int = 1) -> None:
         self._engine = engine
-        self._thread = OneThread(name)
+        self._thread = OneThread(name, threads=threads)
         # A store dropped without aclose() (a test, a script) still ends its thread.
         self._finalizer = weakref.finalize(self, _shut, self._thread, engine)
 
@@ -102,12 +104,23 @@ def _shut(thread: OneThread, engine: Engine) -> None:
     thread.close(last=engine.dispose, wait=False)
 
 
+def _discard_closed(dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: Any) -> None:
+    """The PostgreSQL twin's checkout check: SQLAlchemy's documented way to have the pool
+    replace a connection is raising ``DisconnectionError`` here."""
+    if closed_by_server(dbapi_connection):
+        raise DisconnectionError("the database closed this pooled connection")
+
+
 def transactions_for(engine: AsyncEngine) -> Transactions:
-    """SQLite: a synchronous twin of ``engine`` (same file, same pragmas, pysqlite) on its
-    own thread; any other database: ``engine`` itself, on the loop."""
+    """A synchronous twin of ``engine`` on threads of its own: SQLite's (same file, same
+    pragmas, pysqlite) on one, PostgreSQL's (psycopg) on :data:`POSTGRES_THREADS`."""
     url = engine.url
     if not is_sqlite(url):
-        return LoopTransactions(engine)
+        twin = create_sync_engine(
+            url.set(drivername="postgresql+psycopg"), pool_size=POSTGRES_THREADS, max_overflow=0
+        )
+        event.listen(twin, "checkout", _discard_closed)
+        return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS)
     sync = create_sync_engine(
         url.set(drivername="sqlite+pysqlite"),
         # One thread uses it, but the pool may open the connection on another (dispose).
