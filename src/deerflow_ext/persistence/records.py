@@ -7,6 +7,7 @@ the session is closed and nothing downstream can mutate ORM state by accident.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import socket
 import uuid
@@ -52,6 +53,43 @@ _START_RUN = (
 # SET from the parameters' keys: one statement for every combination of columns written.
 _UPDATE_RUN = update(_RUNS).where(_RUNS.c.id == bindparam("run_id"))
 _UPDATE_THREAD = update(_THREADS).where(_THREADS.c.id == bindparam("thread_id"))
+
+# PostgreSQL joins a run's write and its thread's into one statement (a data-modifying
+# WITH), run in autocommit (``Transactions.write_single``): one round trip where SQLite's
+# transaction of two statements is four on a network (BEGIN, both, COMMIT; issue 16).
+_STARTED = _START_RUN.returning(_RUNS.c.thread_id).cte("started")
+# The thread of the run this started, so nothing is written when the run was not pending.
+_START_RUN_AND_THREAD = (
+    update(_THREADS)
+    .where(_THREADS.c.id == _STARTED.c.thread_id)
+    .values(status=ThreadStatus.BUSY.value, updated_at=bindparam("now"))
+    .add_cte(_STARTED)
+)
+
+
+@functools.cache
+def _finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozenset[str]) -> Any:
+    """The run's end and its thread's new values as one PostgreSQL statement, built once per
+    combination of columns written (each column bound as ``run_<name>`` / ``thread_<name>``;
+    the thread as ``on_thread``: a bound name that is a column's would be SET in the runs
+    update too)."""
+    ended = (
+        update(_RUNS)
+        .where(_RUNS.c.id == bindparam("run_id"))
+        .values({name: bindparam(f"run_{name}") for name in sorted(run_columns)})
+        .cte("ended")
+    )
+    return (
+        update(_THREADS)
+        .where(_THREADS.c.id == bindparam("on_thread"))
+        .values({name: bindparam(f"thread_{name}") for name in sorted(thread_columns)})
+        .add_cte(ended)
+    )
+
+
+def _joins_writes(conn: Connection) -> bool:
+    """Whether ``conn``'s database can join data-modifying statements in one (``WITH``)."""
+    return conn.dialect.name == "postgresql"
 
 #: The statuses of a run some process may still be executing.
 _LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
@@ -195,7 +233,7 @@ class HostStore:
                 },
             )
 
-        await self._tx.write(tx)
+        await self._tx.write_single(tx)
         return record
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
@@ -352,16 +390,16 @@ class HostStore:
         """
         now = utcnow()
 
-        def tx(conn: Connection) -> Any:
+        def tx(conn: Connection) -> bool:
+            if _joins_writes(conn):
+                return bool(conn.execute(_START_RUN_AND_THREAD, {"run_id": run_id, "now": now}).rowcount)
             started = conn.execute(_START_RUN, {"run_id": run_id, "now": now})
             if not started.rowcount:
                 return False
-            conn.execute(
-                _UPDATE_THREAD, {"status": ThreadStatus.BUSY.value, "updated_at": now, "thread_id": thread_id}
-            )
+            conn.execute(_UPDATE_THREAD, {"status": ThreadStatus.BUSY.value, "updated_at": now, "thread_id": thread_id})
             return True
 
-        return await self._tx.write(tx)
+        return await self._tx.write_single(tx)
 
     async def finish_run(
         self,
@@ -393,12 +431,20 @@ class HostStore:
         if tokens is not None:
             values.update(dataclasses.asdict(tokens))
 
-        def tx(conn: Connection) -> Any:
-            conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
-            if thread_id is not None and thread_status is not None:
-                conn.execute(_UPDATE_THREAD, {**_thread_values(thread_status, title), "thread_id": thread_id})
+        thread = _thread_values(thread_status, title) if thread_id is not None and thread_status is not None else None
 
-        await self._tx.write(tx)
+        def tx(conn: Connection) -> None:
+            if thread is None:
+                conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
+            elif _joins_writes(conn):
+                joined = _finish_run_and_thread(frozenset(values), frozenset(thread))
+                bound = {f"run_{k}": v for k, v in values.items()} | {f"thread_{k}": v for k, v in thread.items()}
+                conn.execute(joined, {**bound, "run_id": run_id, "on_thread": thread_id})
+            else:
+                conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
+                conn.execute(_UPDATE_THREAD, {**thread, "thread_id": thread_id})
+
+        await self._tx.write_single(tx)
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         def tx(conn: Connection) -> Any:

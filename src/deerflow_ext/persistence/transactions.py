@@ -60,6 +60,16 @@ class Transactions(Protocol):
         """``fn`` inside a transaction, committed when it returns, rolled back when it raises."""
         ...
 
+    async def write_single(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """``fn``, whose writes are one statement where the database allows it: on
+        PostgreSQL run in autocommit (the statement is its own transaction, no ``BEGIN`` or
+        ``COMMIT`` round trip); elsewhere as :meth:`write`.
+
+        For writes that are several statements on SQLite and one on PostgreSQL, whose
+        data-modifying ``WITH`` can join them; ``fn`` asks ``conn.dialect`` which to make.
+        """
+        ...
+
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
         """``fn`` on a connection (its reads see one snapshot on SQLite; nothing is written)."""
         ...
@@ -70,14 +80,25 @@ class Transactions(Protocol):
 class ThreadTransactions:
     """Transactions on a synchronous engine, each run whole on one of its threads."""
 
-    def __init__(self, engine: Engine, name: str = "deerflow-host-sqlite", *, threads: int = 1) -> None:
+    def __init__(
+        self, engine: Engine, name: str = "deerflow-host-sqlite", *, threads: int = 1, autocommit_single: bool = False
+    ) -> None:
         self._engine = engine
+        self._single = _in_autocommit if autocommit_single else _in_transaction
         self._thread = OneThread(name, threads=threads)
         # A store dropped without aclose() (a test, a script) still ends its thread.
         self._finalizer = weakref.finalize(self, _shut, self._thread, engine)
 
+    @property
+    def engine(self) -> Engine:
+        """The synchronous twin the transactions run on."""
+        return self._engine
+
     async def write(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await self._thread.run(_in_transaction, self._engine, fn, args)
+
+    async def write_single(self, fn: Callable[..., T], /, *args: Any) -> T:
+        return await self._thread.run(self._single, self._engine, fn, args)
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await self._thread.run(_on_connection, self._engine, fn, args)
@@ -91,6 +112,11 @@ class ThreadTransactions:
 def _in_transaction(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
     with engine.begin() as conn:
         return fn(conn, *args)
+
+
+def _in_autocommit(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    with engine.connect() as conn:
+        return fn(conn.execution_options(isolation_level="AUTOCOMMIT"), *args)
 
 
 def _on_connection(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -120,7 +146,7 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
             url.set(drivername="postgresql+psycopg"), pool_size=POSTGRES_THREADS, max_overflow=0
         )
         event.listen(twin, "checkout", _discard_closed)
-        return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS)
+        return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS, autocommit_single=True)
     sync = create_sync_engine(
         url.set(drivername="sqlite+pysqlite"),
         # One thread uses it, but the pool may open the connection on another (dispose).
