@@ -151,6 +151,9 @@ async def test_on_postgresql_a_runs_thread_start_and_end_are_one_autocommit_stat
         assert run is not None and thread is not None
         assert (run.status, run.outcome, run.answer, run.tokens) == ("success", "completed", "hi", TokenUsage(1, 2, 3))
         assert (thread.status, thread.title) == ("idle", "Greeting")
+        sent.clear()
+        await store.get_run("t-1", "r-1")  # a read: its statement alone, no BEGIN/ROLLBACK
+        assert len(sent) == 1 and sent[0][1], sent
         assert await store.mark_started("r-1", "t-1") is False  # not pending: the thread stays idle
         assert (await store.get_thread("t-1")).status == "idle"  # type: ignore[union-attr]
     finally:

@@ -71,7 +71,9 @@ class Transactions(Protocol):
         ...
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
-        """``fn`` on a connection (its reads see one snapshot on SQLite; nothing is written)."""
+        """``fn`` on a connection, nothing written: its reads see one snapshot on SQLite; on
+        PostgreSQL (READ COMMITTED: a snapshot per statement either way) in autocommit, so a
+        read is its statements' round trips alone."""
         ...
 
     async def aclose(self) -> None: ...
@@ -81,10 +83,12 @@ class ThreadTransactions:
     """Transactions on a synchronous engine, each run whole on one of its threads."""
 
     def __init__(
-        self, engine: Engine, name: str = "deerflow-host-sqlite", *, threads: int = 1, autocommit_single: bool = False
+        self, engine: Engine, name: str = "deerflow-host-sqlite", *, threads: int = 1, autocommit: bool = False
     ) -> None:
         self._engine = engine
-        self._single = _in_autocommit if autocommit_single else _in_transaction
+        # With ``autocommit``, single-statement writes and reads send no BEGIN/COMMIT/ROLLBACK.
+        self._single = _in_autocommit if autocommit else _in_transaction
+        self._read = _in_autocommit if autocommit else _on_connection
         self._thread = OneThread(name, threads=threads)
         # A store dropped without aclose() (a test, a script) still ends its thread.
         self._finalizer = weakref.finalize(self, _shut, self._thread, engine)
@@ -101,7 +105,7 @@ class ThreadTransactions:
         return await self._thread.run(self._single, self._engine, fn, args)
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
-        return await self._thread.run(_on_connection, self._engine, fn, args)
+        return await self._thread.run(self._read, self._engine, fn, args)
 
     async def aclose(self) -> None:
         await self._thread.run(self._engine.dispose)
@@ -146,7 +150,7 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
             url.set(drivername="postgresql+psycopg"), pool_size=POSTGRES_THREADS, max_overflow=0
         )
         event.listen(twin, "checkout", _discard_closed)
-        return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS, autocommit_single=True)
+        return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS, autocommit=True)
     sync = create_sync_engine(
         url.set(drivername="sqlite+pysqlite"),
         # One thread uses it, but the pool may open the connection on another (dispose).
