@@ -118,9 +118,9 @@ async def test_a_closed_sqlite_store_refuses_work_and_its_thread_is_gone(tmp_pat
     await engine.dispose()
 
 
-async def test_on_postgresql_a_runs_thread_start_and_end_are_one_autocommit_statement_each(engine: Any) -> None:
-    """Each write a run makes on its own is one round trip: no BEGIN, no COMMIT, the run's
-    row and its thread's joined in one statement (SQLite's transactions cost no network)."""
+async def test_on_postgresql_each_write_of_a_run_is_one_autocommit_statement(engine: Any) -> None:
+    """Each write a run makes is one round trip: no BEGIN, no COMMIT, the run's row and its
+    thread's joined in one statement (SQLite's transactions cost no network)."""
     if engine.url.get_backend_name() == "sqlite":
         pytest.skip("round trips to a PostgreSQL server")
     tx = transactions_for(engine)
@@ -135,6 +135,10 @@ async def test_on_postgresql_a_runs_thread_start_and_end_are_one_autocommit_stat
     try:
         writes = {
             "create_thread": lambda: store.create_thread(thread_id="t-1"),
+            "create_run": lambda: store.create_run("t-1", "r-0", {}, owner=PROCESS_OWNER, thread_defaults={"a": 1}),
+            "create_follow_up": lambda: store.create_follow_up(
+                "t-1", "r-1", {}, owner=PROCESS_OWNER, action="interrupt", thread_defaults={"a": 2}
+            ),
             "mark_started": lambda: store.mark_started("r-1", "t-1"),
             "finish_run": lambda: store.finish_run(
                 "r-1", status="success", outcome="completed", answer="hi", tokens=TokenUsage(1, 2, 3),
@@ -142,13 +146,13 @@ async def test_on_postgresql_a_runs_thread_start_and_end_are_one_autocommit_stat
             ),
         }  # fmt: skip
         for name, write in writes.items():
-            if name == "mark_started":
-                await store.create_run("t-1", "r-1", {}, owner=PROCESS_OWNER)
             sent.clear()
             await write()
             assert len(sent) == 1 and sent[0][1], (name, sent)
         run, thread = await store.get_run("t-1", "r-1"), await store.get_thread("t-1")
         assert run is not None and thread is not None
+        assert thread.metadata == {"a": 1}, "the first run filled the default in; the follow-up kept it"
+        assert await store.cancel_requests(["r-0"]) == {"r-0": "interrupt"}
         assert (run.status, run.outcome, run.answer, run.tokens) == ("success", "completed", "hi", TokenUsage(1, 2, 3))
         assert (thread.status, thread.title) == ("idle", "Greeting")
         sent.clear()

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Row, Table, bindparam, delete, insert, select, update
+from sqlalchemy import JSON, Connection, Row, Table, Text, bindparam, delete, func, insert, literal, select, update
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..tokens import TokenUsage
@@ -85,6 +87,41 @@ def _finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozense
         .values({name: bindparam(f"thread_{name}") for name in sorted(thread_columns)})
         .add_cte(ended)
     )
+
+
+@functools.cache
+def _create_run_statement(interrupting: bool) -> Any:
+    """``_create_run``'s writes as one PostgreSQL statement: the thread locked, the thread
+    defaults it lacks merged into its metadata, the run inserted, and with ``interrupting``
+    the stop request on its older live runs. Its one row says how many runs were marked;
+    no row when the thread does not exist (then nothing was written).
+
+    The merge is ``jsonb``'s ``defaults || metadata`` (the thread's own keys win, as in the
+    two-statement form), written only when a default key is missing; the stored text then
+    has ``jsonb``'s key order, which JSON objects do not promise anyway. No bound name is a
+    column's (``on_thread``, ``new_<column>``): SQLAlchemy would SET it in the updates too."""
+    found = select(_THREADS.c.id).where(_THREADS.c.id == bindparam("on_thread")).with_for_update().cte("found")
+    have = sql_cast(_THREADS.c.metadata, JSONB)
+    merged = bindparam("defaults", type_=JSONB).op("||", return_type=JSONB)(have)
+    filled = (
+        update(_THREADS)
+        .where(_THREADS.c.id == bindparam("on_thread"), ~have.has_all(bindparam("default_keys", type_=ARRAY(Text))))
+        .values(metadata=sql_cast(merged, JSON), updated_at=bindparam("new_created_at"))
+        .cte("filled")
+    )
+    columns = ("id", "status", "input", "input_tokens", "output_tokens", "total_tokens", "created_at", "owner")
+    values = [bindparam(f"new_{name}", type_=_RUNS.c[name].type) for name in columns]
+    run = (
+        insert(_RUNS)
+        .from_select([*columns, "thread_id"], select(*values, found.c.id))
+        .returning(_RUNS.c.id)
+        .cte("run")
+    )
+    if not interrupting:
+        return select(literal(0).label("marked")).select_from(found).add_cte(found, filled, run)
+    older = _INTERRUPT_OLDER.where(select(run.c.id).exists()).returning(_RUNS.c.id).cte("older")
+    marked = select(func.count()).select_from(older).scalar_subquery()
+    return select(marked.label("marked")).select_from(found).add_cte(found, filled, run, older)
 
 
 def _joins_writes(conn: Connection) -> bool:
@@ -311,10 +348,13 @@ class HostStore:
 
         ``thread_defaults`` are metadata keys the thread gets unless it has them already
         (what a run records on its thread). One transaction checks the thread, fills them in
-        and inserts the run: the Gateway's lookup of the thread and the run's row were two
-        round trips and two commits per run before (issue 16).
+        and inserts the run (on PostgreSQL one statement, ``_create_run_statement``): the
+        Gateway's lookup of the thread and the run's row were two round trips and two commits
+        per run before (issue 16).
         """
-        record, _ = await self._tx.write(self._create_run, thread_id, run_id, run_input, owner, thread_defaults, None)
+        record, _ = await self._tx.write_single(
+            self._create_run, thread_id, run_id, run_input, owner, thread_defaults, None
+        )
         return record
 
     async def create_follow_up(
@@ -336,7 +376,9 @@ class HostStore:
         run, which is nearly always: two commits and a ``pg_notify`` per run (issue 16).
         With the count the caller signals only when there is a run to stop.
         """
-        return await self._tx.write(self._create_run, thread_id, run_id, run_input, owner, thread_defaults, action)
+        return await self._tx.write_single(
+            self._create_run, thread_id, run_id, run_input, owner, thread_defaults, action
+        )
 
     @staticmethod
     def _create_run(
@@ -352,6 +394,31 @@ class HostStore:
             run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
             None, None, owner,
         )  # fmt: skip
+        new_run = {
+            "id": run_id,
+            "status": record.status,
+            "input": run_input,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "total_tokens": 0,
+            "created_at": record.created_at,
+            "owner": owner,
+        }
+        older = {"on_thread": thread_id, "created_before": record.created_at, "run_id": run_id, "action": action}
+        if _joins_writes(conn):
+            defaults = dict(thread_defaults or {})
+            answer = conn.execute(
+                _create_run_statement(action is not None),
+                {
+                    **{f"new_{name}": value for name, value in new_run.items()},
+                    **older,
+                    "defaults": defaults,
+                    "default_keys": list(defaults),
+                },
+            ).first()
+            if answer is None:
+                raise ThreadNotFoundError(thread_id)
+            return record, int(answer.marked)
         found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
         if found is None:
             raise ThreadNotFoundError(thread_id)
@@ -359,27 +426,10 @@ class HostStore:
         missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
         if missing:
             _set_metadata(conn, thread_id, {**have, **missing})
-        conn.execute(
-            _INSERT_RUN,
-            {
-                "id": run_id,
-                "thread_id": thread_id,
-                "status": record.status,
-                "input": run_input,
-                "input_tokens": 0,
-                "output_tokens": 0,
-                "total_tokens": 0,
-                "created_at": record.created_at,
-                "owner": owner,
-            },
-        )
+        conn.execute(_INSERT_RUN, {**new_run, "thread_id": thread_id})
         if action is None:
             return record, 0
-        marked = conn.execute(
-            _INTERRUPT_OLDER,
-            {"on_thread": thread_id, "created_before": record.created_at, "run_id": run_id, "action": action},
-        )
-        return record, int(marked.rowcount)
+        return record, int(conn.execute(_INTERRUPT_OLDER, older).rowcount)
 
     async def mark_started(self, run_id: str, thread_id: str) -> bool:
         """Mark a ``pending`` run ``running`` and its thread ``busy``; False when it is not pending.
