@@ -18,7 +18,6 @@ from another checkout (``base:<arm>``). Linux only (``/proc``).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import sys
@@ -26,7 +25,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peer_langgraph import BASE, ROOT, ArmFailedError, Server, _load, measure, start_ours  # the sibling script
+from peer_langgraph import BASE, ROOT, Server, _load, measure, run_arms, start_ours  # the sibling script
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -137,10 +136,7 @@ def main() -> None:
                         workers=1, python=args.python, tree=tree,
                     )  # fmt: skip
                     arms.append(Arm(server))
-            try:
-                asyncio.run(run(args, arms))
-            except ArmFailedError as exc:
-                raise SystemExit(f"cpu_per_run: {exc}") from None
+            run_arms("cpu_per_run", run(args, arms))
         finally:
             for arm in arms:
                 arm.server.stop()

@@ -49,7 +49,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,6 +257,14 @@ class ArmFailedError(RuntimeError):
         super().__init__(f"arm {server.name} failed at {clients} clients: {error}; its server's log ends: {last[:300]}")
 
 
+def run_arms(script: str, measuring: Coroutine[Any, Any, None]) -> None:
+    """Run a script's measurements; a failed arm ends it with that arm's one line."""
+    try:
+        asyncio.run(measuring)
+    except ArmFailedError as exc:
+        raise SystemExit(f"{script}: {exc}") from None
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -363,10 +371,7 @@ def main() -> None:
                         )
             if langgraph is not None:
                 servers.append(start_peer(tmp, langgraph, args.peer_jobs))
-            try:
-                asyncio.run(run(args, servers))
-            except ArmFailedError as exc:
-                raise SystemExit(f"peer_langgraph: {exc}") from None
+            run_arms("peer_langgraph", run(args, servers))
         finally:
             for server in servers:
                 server.stop()
