@@ -56,9 +56,25 @@ _START_RUN = (
 _UPDATE_RUN = update(_RUNS).where(_RUNS.c.id == bindparam("run_id"))
 _UPDATE_THREAD = update(_THREADS).where(_THREADS.c.id == bindparam("thread_id"))
 
+#: The statuses of a run some process may still be executing.
+_LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+# Stop requests on live runs (``cancel_requested``), applied by whichever process runs them:
+# a cancel's on one run; a follow-up's on the older runs of its thread.
+_REQUEST_STOP = update(_RUNS).where(_RUNS.c.status.in_(_LIVE)).values(cancel_requested=bindparam("action"))
+_CANCEL_RUN = _REQUEST_STOP.where(_RUNS.c.id == bindparam("run_id"))
+# The older runs of the follow-up ``run_id``'s thread (a column's own name cannot be a
+# bindparam of an UPDATE: ``on_thread``).
+_INTERRUPT_OLDER = _REQUEST_STOP.where(
+    _RUNS.c.thread_id == bindparam("on_thread"),
+    _RUNS.c.created_at < bindparam("created_before"),
+    _RUNS.c.id != bindparam("run_id"),
+)
+
 # PostgreSQL joins a run's write and its thread's into one statement (a data-modifying
 # WITH), run in autocommit (``Transactions.write_single``): one round trip where SQLite's
 # transaction of two statements is four on a network (BEGIN, both, COMMIT; issue 16).
+# No bound name there is a column's (``on_thread``, ``run_<column>``, ``new_<column>``): as
+# with ``_INTERRUPT_OLDER``, SQLAlchemy would also SET it in the updates.
 _STARTED = _START_RUN.returning(_RUNS.c.thread_id).cte("started")
 # The thread of the run this started, so nothing is written when the run was not pending.
 _START_RUN_AND_THREAD = (
@@ -72,9 +88,7 @@ _START_RUN_AND_THREAD = (
 @functools.cache
 def _finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozenset[str]) -> Any:
     """The run's end and its thread's new values as one PostgreSQL statement, built once per
-    combination of columns written (each column bound as ``run_<name>`` / ``thread_<name>``;
-    the thread as ``on_thread``: a bound name that is a column's would be SET in the runs
-    update too)."""
+    combination of columns written (bound as ``run_<name>`` / ``thread_<name>``)."""
     ended = (
         update(_RUNS)
         .where(_RUNS.c.id == bindparam("run_id"))
@@ -98,8 +112,7 @@ def _create_run_statement(interrupting: bool) -> Any:
 
     The merge is ``jsonb``'s ``defaults || metadata`` (the thread's own keys win, as in the
     two-statement form), written only when a default key is missing; the stored text then
-    has ``jsonb``'s key order, which JSON objects do not promise anyway. No bound name is a
-    column's (``on_thread``, ``new_<column>``): SQLAlchemy would SET it in the updates too."""
+    has ``jsonb``'s key order, which JSON objects do not promise anyway."""
     found = select(_THREADS.c.id).where(_THREADS.c.id == bindparam("on_thread")).with_for_update().cte("found")
     have = sql_cast(_THREADS.c.metadata, JSONB)
     merged = bindparam("defaults", type_=JSONB).op("||", return_type=JSONB)(have)
@@ -128,19 +141,6 @@ def _joins_writes(conn: Connection) -> bool:
     """Whether ``conn``'s database can join data-modifying statements in one (``WITH``)."""
     return conn.dialect.name == "postgresql"
 
-#: The statuses of a run some process may still be executing.
-_LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-# Stop requests on live runs (``cancel_requested``), applied by whichever process runs them:
-# a cancel's on one run; a follow-up's on the older runs of its thread.
-_REQUEST_STOP = update(_RUNS).where(_RUNS.c.status.in_(_LIVE)).values(cancel_requested=bindparam("action"))
-_CANCEL_RUN = _REQUEST_STOP.where(_RUNS.c.id == bindparam("run_id"))
-# The older runs of the follow-up ``run_id``'s thread (a column's own name cannot be a
-# bindparam of an UPDATE: ``on_thread``).
-_INTERRUPT_OLDER = _REQUEST_STOP.where(
-    _RUNS.c.thread_id == bindparam("on_thread"),
-    _RUNS.c.created_at < bindparam("created_before"),
-    _RUNS.c.id != bindparam("run_id"),
-)
 
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 """This process's identity on run rows: host, pid and a per-start token (pids get reused)."""
