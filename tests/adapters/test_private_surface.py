@@ -24,6 +24,7 @@ from deerflow_ext.adapters import (
     fastapi_private,
     importlib_metadata_private,
     langchain_private,
+    langgraph_postgres_private,
     langgraph_private,
     langsmith_private,
 )
@@ -98,6 +99,34 @@ def test_langgraph_state_channels_are_the_graphs_own() -> None:
     assert isinstance(channels["structured_response"], LastValue), where
     graph_channels = StateGraph(AgentState).channels  # what a compiled graph itself uses
     assert {k: type(v) for k, v in channels.items()} == {k: type(graph_channels[k]) for k in channels}, where
+
+
+def test_langgraph_postgres_saver_writes_only_through_its_pipelined_cursor_in_upserts() -> None:
+    """The checkpointer batches what ``put``/``put_writes`` send (``pg_saver``): they must
+    still write through ``_cursor(pipeline=True)`` with ``execute``/``executemany`` alone,
+    and each statement must be an upsert (a batch re-sends writes one by one after a failure)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from psycopg_pool import ConnectionPool
+
+    where = f"{_version('langgraph-checkpoint-postgres')}: PostgresSaver"
+    assert langgraph_postgres_private.recording_available(), f"{where}._cursor(pipeline=...) is gone: no batching"
+    pool: Any = ConnectionPool("postgresql://nobody@127.0.0.1:1/none", open=False)  # nothing is sent
+    saver = langgraph_postgres_private.RecordingPostgresSaver(pool)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"items": [1, 2], "count": 3}
+    checkpoint["channel_versions"] = {"items": "1", "count": "1"}
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    try:
+        saved, put = saver.record(saver.put, config, checkpoint, {"step": 1}, {"items": "1", "count": "1"})
+        _, writes = saver.record(saver.put_writes, saved, [("items", 3), ("__error__", "boom")], "task", "")
+        _, special = saver.record(saver.put_writes, saved, [("__error__", "boom")], "task", "")
+    except langgraph_postgres_private.NotRecordable as exc:
+        raise AssertionError(f"{where} now does more with its cursor than write: {exc}") from None
+    assert saved["configurable"]["checkpoint_id"] == checkpoint["id"], where
+    assert [len(statement.rows) for statement in put] == [1, 1], f"{where}.put: {put}"  # one blob, one row
+    assert [len(statement.rows) for statement in writes + special] == [2, 1], f"{where}.put_writes"
+    for statement in put + writes + special:
+        assert "ON CONFLICT" in statement.query, f"{where} sends a statement that is no upsert: {statement.query}"
 
 
 # -- FastAPI / Starlette -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from deerflow_ext.persistence.one_thread import OneThread
+from deerflow_ext.persistence.one_thread import BATCH_LIMIT, OneThread
 
 
 @pytest.fixture
@@ -124,3 +124,87 @@ async def test_several_threads_take_calls_from_one_queue_and_a_blocked_call_hold
         release.set()
         worker.close()
     assert all(not thread.is_alive() for thread in worker._threads)
+
+
+async def test_batched_calls_waiting_next_to_each_other_are_one_call_and_any_other_call_ends_the_batch(
+    worker: OneThread,
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    batches: list[list[object]] = []
+    order: list[object] = []
+
+    def double(items: list[int]) -> list[tuple[object, BaseException | None]]:
+        batches.append(list(items))
+        order.extend(items)
+        return [(None, ValueError(n)) if n == 3 else (n * 2, None) for n in items]
+
+    def other(items: list[int]) -> list[tuple[object, BaseException | None]]:
+        batches.append(["other", *items])
+        return [(n, None) for n in items]
+
+    def hold() -> None:
+        started.set()
+        release.wait(5)
+
+    held = asyncio.ensure_future(worker.run(hold))
+    await asyncio.to_thread(started.wait, 5)
+    # Queued while the thread is busy: 0 1 2 3 | plain | 4 5 | other 6 | 7
+    calls = [asyncio.ensure_future(worker.run_batched(double, n)) for n in range(4)]
+    await asyncio.sleep(0)
+    plain = asyncio.ensure_future(worker.run(order.append, "plain"))
+    await asyncio.sleep(0)
+    calls += [asyncio.ensure_future(worker.run_batched(double, n)) for n in (4, 5)]
+    await asyncio.sleep(0)
+    elsewhere = asyncio.ensure_future(worker.run_batched(other, 6))
+    await asyncio.sleep(0)
+    calls.append(asyncio.ensure_future(worker.run_batched(double, 7)))
+    await asyncio.sleep(0.05)
+    release.set()
+    await held
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert [n for n in outcomes if not isinstance(n, BaseException)] == [0, 2, 4, 8, 10, 14]
+    assert isinstance(outcomes[3], ValueError)  # the one failed call fails alone
+    assert await plain is None and await elsewhere == 6
+    assert batches == [[0, 1, 2, 3], [4, 5], ["other", 6], [7]]
+    assert order == [0, 1, 2, 3, "plain", 4, 5, 7]
+
+
+async def test_a_batch_that_raises_or_miscounts_fails_each_of_its_calls(worker: OneThread) -> None:
+    def broken(items: list[int]) -> list[tuple[object, BaseException | None]]:
+        raise KeyError("batch")
+
+    def short(items: list[int]) -> list[tuple[object, BaseException | None]]:
+        return []
+
+    with pytest.raises(KeyError):
+        await worker.run_batched(broken, 1)
+    with pytest.raises(RuntimeError, match="0 outcomes for 1 calls"):
+        await worker.run_batched(short, 1)
+    assert await worker.run(int, "3") == 3  # the thread carries on
+
+
+async def test_a_batch_takes_at_most_the_limit_and_close_after_batched_calls_still_runs_them() -> None:
+    worker = OneThread("test-batch-limit")
+    started, release = threading.Event(), threading.Event()
+    sizes: list[int] = []
+
+    def count(items: list[int]) -> list[tuple[object, BaseException | None]]:
+        sizes.append(len(items))
+        return [(n, None) for n in items]
+
+    def hold() -> None:
+        started.set()
+        release.wait(5)
+
+    held = asyncio.ensure_future(worker.run(hold))
+    await asyncio.to_thread(started.wait, 5)
+    calls = [asyncio.ensure_future(worker.run_batched(count, n)) for n in range(BATCH_LIMIT + 6)]
+    await asyncio.sleep(0.05)
+    closing = asyncio.ensure_future(asyncio.to_thread(worker.close))
+    await asyncio.sleep(0.05)
+    release.set()
+    await held
+    assert await asyncio.gather(*calls) == list(range(BATCH_LIMIT + 6))
+    await closing
+    assert sizes == [BATCH_LIMIT, 6]
+    assert not worker._threads[0].is_alive()

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from test_sqlite_saver import _alist, _plain, _write_history
 
@@ -115,6 +116,74 @@ async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_
         items = await _alist(saver, {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
         parents = [item[3]["configurable"]["checkpoint_id"] for item in items[:-1]]
         assert parents == [item[0]["configurable"]["checkpoint_id"] for item in items[1:]]
+
+
+async def test_writes_waiting_on_a_connection_go_in_one_round_trip_and_leave_langgraphs_rows(
+    databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
+) -> None:
+    saver, reference = savers
+    sends: list[int] = []
+    for shard, _thread in saver.shards:
+
+        def counted(statements: Any, _send: Any = shard.send) -> None:
+            sends.append(len(statements))
+            _send(statements)
+
+        shard.send = counted  # type: ignore[method-assign]
+    release = threading.Event()
+    # Every connection's thread busy while the first writes queue up behind it.
+    holds = [asyncio.ensure_future(thread.run(release.wait, 5)) for _, thread in saver.shards]
+    threads = [f"batched-{n}" for n in range(16)]
+    writing = asyncio.gather(*(_write_history(saver, thread_id, 4) for thread_id in threads))
+    await asyncio.sleep(0.1)
+    release.set()
+    await asyncio.gather(*holds)
+    await writing
+    for thread_id in threads:
+        await _write_history(reference, thread_id, 4)
+    ours, theirs = databases
+    assert _rows(ours) == _rows(theirs)
+    writes = len(threads) * 4 * 2  # a put and a put_writes a checkpoint
+    # At least the 16 first puts went out in one round trip per connection.
+    assert len(sends) <= writes - (len(threads) - CONNECTIONS), (len(sends), writes)
+
+
+def _put(thread_id: str, n: int, **metadata: Any) -> tuple[Any, ...]:
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = f"1f000000-0000-6000-8000-{n:012d}"
+    checkpoint["channel_values"] = {"items": [n]}
+    checkpoint["channel_versions"] = {"items": n}
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    return config, checkpoint, {"step": n, **metadata}, {"items": n}
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        pytest.param(_put("bad\x00thread", 2), id="by-psycopg-before-sending"),  # no NUL in a text
+        pytest.param(_put("bad-thread", 2, score=float("nan")), id="by-postgresql"),  # no NaN in a jsonb
+    ],
+)
+async def test_a_write_refused_in_a_batch_fails_alone_and_the_others_are_written(
+    databases: tuple[str, str], refused: tuple[Any, ...]
+) -> None:
+    ours, _ = databases
+    good = {"configurable": {"thread_id": "good-1", "checkpoint_ns": "", "checkpoint_id": "c-1"}}
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
+        batch = [
+            (saver, "put", _put("good-1", 1)),
+            (saver, "put", refused),
+            (saver, "put_writes", (good, [("items", 1)], "task", "")),
+            (saver, "put", _put("good-3", 3)),
+        ]
+        outcomes = await saver.thread.run(pg_saver._write_batch, batch)
+    assert [error is None for _, error in outcomes] == [True, False, True, True], outcomes
+    assert isinstance(outcomes[1][1], psycopg.Error)
+    with psycopg.connect(ours) as conn:
+        written = conn.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
+        writes = conn.execute("SELECT thread_id, checkpoint_id, task_id FROM checkpoint_writes").fetchall()
+    assert written == [("good-1",), ("good-3",)]
+    assert writes == [("good-1", "c-1", "task")]
 
 
 def _terminate_sessions(database: str) -> int:

@@ -8,6 +8,10 @@ its work item, the executor's thread accounting, and ``wrap_future`` chaining th
 futures across threads), a plain queue and ``call_soon_threadsafe`` back ~19 us (uvloop,
 issue 16). That is also how aiosqlite hands over each of its calls, so one call here costs
 what one aiosqlite hop did.
+
+Calls handed over with :meth:`OneThread.run_batched` that wait next to each other in the
+queue are made as one call of their batch function: the PostgreSQL checkpointer sends the
+writes of every operation waiting on its connection in one round trip (``pg_saver``).
 """
 
 from __future__ import annotations
@@ -15,17 +19,35 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["OneThread"]
+__all__ = ["BATCH_LIMIT", "Batch", "OneThread", "Outcome"]
 
 T = TypeVar("T")
 
-# A job handed over by run(); one with no loop (close's ``last``) has nobody waiting.
+BATCH_LIMIT = 64
+"""The most waiting calls one batch takes: the first of them waits for all of them."""
+
+Outcome = tuple[Any, "BaseException | None"]
+"""A batched call's result, or its exception (then the result is ``None``)."""
+
+Batch = Callable[[list[Any]], Sequence[Outcome]]
+"""Makes several batched calls at once: their items in, one :data:`Outcome` each out, in order."""
+
+# A job handed over by run() or run_batched(): (loop, future, fn, args, kwargs, batched).
+# One with no loop (close's ``last``) has nobody waiting. A batched job's fn is its Batch and
+# its args the one item.
 _Job = tuple[
-    asyncio.AbstractEventLoop | None, "asyncio.Future[Any] | None", Callable[..., Any], tuple[Any, ...], dict[str, Any]
+    asyncio.AbstractEventLoop | None,
+    "asyncio.Future[Any] | None",
+    Callable[..., Any],
+    tuple[Any, ...],
+    dict[str, Any],
+    bool,
 ]
+_NO_KWARGS: dict[str, Any] = {}
+_FETCH: Any = object()  # _serve: nothing taken from the queue yet
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -35,6 +57,11 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+def _settle_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in settled:
+        _settle(future, result, error)
 
 
 class OneThread:
@@ -79,7 +106,23 @@ class OneThread:
         with self._intake:
             if self._closed:
                 raise RuntimeError(f"{self._threads[0].name} is closed")
-            self._jobs.put((loop, future, fn, args, kwargs))
+            self._jobs.put((loop, future, fn, args, kwargs, False))
+        return await future
+
+    async def run_batched(self, batch: Batch, item: Any) -> Any:
+        """``batch([item, ...])``'s outcome for ``item``, here.
+
+        Batched calls with the same ``batch`` (the same object) that wait next to each other
+        in the queue, up to :data:`BATCH_LIMIT`, are made as one call of it; any other call
+        between them ends the batch, so every call still starts in the order it was handed
+        over. A batch that raises fails each of its calls with that exception.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._intake:
+            if self._closed:
+                raise RuntimeError(f"{self._threads[0].name} is closed")
+            self._jobs.put((loop, future, batch, (item,), _NO_KWARGS, True))
         return await future
 
     def close(self, *, last: Callable[[], Any] | None = None, wait: bool = True) -> None:
@@ -94,7 +137,7 @@ class OneThread:
             if not self._closed:
                 self._closed = True
                 if last is not None:
-                    self._jobs.put((None, None, last, (), {}))
+                    self._jobs.put((None, None, last, (), _NO_KWARGS, False))
                 for _ in self._threads:
                     self._jobs.put(None)
         if wait:
@@ -103,19 +146,61 @@ class OneThread:
                     thread.join()
 
     def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            loop, future, fn, args, kwargs = job
-            result: Any = None
-            error: BaseException | None = None
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:  # delivered to the caller, whatever it is
-                error = exc
-            if loop is None or future is None:  # close's last job: nobody is waiting
-                del job, result, error
+        job = self._jobs.get()
+        while job is not None:
+            if not job[5]:
+                self._run_one(job)
+                del job  # nothing of a finished call is kept alive while the thread waits
+                job = self._jobs.get()
                 continue
+            group = [job]
+            job = waiting = _FETCH
+            while len(group) < BATCH_LIMIT:
+                try:
+                    waiting = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if waiting is not None and waiting[5] and waiting[2] is group[0][2]:
+                    group.append(waiting)
+                else:  # runs after the batch: the order calls start in is kept
+                    job = waiting
+                    break
+            self._run_group(group)
+            del group, waiting
+            if job is _FETCH:
+                job = self._jobs.get()
+
+    def _run_one(self, job: _Job) -> None:
+        loop, future, fn, args, kwargs, _ = job
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:  # delivered to the caller, whatever it is
+            error = exc
+        if loop is None or future is None:  # close's last job: nobody is waiting
+            return
+        try:
+            loop.call_soon_threadsafe(_settle, future, result, error)
+        except RuntimeError:  # the caller's loop is closed: nobody is waiting
+            pass
+
+    def _run_group(self, group: list[_Job]) -> None:
+        batch = group[0][2]
+        outcomes: Sequence[Outcome]
+        try:
+            outcomes = batch([job[3][0] for job in group])
+            if len(outcomes) != len(group):
+                raise RuntimeError(f"{batch!r} answered {len(outcomes)} outcomes for {len(group)} calls")
+        except BaseException as exc:  # every call of the batch gets it
+            outcomes = [(None, exc)] * len(group)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
+        for job, (result, error) in zip(group, outcomes, strict=True):
+            loop, future = job[0], job[1]
+            if loop is not None and future is not None:
+                by_loop.setdefault(loop, []).append((future, result, error))
+        for loop, settled in by_loop.items():  # one wake-up per waiting loop
             try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the caller's loop is closed: nobody is waiting
+                loop.call_soon_threadsafe(_settle_all, settled)
+            except RuntimeError:  # that loop is closed: nobody is waiting
                 pass
-            del job, future, result, error
