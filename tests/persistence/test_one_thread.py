@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -126,10 +127,23 @@ async def test_several_threads_take_calls_from_one_queue_and_a_blocked_call_hold
     assert all(not thread.is_alive() for thread in worker._threads)
 
 
+async def _busy(worker: OneThread) -> tuple[asyncio.Future[Any], threading.Event]:
+    """The worker's thread kept busy until the event is set, so calls handed over meanwhile
+    wait in its queue; the future is that busy call's."""
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(5)
+
+    held = asyncio.ensure_future(worker.run(hold))
+    await asyncio.to_thread(started.wait, 5)
+    return held, release
+
+
 async def test_batched_calls_waiting_next_to_each_other_are_one_call_and_any_other_call_ends_the_batch(
     worker: OneThread,
 ) -> None:
-    started, release = threading.Event(), threading.Event()
     batches: list[list[object]] = []
     order: list[object] = []
 
@@ -142,12 +156,7 @@ async def test_batched_calls_waiting_next_to_each_other_are_one_call_and_any_oth
         batches.append(["other", *items])
         return [(n, None) for n in items]
 
-    def hold() -> None:
-        started.set()
-        release.wait(5)
-
-    held = asyncio.ensure_future(worker.run(hold))
-    await asyncio.to_thread(started.wait, 5)
+    held, release = await _busy(worker)
     # Queued while the thread is busy: 0 1 2 3 | plain | 4 5 | other 6 | 7
     calls = [asyncio.ensure_future(worker.run_batched(double, n)) for n in range(4)]
     await asyncio.sleep(0)
@@ -185,19 +194,13 @@ async def test_a_batch_that_raises_or_miscounts_fails_each_of_its_calls(worker: 
 
 async def test_a_batch_takes_at_most_the_limit_and_close_after_batched_calls_still_runs_them() -> None:
     worker = OneThread("test-batch-limit")
-    started, release = threading.Event(), threading.Event()
     sizes: list[int] = []
 
     def count(items: list[int]) -> list[tuple[object, BaseException | None]]:
         sizes.append(len(items))
         return [(n, None) for n in items]
 
-    def hold() -> None:
-        started.set()
-        release.wait(5)
-
-    held = asyncio.ensure_future(worker.run(hold))
-    await asyncio.to_thread(started.wait, 5)
+    held, release = await _busy(worker)
     calls = [asyncio.ensure_future(worker.run_batched(count, n)) for n in range(BATCH_LIMIT + 6)]
     await asyncio.sleep(0.05)
     closing = asyncio.ensure_future(asyncio.to_thread(worker.close))

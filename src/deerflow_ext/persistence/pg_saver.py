@@ -39,8 +39,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import psycopg
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
@@ -89,28 +87,9 @@ class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
             return self.shards[0]
         return self.shards[zlib.crc32(str(thread_id).encode()) % len(self.shards)]
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        saver, thread = self._shard_of(config)
-        next_config: RunnableConfig = await thread.run_batched(
-            _write_batch, (saver, "put", (config, checkpoint, metadata, new_versions))
-        )
-        return next_config
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        saver, thread = self._shard_of(config)
-        await thread.run_batched(_write_batch, (saver, "put_writes", (config, writes, task_id, task_path)))
+    async def _write(self, shard: Shard, name: str, args: tuple[Any, ...]) -> Any:
+        saver, thread = shard
+        return await thread.run_batched(_write_batch, (saver, name, args))
 
 
 _Write = tuple[RecordingPostgresSaver, str, tuple[Any, ...]]

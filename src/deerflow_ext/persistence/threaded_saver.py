@@ -125,8 +125,10 @@ class OnThreads:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        saver, thread = self._shard_of(config)
-        return await thread.run(saver.put, config, checkpoint, metadata, new_versions)
+        next_config: RunnableConfig = await self._write(
+            self._shard_of(config), "put", (config, checkpoint, metadata, new_versions)
+        )
+        return next_config
 
     async def aput_writes(
         self,
@@ -135,8 +137,13 @@ class OnThreads:
         task_id: str,
         task_path: str = "",
     ) -> None:
-        saver, thread = self._shard_of(config)
-        await thread.run(saver.put_writes, config, writes, task_id, task_path)
+        await self._write(self._shard_of(config), "put_writes", (config, writes, task_id, task_path))
+
+    async def _write(self, shard: Shard, name: str, args: tuple[Any, ...]) -> Any:
+        """The shard's saver's write method ``name`` (``put``, ``put_writes``) on its thread;
+        a saver that sends several writes at once overrides this (``pg_saver``)."""
+        saver, thread = shard
+        return await thread.run(getattr(saver, name), *args)
 
     async def adelete_thread(self, thread_id: str) -> None:
         saver, thread = self._shard(thread_id)
