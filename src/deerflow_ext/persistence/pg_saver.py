@@ -143,16 +143,15 @@ def _send(saver: RecordingPostgresSaver, recorded: list[tuple[int, list[Statemen
     try:
         saver.send([statement for _, statements in recorded for statement in statements])
         return
-    except psycopg.OperationalError as exc:  # the connection, not a statement
-        failed: Exception = exc
-        isolate = False
+    except psycopg.OperationalError as exc:  # the connection, not a statement: all of them
+        for index, _ in recorded:
+            outcomes[index] = (None, exc)
+        return
     except Exception as exc:
-        failed = exc
-        isolate = len(recorded) > 1
-    for index, statements in recorded:
-        if not isolate:
-            outcomes[index] = (None, failed)
-            continue
+        if len(recorded) == 1:  # the one at fault is known
+            outcomes[recorded[0][0]] = (None, exc)
+            return
+    for index, statements in recorded:  # find it: each write again, alone
         try:
             saver.send(statements)
         except Exception as exc:

@@ -46,8 +46,8 @@ __all__ = ["POSTGRES_THREADS", "ThreadTransactions", "Transactions", "transactio
 POSTGRES_THREADS = 3
 """Threads (and pooled connections) of one process's PostgreSQL store transactions.
 
-A trivial run makes four writes: three single statements and one transaction of four
-(``records``). Three threads keep up with a process at 32 clients, where each statement waits
+A trivial run makes four writes, each one statement (``records``). Three threads keep up
+with a process at 32 clients, where each statement waits
 a few milliseconds for the GIL after its reply (issue 16), and a row-lock wait stalls only
 one of them. Few, because every Gateway process keeps these connections for its whole life."""
 
