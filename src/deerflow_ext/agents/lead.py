@@ -28,6 +28,7 @@ from deerflow_ext.extensions.assembly import (
     emit_agent_assembled,
     text_hash,
 )
+from deerflow_ext.extensions.descriptor_memo import DescriptorMemo
 from deerflow_ext.extensions.snapshot import LoadedExtensions, bound_extensions, build_extensions
 from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_ext.subagents.executor import SubagentBuilder
@@ -75,6 +76,10 @@ __all__ = [
 
 ASSEMBLY_NAMESPACE = "deerflow"
 ModelFactory = Callable[[str | None], BaseChatModel]
+
+#: The last descriptor of each agent, handed out again for a construction that describes it
+#: exactly (``extensions/descriptor_memo.py``).
+_descriptors = DescriptorMemo()
 
 
 def build_host_stack(
@@ -223,24 +228,39 @@ def build_agent(
 
         def describe() -> AgentAssemblyDescriptor:
             all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]
-            params = public_model_parameters(config, model_name)
-            return AgentAssemblyDescriptor(
-                namespace=ASSEMBLY_NAMESPACE,
-                agent_name=agent_name,
-                requested_model=model_name,
-                effective_model=effective_model_name(model),
-                model_parameters=params,
-                thinking_enabled=bool(params.get("thinking") or params.get("extended_thinking")),
-                reasoning_effort=params.get("reasoning_effort"),
-                # The configured prompt, before memory facts or any per-run context.
-                # Memoised per prompt string: the same prompt is hashed on every construction.
-                base_prompt_hash=text_hash(system_prompt),
-                tools=tuple(describe_tool(t) for t in all_tools),
-                middlewares=tuple(describe_middleware(m) for m in stack),
-                deferred_tool_names=(),
-                enabled_skills=(),
-                effective_policies=effective_policies(config, policy, scope),
-                build=build_info(),
+            described_tools = tuple(describe_tool(t) for t in all_tools)
+            middlewares = tuple(describe_middleware(m) for m in stack)
+            effective_model = effective_model_name(model)
+            build = build_info()
+
+            def new() -> AgentAssemblyDescriptor:
+                params = public_model_parameters(config, model_name)
+                return AgentAssemblyDescriptor(
+                    namespace=ASSEMBLY_NAMESPACE,
+                    agent_name=agent_name,
+                    requested_model=model_name,
+                    effective_model=effective_model,
+                    model_parameters=params,
+                    thinking_enabled=bool(params.get("thinking") or params.get("extended_thinking")),
+                    reasoning_effort=params.get("reasoning_effort"),
+                    # The configured prompt, before memory facts or any per-run context.
+                    # Memoised per prompt string: the same prompt is hashed on every construction.
+                    base_prompt_hash=text_hash(system_prompt),
+                    tools=described_tools,
+                    middlewares=middlewares,
+                    deferred_tool_names=(),
+                    enabled_skills=(),
+                    effective_policies=effective_policies(config, policy, scope),
+                    build=build,
+                )
+
+            # The policy snapshot, model parameters and policies are functions of the
+            # (frozen) config, the scope, the agent and the model name.
+            return _descriptors.descriptor(
+                agent_name,
+                same=(config, *middlewares),
+                inputs=(scope, model_name, effective_model, system_prompt, described_tools, tuple(build.items())),
+                build=new,
             )
 
         emit_agent_assembled(ext, describe)

@@ -19,7 +19,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -36,6 +36,7 @@ from deerflow_extension_api import (
 )
 
 from .. import __version__
+from .descriptor_memo import scalar_key
 from .diagnostics import log_extension_failure
 from .exits import EXTENSION_FAILURES
 from .isolation import IsolatedMiddleware
@@ -134,15 +135,31 @@ def describe_middleware(mw: Any) -> MiddlewareDescriptor:
     A contributed middleware is described by the class it wraps and attributed to its
     extension, so two extensions' middleware never collapse into one entry and the wrapper
     never appears in place of the real class.
+
+    The same class, extension and policy values give the same descriptor object: every
+    construction makes new middleware instances that describe alike, and a shared descriptor
+    lets the agent's descriptor be reused (``descriptor_memo.py``). Policy values that are
+    not plain scalars get a descriptor of their own every time.
     """
     target, extension = (mw.inner, mw.extension) if isinstance(mw, IsolatedMiddleware) else (mw, None)
     cls = type(target)
-    return MiddlewareDescriptor(
-        name=cls.__name__,
-        module=cls.__module__,
-        policy_parameters=_policy_parameters(target),
-        extension=extension,
-    )
+    parameters = _policy_parameters(target)
+    values = scalar_key(parameters)
+    if values is None:
+        return MiddlewareDescriptor(cls.__name__, cls.__module__, parameters, extension)
+    key = (cls, extension, values)
+    described = _middleware_descriptors.get(key)
+    if described is None:
+        described = MiddlewareDescriptor(cls.__name__, cls.__module__, parameters, extension)
+        if len(_middleware_descriptors) >= _MEMO_LIMIT:  # classes made at run time: stay bounded
+            _middleware_descriptors.clear()
+        _middleware_descriptors[key] = described
+    return described
+
+
+#: Middleware descriptors by (class, extension, policy values as ``scalar_key``).
+_middleware_descriptors: dict[tuple[type, str | None, tuple[Hashable, ...]], MiddlewareDescriptor] = {}
+_MEMO_LIMIT = 1024
 
 
 def _policy_parameters(target: Any) -> dict[str, Any]:
