@@ -282,3 +282,38 @@ def test_importing_the_extension_runtime_loads_no_middleware_until_first_use() -
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+# -- stack shapes checked once ---------------------------------------------------------------
+def _standard_group() -> list[Any]:
+    """The lead stack with two STANDARD model wrappers fused into one group, as composed."""
+    from deerflow_ext.extensions.fusion import fuse_wrap_only_runs
+
+    stack = host_stack()
+    stack[-1:-1] = [placed(ModelWrap(), Placement.STANDARD), placed(ModelWrap(), Placement.STANDARD)]
+    return fuse_wrap_only_runs(stack)
+
+
+def test_a_shape_found_valid_still_has_its_fused_groups_checked() -> None:
+    assert_ordering(_standard_group())  # the shape is now known to be valid
+    stack = _standard_group()
+    head = next(mw for mw in stack if isinstance(mw, IsolatedMiddleware) and mw.fused_group)
+    at = stack.index(head)
+    other = _standard_group()  # a member of another construction's group, same class, same place
+    stack[at + 1] = other[at + 1]
+    with pytest.raises(OrderingError, match="do not follow it in order"):
+        assert_ordering(stack)
+
+
+def test_a_valid_shape_does_not_vouch_for_another_placement() -> None:
+    stack = host_stack()
+    stack[-1:-1] = [placed(ModelWrap(), Placement.MODEL_PHYSICAL)]
+    assert_ordering(stack)
+    moved = host_stack()
+    moved.insert(index_of(moved, MemoryMiddleware), placed(ModelWrap(), Placement.MODEL_PHYSICAL))
+    with pytest.raises(OrderingError, match="inside every model-call wrapper"):
+        assert_ordering(moved)
+    same_place_other_promise = host_stack()
+    same_place_other_promise[-1:-1] = [placed(ModelWrap(), Placement.MODEL_LOGICAL)]
+    with pytest.raises(OrderingError, match="outside the retry layer"):
+        assert_ordering(same_place_other_promise)
