@@ -30,7 +30,7 @@ import asyncio
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware
 
@@ -83,13 +83,13 @@ def _host_rank() -> Mapping[type, int]:
     return {cls: rank for rank, cls in enumerate(HOST_STACK_ORDER)}
 
 
-@dataclass(frozen=True)
-class _Placed:
+class _Placed(NamedTuple):
+    """A contribution as wrapped; its registration order is its index in ``_collect``'s list."""
+
     extension: str
     middleware: IsolatedMiddleware
     placement: Placement
     order: int
-    sequence: int
 
 
 def compose_middleware_stack(
@@ -146,7 +146,6 @@ def _collect(
 ) -> list[_Placed]:
     placed: list[_Placed] = []
     counts: dict[tuple[str, str], int] = {}
-    sequence = 0
     for contribution in extensions.middlewares:
         extension = contribution.extension
         timing = time_call(extension, "contribute_middlewares")
@@ -184,8 +183,7 @@ def _collect(
                 placement=item.placement,
                 intercept=contribution.intercept,
             )
-            placed.append(_Placed(extension, wrapped, item.placement, item.order, sequence))
-            sequence += 1
+            placed.append(_Placed(extension, wrapped, item.placement, item.order))
     return placed
 
 
@@ -228,23 +226,37 @@ def _validated(result: Any) -> list[MiddlewarePlacement]:
 
 
 def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:
+    layout = _layout(tuple(map(type, host)), tuple((p.placement, p.order) for p in placed))
+    count = len(host)
+    return [host[i] if i < count else placed[i - count].middleware for i in layout]
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(host: tuple[type, ...], placed: tuple[tuple[Placement, int], ...]) -> tuple[int, ...]:
+    """Where each entry goes: the composed stack as indices, ``i`` for ``host[i]`` and
+    ``len(host) + j`` for the ``j``-th contribution.
+
+    A function of the host's classes and each contribution's placement and ``order`` (its
+    registration is its position), so it is computed once per shape. Speed: a Gateway
+    composes the same shape for every run.
+    """
     anchors, rank = _anchors(), _host_rank()
-    # Each host middleware's documented rank, once per assembly (not once per contribution).
-    host_ranks = [next((r for cls, r in rank.items() if isinstance(mw, cls)), None) for mw in host]
+    # Each host middleware's documented rank, once per layout (not once per contribution).
+    host_ranks = [next((r for cls, r in rank.items() if issubclass(mw, cls)), None) for mw in host]
     index_of: dict[type, int] = {}
-    slots: dict[int, list[_Placed]] = {}
-    for item in placed:
-        anchor = anchors[item.placement].before
+    slots: dict[int, list[int]] = {}
+    for sequence, (placement, _) in enumerate(placed):
+        anchor = anchors[placement].before
         if anchor not in index_of:
             index_of[anchor] = _insertion_index(host_ranks, rank[anchor])
-        slots.setdefault(index_of[anchor], []).append(item)
-    stack: list[AgentMiddleware] = []
+        slots.setdefault(index_of[anchor], []).append(sequence)
+    layout: list[int] = []
     for index in range(len(host) + 1):
-        group = sorted(slots.get(index, ()), key=lambda p: (anchors[p.placement].rank, p.order, p.sequence))
-        stack.extend(p.middleware for p in group)
+        group = sorted(slots.get(index, ()), key=lambda j: (anchors[placed[j][0]].rank, placed[j][1], j))
+        layout.extend(len(host) + j for j in group)
         if index < len(host):
-            stack.append(host[index])
-    return stack
+            layout.append(index)
+    return tuple(layout)
 
 
 def _insertion_index(host_ranks: Sequence[int | None], wanted: int) -> int:
