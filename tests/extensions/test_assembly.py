@@ -247,6 +247,48 @@ def test_a_probed_property_that_raises_is_skipped() -> None:
     assert describe_middleware(_Raising()).policy_parameters == {}
 
 
+
+class _Dynamic(AgentMiddleware):  # type: ignore[type-arg]
+    def __getattr__(self, name: str) -> Any:
+        if name in ("limit", "enabled"):
+            return 5 if name == "limit" else False
+        raise AttributeError(name)
+
+
+class _Slotted(AgentMiddleware):  # type: ignore[type-arg]
+    __slots__ = ("threshold",)
+
+    def __init__(self) -> None:
+        self.threshold = 0.5
+
+
+class _ClassLevel(AgentMiddleware):  # type: ignore[type-arg]
+    max_chars = 80
+
+
+def test_every_way_a_middleware_holds_a_probed_name_is_read() -> None:
+    # Names the instance does not hold are answered by __getattr__, slots and class attributes.
+    assert describe_middleware(_Dynamic()).policy_parameters == {"enabled": False, "limit": 5}
+    assert describe_middleware(_Slotted()).policy_parameters == {"threshold": 0.5}
+    assert describe_middleware(_ClassLevel()).policy_parameters == {"max_chars": 80}
+    shadowed = _ClassLevel()
+    shadowed.max_chars = 40  # type: ignore[misc]
+    assert describe_middleware(shadowed).policy_parameters == {"max_chars": 40}
+
+
+def test_probed_names_keep_the_fixed_order_whatever_the_instance_set_first() -> None:
+    mw = _ClassLevel()
+    mw.timeout = 3  # type: ignore[attr-defined]
+    mw.enabled = True  # type: ignore[attr-defined]
+    assert list(describe_middleware(mw).policy_parameters) == ["enabled", "timeout", "max_chars"]
+
+
+def test_a_declaration_set_on_one_instance_is_read_though_its_class_has_none() -> None:
+    plain, declaring = _ClassLevel(), _ClassLevel()
+    declaring.release_policy_parameters = lambda: {"mode": "strict"}  # type: ignore[attr-defined]
+    assert describe_middleware(plain).policy_parameters == {"max_chars": 80}
+    assert describe_middleware(declaring).policy_parameters == {"mode": "strict"}
+
 @pytest.mark.parametrize(
     ("declared", "expected"),
     [
