@@ -38,7 +38,14 @@ _members: WeakKeyDictionary[type, type] = WeakKeyDictionary()
 
 
 def isolated_class(base: W, inner_cls: type) -> W:
-    """The subclass of ``base`` that wraps instances of ``inner_cls`` (made once, cached)."""
+    """The subclass of ``base`` that wraps instances of ``inner_cls`` (made once, cached).
+
+    Asked for every contribution of every construction: a hit takes no lock (a read of a
+    class made once is safe without it); only a class seen for the first time is built
+    under it. The same holds for the group classes below."""
+    cls = _classes.get(inner_cls)
+    if cls is not None:
+        return cls  # type: ignore[return-value]
     with _lock:
         cls = _classes.get(inner_cls)
         if cls is None:
@@ -59,6 +66,9 @@ def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
 
 def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
     """The class of a fused group's head: it exposes the group's wrap hooks on ``axes``."""
+    cls = _heads.get(inner_cls, {}).get(axes)
+    if cls is not None:
+        return cls  # type: ignore[return-value]
     with _lock:
         by_axes = _heads.setdefault(inner_cls, {})
         cls = by_axes.get(axes)
@@ -75,6 +85,9 @@ def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
 
 def group_member_class(base: W, inner_cls: type) -> W:
     """The class of a fused group's member: it exposes no hook (the head runs it)."""
+    cls = _members.get(inner_cls)
+    if cls is not None:
+        return cls  # type: ignore[return-value]
     with _lock:
         cls = _members.get(inner_cls)
         if cls is None:
