@@ -276,6 +276,23 @@ def test_every_way_a_middleware_holds_a_probed_name_is_read() -> None:
     assert describe_middleware(shadowed).policy_parameters == {"max_chars": 40}
 
 
+class _RaisesOnTheClass:
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        raise RuntimeError("broken descriptor")
+
+
+class _Odd(AgentMiddleware):  # type: ignore[type-arg]
+    limit = _RaisesOnTheClass()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enabled = True
+
+
+def test_a_class_whose_attribute_raises_when_asked_for_is_still_described() -> None:
+    assert describe_middleware(_Odd()).policy_parameters == {"enabled": True}
+
+
 def test_probed_names_keep_the_fixed_order_whatever_the_instance_set_first() -> None:
     mw = _ClassLevel()
     mw.timeout = 3  # type: ignore[attr-defined]

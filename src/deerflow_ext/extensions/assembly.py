@@ -235,13 +235,20 @@ def _customises_lookup(cls: type) -> bool:
 def _probe_plan(cls: type) -> _ProbePlan:
     plan = _plans.get(cls)
     if plan is None:
-        plan = _ProbePlan(
-            dynamic=_customises_lookup(cls),
-            may_declare=hasattr(cls, _DECLARE),
-            on_class=frozenset(attr for attr in PROBED_ATTRIBUTES if hasattr(cls, attr)),
-        )
+        try:
+            plan = _ProbePlan(
+                dynamic=_customises_lookup(cls),
+                may_declare=hasattr(cls, _DECLARE),
+                on_class=frozenset(attr for attr in PROBED_ATTRIBUTES if hasattr(cls, attr)),
+            )
+        except Exception:  # a class attribute that raises when asked for (extension code)
+            plan = _GETATTR_ONLY
         _plans[cls] = plan  # two threads racing on a new class compute the same plan
     return plan
+
+
+#: Every name read with ``getattr``, exactly as before there were plans.
+_GETATTR_ONLY = _ProbePlan(dynamic=True, may_declare=True, on_class=_PROBED)
 
 
 #: Ints this small print as JSON under any ``sys.set_int_max_str_digits`` limit.
