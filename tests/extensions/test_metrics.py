@@ -79,3 +79,14 @@ async def test_switched_off_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) 
     contributions, (name,) = _contributions(Cheap())
     await _notify_each(contributions, "on_task_start", ARGS, task_id="t")
     assert (name, "on_task_start") not in metrics._stats
+
+
+def test_an_extensions_wrappers_share_one_table_of_its_counters() -> None:
+    name = f"m{uuid.uuid4().hex[:8]}:install"
+    hooks = frozenset({"awrap_model_call", "wrap_tool_call"})
+    table = metrics.hooks_stats(name, hooks)
+    assert metrics.hooks_stats(name, frozenset(hooks)) is table  # equal hooks, the same table
+    assert table["awrap_model_call"] is metrics.hook_stats(name, "wrap_model_call")  # both sides, one label
+    assert table["wrap_tool_call"] is metrics.hook_stats(name, "wrap_tool_call")
+    with pytest.raises(TypeError):
+        table["before_model"] = metrics.hook_stats(name, "before_model")  # type: ignore[index]

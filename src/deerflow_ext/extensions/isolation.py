@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from langchain.agents.middleware import AgentMiddleware
@@ -55,7 +56,7 @@ from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .hooks import node_slug
 from .loopwatch import DOWNSTREAM, RunningHook, register_site
-from .metrics import HookStats, hook_label, hook_stats, metrics_enabled
+from .metrics import HookStats, hooks_stats, metrics_enabled
 from .mirror import isolated_class
 from .origin import is_host_cancellation
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = ["IsolatedMiddleware", "RepeatedHandlerCall"]
 
 _PHASE = "middleware"
+_NO_STATS: Mapping[str, HookStats] = MappingProxyType({})
 _MISSING: Any = object()
 _MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
 _TOOL_RESULTS = (ToolMessage, Command)
@@ -221,9 +223,8 @@ class IsolatedMiddleware(AgentMiddleware):
         self._intercept = intercept
         self._name = f"ext_{node_slug(extension)}_{node_slug(type(inner).__name__)}_{index}"
         # Per-hook counters (metrics.py), resolved once here rather than on every call.
-        self._stats: dict[str, HookStats] = (
-            {hook: hook_stats(extension, hook_label(hook)) for hook in type(self)._hooks} if metrics_enabled() else {}
-        )
+        hooks = type(self)._hooks
+        self._stats: Mapping[str, HookStats] = hooks_stats(extension, hooks) if metrics_enabled() else _NO_STATS
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
         self.tools = list(self._mirror("tools", []))

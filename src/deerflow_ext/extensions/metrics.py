@@ -29,7 +29,8 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "count_skip",
     "hook_label",
     "hook_stats",
+    "hooks_stats",
     "meter_for",
     "metrics_enabled",
     "set_metrics_enabled",
@@ -80,6 +82,7 @@ class HookStats:
 # On unless switched off: `serve` and `run` apply DEERFLOW_METRICS (Settings.metrics) at startup.
 _enabled = True
 _stats: dict[tuple[str, str], HookStats] = {}
+_tables: dict[tuple[str, frozenset[str]], Mapping[str, HookStats]] = {}
 _lock = threading.Lock()
 _meters: weakref.WeakSet[NotificationMeter] = weakref.WeakSet()
 
@@ -102,6 +105,21 @@ def hook_stats(extension: str, hook: str) -> HookStats:
         with _lock:
             stats = _stats.setdefault(key, HookStats(extension, hook))
     return stats
+
+
+def hooks_stats(extension: str, hooks: frozenset[str]) -> Mapping[str, HookStats]:
+    """The counters of each of ``hooks`` for ``extension``, by hook name (a wrapper's table).
+
+    The same read-only table for the same extension and hooks: every construction wraps each
+    contributed middleware anew, and building its table was a quarter of making the wrapper.
+    """
+    key = (extension, hooks)
+    table = _tables.get(key)
+    if table is None:
+        table = MappingProxyType({hook: hook_stats(extension, hook_label(hook)) for hook in hooks})
+        with _lock:
+            table = _tables.setdefault(key, table)
+    return table
 
 
 class NotificationMeter:
@@ -224,4 +242,5 @@ def reset_for_tests() -> None:
     """Forget every counter (tests only: the process's counters are otherwise monotonic)."""
     with _lock:
         _stats.clear()
+        _tables.clear()
         _meters.clear()
