@@ -202,7 +202,10 @@ def _validated(result: Any) -> list[MiddlewarePlacement]:
     """
     if result is None:
         return []
-    if isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable):
+    # A list or tuple, what nearly every contributor returns, skips the two ABC checks.
+    if type(result) not in (list, tuple) and (
+        isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable)
+    ):
         raise TypeError(f"returned {type(result).__name__}, not a sequence of MiddlewarePlacement")
     items = list(result)
     seen: set[int] = set()
