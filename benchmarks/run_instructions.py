@@ -8,7 +8,7 @@ ratios to the bare arm.
 Why a second script: on a shared 2-core VM, the wall time of one arm's repeats has spread by
 40-130% of its median in a quiet minute (2026-12-03), so a 10% target cannot be read off
 ``run_overhead.py`` there. Callgrind counts the instructions the process executes, which
-do not depend on what else the machine runs: the same arm counts the same to within 0.2%
+do not depend on what else the machine runs: the same arm counts the same to within 0.4%
 run after run. Instructions are not time (a cache miss costs more than an add), so this
 complements the timed script rather than replacing it; the two agreed within a few percent
 where the machine was quiet enough to time.
