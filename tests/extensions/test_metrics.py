@@ -84,8 +84,8 @@ async def test_switched_off_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) 
 def test_an_extensions_wrappers_share_one_table_of_its_counters() -> None:
     name = f"m{uuid.uuid4().hex[:8]}:install"
     hooks = frozenset({"awrap_model_call", "wrap_tool_call"})
-    table = metrics.hooks_stats(name, hooks)
-    assert metrics.hooks_stats(name, frozenset(hooks)) is table  # equal hooks, the same table
+    table = metrics.stats_table(name, hooks)
+    assert metrics.stats_table(name, frozenset(hooks)) is table  # equal hooks, the same table
     assert table["awrap_model_call"] is metrics.hook_stats(name, "wrap_model_call")  # both sides, one label
     assert table["wrap_tool_call"] is metrics.hook_stats(name, "wrap_tool_call")
     with pytest.raises(TypeError):

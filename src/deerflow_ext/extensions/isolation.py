@@ -56,7 +56,7 @@ from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .hooks import node_slug
 from .loopwatch import DOWNSTREAM, RunningHook, register_site
-from .metrics import HookStats, hooks_stats, metrics_enabled
+from .metrics import HookStats, metrics_enabled, stats_table
 from .mirror import isolated_class
 from .origin import is_host_cancellation
 
@@ -224,7 +224,7 @@ class IsolatedMiddleware(AgentMiddleware):
         self._name = f"ext_{node_slug(extension)}_{node_slug(type(inner).__name__)}_{index}"
         # Per-hook counters (metrics.py), resolved once here rather than on every call.
         hooks = type(self)._hooks
-        self._stats: Mapping[str, HookStats] = hooks_stats(extension, hooks) if metrics_enabled() else _NO_STATS
+        self._stats: Mapping[str, HookStats] = stats_table(extension, hooks) if metrics_enabled() else _NO_STATS
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
         self.tools = list(self._mirror("tools", []))

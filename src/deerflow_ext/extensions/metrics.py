@@ -43,11 +43,11 @@ __all__ = [
     "count_skip",
     "hook_label",
     "hook_stats",
-    "hooks_stats",
     "meter_for",
     "metrics_enabled",
     "set_metrics_enabled",
     "snapshot",
+    "stats_table",
     "time_call",
 ]
 
@@ -107,7 +107,7 @@ def hook_stats(extension: str, hook: str) -> HookStats:
     return stats
 
 
-def hooks_stats(extension: str, hooks: frozenset[str]) -> Mapping[str, HookStats]:
+def stats_table(extension: str, hooks: frozenset[str]) -> Mapping[str, HookStats]:
     """The counters of each of ``hooks`` for ``extension``, by hook name (a wrapper's table).
 
     The same read-only table for the same extension and hooks: every construction wraps each
