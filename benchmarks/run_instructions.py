@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import re
 import shutil
@@ -53,6 +54,11 @@ async def _child(arm: str, runs: int) -> None:
     client = DeerFlowClient(AppConfig.model_validate({"memory": {"enabled": False}}), extensions=ARMS[arm]())
     for i in range(WARMUP):
         await client.arun(f"warm up {i}")
+    # A full collection now, so none falls among the measured runs: one costs tens of millions
+    # of instructions (the whole heap), comes every few hundred runs, when the long-lived
+    # objects have grown by a quarter, and landing in one arm's 40 runs or not moved it by 1M
+    # a run (2026-12-03). The collections of each run's own garbage are still counted.
+    gc.collect()
     _instrument(True)
     for i in range(runs):
         await client.arun(f"tell me about item {i}")  # a fresh thread per run, as in run_overhead
