@@ -41,7 +41,7 @@ from deerflow_ext.extensions.hooks import WRAP_HOOK_PAIRS, implemented_hooks
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.stack import compose_middleware_stack
+from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_extension_api import (
     AgentBuildContext,
     AgentScope,
@@ -640,6 +640,16 @@ def _fusion_scenario(trace: list[str]) -> LoadedExtensions:
     )
 
 
+def _arrange(monkeypatch: pytest.MonkeyPatch, arrangement: str) -> None:
+    """Compose groups ``carried`` (the default), ``fused`` into a layer of their own but not
+    carried, or ``separate``: one layer per contribution."""
+    monkeypatch.setattr(stack_module, "_plans", {})  # decided anew, under the patches below
+    if arrangement in ("fused", "separate"):
+        monkeypatch.setattr(stack_module, "carry_plan", lambda stack: ())
+    if arrangement == "separate":
+        monkeypatch.setattr(stack_module, "fusible_runs", lambda stack: ())
+
+
 def _hooked(stack: Sequence[Any]) -> list[Any]:
     """The contributed entries LangChain builds a layer for."""
     return [mw for mw in stack if isinstance(mw, IsolatedMiddleware) and implemented_hooks(type(mw))]
@@ -652,10 +662,7 @@ async def test_a_fused_run_behaves_exactly_as_separate_layers(mode: str, monkeyp
     # Carried into the host layers before it (the default), fused into one layer of its own,
     # and one layer per contribution: LangChain builds 0, 1 and 6 contributed layers.
     for arrangement, layers in (("carried", 0), ("fused", 1), ("separate", 6)):
-        if arrangement == "fused":
-            monkeypatch.setattr(stack_module, "carry_fused_groups", list)
-        if arrangement == "separate":
-            monkeypatch.setattr(stack_module, "fuse_wrap_only_runs", list)
+        _arrange(monkeypatch, arrangement)
         trace: list[str] = []
         diagnostics = DiagnosticsList()
         stack = compose_middleware_stack(
@@ -685,6 +692,104 @@ async def test_a_fused_run_behaves_exactly_as_separate_layers(mode: str, monkeyp
     assert attempts == 2  # the broken member did not repeat the model call
     hook = "wrap_model_call" if mode == "sync" else "awrap_model_call"
     assert diags == [("ext2:install", f"Breaks.{hook} raised RuntimeError: broken extension")] * 2
+
+
+class Fresh:
+    """A contributor that makes new middleware for every construction, as most do."""
+
+    def __init__(self, make: Any, placement: Placement = Placement.STANDARD) -> None:
+        self.make, self.placement = make, placement
+
+    def contribute_middlewares(self, app_store: Any, ctx: AgentBuildContext) -> Sequence[MiddlewarePlacement]:
+        return [MiddlewarePlacement(self.make(), self.placement)]
+
+
+def _shape_of(stack: Sequence[Any]) -> list[Any]:
+    """A composed stack as LangChain and the checks see it, without object identities: each
+    entry's class (its inner class and name, for a contribution), the positions of a fused
+    group, and the hooks a carrier has of its own."""
+    entries: list[Any] = []
+    for mw in stack:
+        group = tuple(stack.index(member) for member in getattr(mw, "fused_group", ()))
+        own = sorted(set(vars(mw)) & WRAP_HOOKS)
+        inner = (type(mw.inner), mw.name, mw.extension) if isinstance(mw, IsolatedMiddleware) else None
+        entries.append((type(mw), inner, group, own))
+    return entries
+
+
+def test_a_repeated_shape_is_built_from_its_plan_without_deciding_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second construction of a shape makes its own objects the way the first decided."""
+    monkeypatch.setattr(stack_module, "_plans", {})
+    trace: list[str] = []
+    ext = loaded(
+        Fresh(lambda: Tracer("a", trace)),
+        Fresh(lambda: Tracer("b", trace)),
+        Fresh(lambda: Plain("node hook")),
+        Fresh(lambda: Tracer("physical 1", trace), Placement.MODEL_PHYSICAL),
+        Fresh(lambda: Tracer("physical 2", trace), Placement.MODEL_PHYSICAL),
+        Fresh(lambda: Tracer("raw", trace), Placement.TOOL_RAW),
+    )
+    first = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD)
+
+    def forbidden(*args: Any) -> Any:
+        raise AssertionError("decided again")
+
+    for name in ("_layout", "fusible_runs", "assert_ordering", "carry_plan"):
+        monkeypatch.setattr(stack_module, name, forbidden)
+    host = host_stack()
+    second = compose_middleware_stack(host, extensions=ext, ctx=LEAD)
+
+    assert _shape_of(second) == _shape_of(first)
+    assert any(set(vars(mw)) & WRAP_HOOKS for mw in second)  # the scenario carries a group
+    # Made of this construction's objects: its contributions, its host (or copies carrying a group).
+    firsts = {id(mw.inner) for mw in first if isinstance(mw, IsolatedMiddleware)}
+    assert not any(id(mw.inner) in firsts for mw in second if isinstance(mw, IsolatedMiddleware))
+    assert all(map(_is_or_carries, host_layers(second), host))
+    for mw in second:
+        assert all(member in second for member in getattr(mw, "fused_group", ()))
+    assert not any(set(vars(mw)) & WRAP_HOOKS for mw in host)  # the caller's host is untouched
+    assert_ordering(second)  # the module's own check, not the patched name
+
+
+def test_a_shape_that_differs_by_what_fusing_reads_is_planned_anew(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stack_module, "_plans", {})
+    trace: list[str] = []
+    with_tool = {"now": False}
+
+    def maybe_with_tool() -> Tracer:
+        made = Tracer("b", trace)
+        if with_tool["now"]:
+            made.tools = [echo]
+        return made
+
+    ext = loaded(Fresh(lambda: Tracer("a", trace)), Fresh(maybe_with_tool))
+    grouped = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD)
+    with_tool["now"] = True
+    apart = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD)
+
+    assert any(getattr(mw, "fused_group", ()) for mw in grouped)
+    assert not any(getattr(mw, "fused_group", ()) for mw in apart)  # a wrapper with tools is not fused
+    assert len(stack_module._plans) == 2
+
+
+def test_a_dropped_contribution_is_reported_by_every_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stack_module, "_plans", {})
+    ext = loaded(Fresh(Plain), Fresh(lambda: Counter("late"), Placement.MODEL_PHYSICAL))
+    real_check = stack_module.assert_ordering
+
+    def refuse_physical(stack: Sequence[Any]) -> None:
+        for mw in stack:
+            if isinstance(mw, IsolatedMiddleware) and mw.placement is Placement.MODEL_PHYSICAL:
+                raise OrderingError("cannot be placed here", extension=mw.extension)
+        real_check(stack)
+
+    monkeypatch.setattr(stack_module, "assert_ordering", refuse_physical)
+    for _ in range(2):
+        diagnostics = DiagnosticsList()
+        stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD, diagnostics=diagnostics)
+        assert [type(mw.inner).__name__ for mw in stack if isinstance(mw, IsolatedMiddleware)] == ["Plain"]
+        assert [(d.extension, "dropped" in d.message) for d in diagnostics] == [("ext1:install", True)]
+    assert stack_module._plans == {}
 
 
 def test_a_fused_run_keeps_every_entry_in_place_for_descriptor_and_ordering() -> None:
@@ -762,8 +867,7 @@ async def test_a_carried_group_still_records_its_own_langsmith_span(monkeypatch:
 
     names = []
     for carry in (True, False):
-        if not carry:
-            monkeypatch.setattr(stack_module, "carry_fused_groups", list)
+        _arrange(monkeypatch, "carried" if carry else "fused")
         seen: list[str] = []
         ext = loaded(
             Contributor(MiddlewarePlacement(SpanName(seen), Placement.STANDARD)),

@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware
 
@@ -43,37 +43,80 @@ from .hooks import WRAP_HOOK_PAIRS
 from .isolation import IsolatedMiddleware
 from .mirror import agroup_method, group_head_class, group_member_class, group_method
 
-__all__ = ["carry_fused_groups"]
+__all__ = ["Carry", "carry_fused_groups", "carry_groups", "carry_plan"]
 
 
-def carry_fused_groups(stack: Sequence[Any]) -> list[Any]:
-    """``stack`` with each fused group carried by the host layer before it, axis by axis.
+class Carry(NamedTuple):
+    """What carrying does to one fused group: the axes its head keeps as its own layer, and
+    the host layer (an index in the stack) that carries each of the other axes."""
 
-    Called once on the validated, final stack. Membership and order are unchanged; a carrier
-    is replaced by a copy of itself, the group head (created by this composition) by a copy
-    exposing fewer hooks.
+    head: int
+    kept: tuple[tuple[str, str], ...]
+    carriers: tuple[tuple[tuple[str, str], int], ...]
+
+
+def carry_plan(stack: Sequence[Any]) -> tuple[Carry, ...]:
+    """Which host layer carries which axis of each fused group in ``stack``: the decision
+    :func:`carry_groups` carries out. Empty without LangChain's composers and trace helper.
+
+    Groups are decided in stack order, each against the classes the earlier ones left: a
+    head that no longer exposes an axis is not a layer on it.
     """
-    traced = _traced_group_hooks()
-    result = list(stack)
-    if COMPOSERS is None or traced is None:
-        return result
-    for index, head in enumerate(result):
+    if COMPOSERS is None or _traced_group_hooks() is None:
+        return ()
+    classes = [type(mw) for mw in stack]
+    plan: list[Carry] = []
+    for index, head in enumerate(stack):
         if not isinstance(head, IsolatedMiddleware) or not head.fused_group:
             continue
         kept: list[tuple[str, str]] = []
+        carriers: list[tuple[tuple[str, str], int]] = []
         for pair in head._group_axes:
-            at = _nearest_layer(result, index, pair)
-            if at is None or isinstance(result[at], IsolatedMiddleware):
+            at = _nearest_layer(classes, index, pair)
+            if at is None or issubclass(classes[at], IsolatedMiddleware):
                 kept.append(pair)
-                continue
+            else:
+                carriers.append((pair, at))
+        if carriers:
+            classes[index] = _exposed_class(head, tuple(kept))
+            plan.append(Carry(index, tuple(kept), tuple(carriers)))
+    return tuple(plan)
+
+
+def carry_groups(stack: Sequence[Any], plan: Sequence[Carry]) -> list[Any]:
+    """``stack`` with each fused group carried as ``plan`` (:func:`carry_plan` of a stack of
+    this shape) says. Membership and order are unchanged; a carrier is replaced by a copy of
+    itself, the group head (created by this composition) by a copy exposing fewer hooks.
+    """
+    traced = _traced_group_hooks()
+    result = list(stack)
+    if not plan:
+        return result
+    assert COMPOSERS is not None and traced is not None  # carry_plan decided nothing otherwise
+    for index, kept, carriers in plan:
+        head = result[index]
+        for pair, at in carriers:
             carrier = copy.copy(result[at])
             for hook in pair:
                 carried = _carried(traced[hook], head, hook)
                 setattr(carrier, hook, COMPOSERS[hook]([getattr(carrier, hook), carried]))
             result[at] = carrier
-        if len(kept) < len(head._group_axes):
-            result[index] = _exposing(head, tuple(kept))
+        result[index] = _exposing(head, kept)
     return result
+
+
+def carry_fused_groups(stack: Sequence[Any]) -> list[Any]:
+    """``stack`` with each fused group carried by the host layer before it, axis by axis:
+    :func:`carry_groups` over :func:`carry_plan`."""
+    return carry_groups(stack, carry_plan(stack))
+
+
+def _exposed_class(head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...]) -> type[IsolatedMiddleware]:
+    """The class of a group head that exposes only ``axes`` (none: a plain member's)."""
+    inner_cls = type(head.inner)
+    if axes:
+        return group_head_class(IsolatedMiddleware, inner_cls, axes)
+    return group_member_class(IsolatedMiddleware, inner_cls)
 
 
 def _exposing(head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...]) -> IsolatedMiddleware:
@@ -82,23 +125,19 @@ def _exposing(head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...]) -> Is
     A copy rather than a class swap on the head itself: the carried chains keep calling the
     original head, whose class still runs the whole group.
     """
-    inner_cls = type(head.inner)
-    if axes:
-        exposed = rewrapped(head, group_head_class(IsolatedMiddleware, inner_cls, axes))
-    else:
-        exposed = rewrapped(head, group_member_class(IsolatedMiddleware, inner_cls))
+    exposed = rewrapped(head, _exposed_class(head, axes))
     exposed._group_axes = axes
     exposed._fused_group = (exposed, *head.fused_group[1:])
     return exposed
 
 
-def _nearest_layer(stack: Sequence[Any], index: int, pair: tuple[str, str]) -> int | None:
+def _nearest_layer(classes: Sequence[type], index: int, pair: tuple[str, str]) -> int | None:
     """Index of the nearest middleware before ``index`` that LangChain nests on ``pair``'s axis.
 
     LangChain's own test: the class overrides either hook of the pair.
     """
     for at in range(index - 1, -1, -1):
-        cls = type(stack[at])
+        cls = classes[at]
         if any(getattr(cls, hook, None) is not getattr(AgentMiddleware, hook) for hook in pair):
             return at
     return None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
 
@@ -30,7 +31,7 @@ from .hooks import WRAP_HOOK_PAIRS, WRAP_HOOKS
 from .isolation import IsolatedMiddleware
 from .mirror import group_head_class, group_member_class, isolated_hook, plain_class
 
-__all__ = ["COMPOSERS", "GroupChains", "fuse_wrap_only_runs", "rewrapped"]
+__all__ = ["COMPOSERS", "GroupChains", "fuse_runs", "fuse_wrap_only_runs", "fusible_key", "fusible_runs", "rewrapped"]
 
 #: LangChain's composer for each wrap hook, or ``None``: then nothing is fused or carried.
 COMPOSERS: Mapping[str, Callable[[Any], Any]] | None = chain_composers()
@@ -39,52 +40,91 @@ COMPOSERS: Mapping[str, Callable[[Any], Any]] | None = chain_composers()
 def _fusible(mw: Any) -> bool:
     return (
         isinstance(mw, IsolatedMiddleware)
+        and _wrap_only_plain(type(mw), mw)
         and not mw.fused_group
-        and type(mw) is plain_class(type(mw.inner))  # a plain per-class wrapper, not a member
-        and bool(mw.wrapped_hooks)
-        and mw.wrapped_hooks <= WRAP_HOOKS
         and not mw.tools
-        and mw.state_schema is AgentMiddleware.state_schema  # type: ignore[misc]
+        and mw.state_schema is _DEFAULT_SCHEMA
         and not mw.transformers
         and mw.trace_policy is None
     )
 
 
-def fuse_wrap_only_runs(stack: Sequence[Any]) -> list[Any]:
-    """``stack`` with each run of two or more consecutive fusible wrappers in one placement
-    handed to LangChain as one layer (see above). Order and membership are unchanged: the
-    result holds a wrapper for every entry of ``stack``, at the same index."""
+_DEFAULT_SCHEMA: Any = AgentMiddleware.state_schema  # type: ignore[misc]
+#: Per wrapper class: a plain per-class wrapper (not a group head or member) whose inner
+#: class has wrap hooks and nothing else. A fact about the class, asked of every
+#: contribution of every construction, so it is kept; two threads racing agree.
+_wrap_only: WeakKeyDictionary[type, bool] = WeakKeyDictionary()
+
+
+def _wrap_only_plain(cls: type, mw: IsolatedMiddleware) -> bool:
+    known = _wrap_only.get(cls)
+    if known is None:
+        hooks = mw.wrapped_hooks
+        known = _wrap_only[cls] = cls is plain_class(type(mw.inner)) and bool(hooks) and hooks <= WRAP_HOOKS
+    return known
+
+
+def fusible_key(mw: Any) -> tuple[type, bool]:
+    """All that :func:`fusible_runs` and :func:`fuse_runs` read of one entry besides its
+    placement: its class (its hooks, and its inner class for a wrapper) and whether it may
+    be fused (which also reads the graph attributes the wrapper mirrored)."""
+    return type(mw), _fusible(mw)
+
+
+def fusible_runs(stack: Sequence[Any]) -> tuple[range, ...]:
+    """Where ``stack`` has runs of two or more consecutive fusible wrappers in one placement:
+    the decision :func:`fuse_runs` carries out, as index ranges. None without the composers."""
     if COMPOSERS is None:
-        return list(stack)
-    result: list[Any] = []
-    run: list[IsolatedMiddleware] = []
-
-    def flush() -> None:
-        result.extend(_fused(run) if len(run) > 1 else run)
-        run.clear()
-
-    for mw in stack:
+        return ()
+    bounds: list[tuple[int, int]] = []  # each run of fusible wrappers in one placement
+    for index, mw in enumerate(stack):
         if not _fusible(mw):
-            flush()
-            result.append(mw)
             continue
-        if run and mw.placement is not run[0].placement:
-            flush()
-        run.append(mw)
-    flush()
+        if bounds and bounds[-1][1] == index and mw.placement is stack[index - 1].placement:
+            bounds[-1] = (bounds[-1][0], index + 1)
+        else:
+            bounds.append((index, index + 1))
+    return tuple(range(start, stop) for start, stop in bounds if stop - start > 1)
+
+
+def fuse_runs(stack: Sequence[Any], runs: Sequence[range], *, in_place: bool = False) -> list[Any]:
+    """``stack`` with each of ``runs`` (from :func:`fusible_runs` on a stack of this shape)
+    handed to LangChain as one layer (see above). Order and membership are unchanged: the
+    result holds a wrapper for every entry of ``stack``, at the same index.
+
+    The wrappers of a run are new ones, and ``stack``'s own are left as they were, unless
+    ``in_place``: then they are turned into the group's own, for a caller that made them and
+    has shown them to no one (a copy each costs a construction ~2 µs a contribution).
+    """
+    result = list(stack)
+    for run in runs:
+        result[run.start : run.stop] = _fused(result[run.start : run.stop], in_place)
     return result
 
 
-def _fused(run: Sequence[IsolatedMiddleware]) -> list[IsolatedMiddleware]:
+def fuse_wrap_only_runs(stack: Sequence[Any]) -> list[Any]:
+    """``stack`` with its fusible runs fused: :func:`fuse_runs` over :func:`fusible_runs`."""
+    return fuse_runs(stack, fusible_runs(stack))
+
+
+def _fused(run: Sequence[IsolatedMiddleware], in_place: bool) -> list[IsolatedMiddleware]:
     head_inner = type(run[0].inner)
     hooks = frozenset().union(*(mw.wrapped_hooks for mw in run))
-    axes = tuple(pair for pair in WRAP_HOOK_PAIRS if hooks & set(pair))
-    head = rewrapped(run[0], group_head_class(IsolatedMiddleware, head_inner, axes))
-    members = [head, *(rewrapped(mw, group_member_class(IsolatedMiddleware, type(mw.inner))) for mw in run[1:])]
-    head._group_calls = GroupChains({pair: [mw for mw in members if mw.wrapped_hooks & set(pair)] for pair in axes})
+    axes = tuple(pair for pair in WRAP_HOOK_PAIRS if not hooks.isdisjoint(pair))
+    recast = _recast if in_place else rewrapped
+    head = recast(run[0], group_head_class(IsolatedMiddleware, head_inner, axes))
+    members = [head, *(recast(mw, group_member_class(IsolatedMiddleware, type(mw.inner))) for mw in run[1:])]
+    head._group_calls = GroupChains(
+        {pair: [mw for mw in members if not mw.wrapped_hooks.isdisjoint(pair)] for pair in axes}
+    )
     head._fused_group = tuple(members)
     head._group_axes = axes
     return members
+
+
+def _recast(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
+    mw.__class__ = cls
+    return mw
 
 
 class GroupChains:
@@ -108,7 +148,8 @@ class GroupChains:
         if chain is None:
             assert COMPOSERS is not None
             # Each member's own isolated hook (its per-class wrapper's), bound to it.
-            chain = COMPOSERS[hook]([isolated_hook(mw, hook) for mw in self._members[hook]])
+            hooks = [isolated_hook(mw, hook) for mw in self._members[hook]]
+            chain = COMPOSERS[hook](hooks)
             self._chains[hook] = chain
         return chain
 

@@ -18,6 +18,7 @@ wrapper's shape, not its rules. Classes are cached per inner class, weakly, unde
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -97,8 +98,12 @@ def group_member_class(base: W, inner_cls: type) -> W:
         return cls  # type: ignore[return-value]
 
 
+@functools.cache
 def group_method(hook: str) -> Callable[..., Any]:
-    """A group head's sync wrap hook: the group's composed chain for ``hook``."""
+    """A group head's sync wrap hook: the group's composed chain for ``hook``.
+
+    One function per hook, shared by every head class (and by carrying, per construction).
+    """
 
     def wrap(self: Any, request: Any, handler: Callable[[Any], Any]) -> Any:
         return self._group_calls[hook](request, handler)
@@ -107,8 +112,9 @@ def group_method(hook: str) -> Callable[..., Any]:
     return wrap
 
 
+@functools.cache
 def agroup_method(hook: str) -> Callable[..., Any]:
-    """A group head's async wrap hook: the group's composed chain for ``hook``."""
+    """A group head's async wrap hook: the group's composed chain for ``hook`` (one per hook)."""
 
     async def awrap(self: Any, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return await self._group_calls[hook](request, handler)

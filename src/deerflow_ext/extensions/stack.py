@@ -36,10 +36,10 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
 
-from .carry import carry_fused_groups
+from .carry import Carry, carry_groups, carry_plan
 from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
-from .fusion import fuse_wrap_only_runs
+from .fusion import fuse_runs, fusible_key, fusible_runs
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware
 from .loopwatch import RunningHook, register_site
@@ -113,11 +113,59 @@ def compose_middleware_stack(
         return list(host)
     diagnostics = diagnostics if diagnostics is not None else extensions.diagnostics
     placed = _collect(extensions, ctx, diagnostics)
+    shape = _shape(host, placed)
+    plan = _plans.get(shape)
+    if plan is None:
+        plan = _plan(host, placed, diagnostics)
+        if not plan.dropped:  # a drop is reported by every construction: it is planned anew
+            if len(_plans) >= _PLANS_LIMIT:  # classes made at run time: stay bounded
+                _plans.clear()
+            _plans[shape] = plan
+    return _build(plan, host, placed)
+
+
+class _Plan(NamedTuple):
+    """How one shape of contributions is composed: the result of every decision composition
+    makes, none of which depends on more than the shape (:func:`_shape`).
+
+    Speed: a Gateway composes the same shape for every run, and deciding again (placing,
+    fusing, validating, carrying) was over half of what ten contributions cost a
+    construction. The objects are still made anew each time, from this construction's
+    contributions (:func:`_build`).
+    """
+
+    dropped: frozenset[str]  # extensions whose placement promise cannot hold here
+    layout: tuple[int, ...]  # see _layout, over the contributions not dropped
+    runs: tuple[range, ...]  # fusion.fusible_runs of the assembled stack
+    carries: tuple[Carry, ...]  # carry.carry_plan of the fused stack
+
+
+#: Plans by shape; bounded like every cache keyed by classes.
+_plans: dict[tuple[Any, ...], _Plan] = {}
+_PLANS_LIMIT = 256
+
+
+def _shape(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> tuple[Any, ...]:
+    """Everything composition decides on: the host's classes and, per contribution, its
+    extension, placement and order, and what fusing reads of it (:func:`~.fusion.fusible_key`)."""
+    return (
+        tuple(map(type, host)),
+        tuple((p.extension, p.placement, p.order, fusible_key(p.middleware)) for p in placed),
+    )
+
+
+def _plan(host: Sequence[AgentMiddleware], placed: Sequence[_Placed], diagnostics: DiagnosticsList) -> _Plan:
+    """Decide how ``placed`` joins ``host``, dropping (with a diagnostic) each extension
+    whose placement promise the validated stack cannot keep."""
     dropped: set[str] = set()
     while True:
-        # Runs of wrap-only contributions become one LangChain layer each (isolation.py):
+        kept = [p for p in placed if p.extension not in dropped]
+        layout = _layout(tuple(map(type, host)), tuple((p.placement, p.order) for p in kept))
+        assembled = _assemble(layout, host, kept)
+        # Runs of wrap-only contributions become one LangChain layer each (fusion.py):
         # same entries, same order, every one still isolated and attributed on its own.
-        stack = fuse_wrap_only_runs(_assemble(host, [p for p in placed if p.extension not in dropped]))
+        runs = fusible_runs(assembled)
+        stack = fuse_runs(assembled, runs)
         try:
             assert_ordering(stack)
         except OrderingError as exc:
@@ -128,7 +176,15 @@ def compose_middleware_stack(
             continue
         # Each group then runs inside the host wrap layer just before it, where there is one
         # (carry.py): the same nesting, one LangChain layer fewer per construction.
-        return carry_fused_groups(stack)
+        return _Plan(frozenset(dropped), layout, runs, carry_plan(stack))
+
+
+def _build(plan: _Plan, host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:
+    """The stack ``plan`` describes, made of this construction's objects."""
+    kept = [p for p in placed if p.extension not in plan.dropped] if plan.dropped else placed
+    # The wrappers are this construction's own (_collect made them): fused where they stand.
+    fused = fuse_runs(_assemble(plan.layout, host, kept), plan.runs, in_place=True)
+    return carry_groups(fused, plan.carries)
 
 
 def host_layers(stack: Sequence[AgentMiddleware[Any, Any, Any]]) -> list[AgentMiddleware[Any, Any, Any]]:
@@ -228,20 +284,19 @@ def _validated(result: Any) -> list[MiddlewarePlacement]:
     return items
 
 
-def _assemble(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> list[AgentMiddleware]:
-    layout = _layout(tuple(map(type, host)), tuple((p.placement, p.order) for p in placed))
+def _assemble(
+    layout: Sequence[int], host: Sequence[AgentMiddleware], placed: Sequence[_Placed]
+) -> list[AgentMiddleware]:
     count = len(host)
     return [host[i] if i < count else placed[i - count].middleware for i in layout]
 
 
-@functools.lru_cache(maxsize=256)
 def _layout(host: tuple[type, ...], placed: tuple[tuple[Placement, int], ...]) -> tuple[int, ...]:
     """Where each entry goes: the composed stack as indices, ``i`` for ``host[i]`` and
     ``len(host) + j`` for the ``j``-th contribution.
 
     A function of the host's classes and each contribution's placement and ``order`` (its
-    registration is its position), so it is computed once per shape. Speed: a Gateway
-    composes the same shape for every run.
+    registration is its position).
     """
     anchors, rank = _anchors(), _host_rank()
     # Each host middleware's documented rank, once per layout (not once per contribution).
