@@ -704,6 +704,57 @@ class Fresh:
         return [MiddlewarePlacement(self.make(), self.placement)]
 
 
+def _observing_scenario(trace: list[str]) -> LoadedExtensions:
+    """Five observing wrap-only STANDARD contributions, two of them misbehaving (one
+    fused run), inside them an intercepting MODEL_PHYSICAL one that adds a command."""
+    return loaded(
+        Fresh(lambda: Tracer("a", trace)),
+        Fresh(Breaks),
+        Fresh(lambda: Tracer("b", trace)),
+        Fresh(Unwraps),
+        Fresh(lambda: Tracer("c", trace)),
+        Fresh(lambda: Commands("physical"), Placement.MODEL_PHYSICAL),
+        intercepting=(5,),
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_group_of_observers_behaves_exactly_as_separate_layers(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Observers are chained without LangChain's model-call glue between them (fusion.py):
+    what each sees, the commands, the diagnostics and the answer are those of separate layers."""
+    outcomes = []
+    for arrangement in ("carried", "fused", "separate"):
+        _arrange(monkeypatch, arrangement)
+        trace: list[str] = []
+        diagnostics = DiagnosticsList()
+        ext = _observing_scenario(trace)
+        stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD, diagnostics=diagnostics)
+        heads = [mw for mw in stack if isinstance(mw, IsolatedMiddleware) and mw.fused_group]
+        assert len(heads) == (0 if arrangement == "separate" else 1)
+        model = FlakyModel(script=[AIMessage("answer")], attempts=[])
+        agent = create_agent(model, middleware=stack, state_schema=NoteState)
+        payload = {"messages": [{"role": "user", "content": "go"}]}
+        result = agent.invoke(payload) if mode == "sync" else await agent.ainvoke(payload)
+        outcomes.append(
+            (
+                trace,
+                [(type(m).__name__, m.content) for m in result["messages"]],
+                result["notes"],
+                [(d.extension, d.message) for d in diagnostics],
+            )
+        )
+    carried, fused, separate = outcomes
+    assert carried == fused == separate
+    trace, messages, notes, diags = carried
+    assert trace == ["a>", "b>", "c>", "c< ModelResponse", "b< ModelResponse", "a< ModelResponse"]
+    assert messages[-1] == ("AIMessage", "answer") and notes == ["physical"]
+    hook = "wrap_model_call" if mode == "sync" else "awrap_model_call"
+    assert [extension for extension, _ in diags] == ["ext1:install", "ext3:install"]
+    assert diags[0][1] == f"Breaks.{hook} raised RuntimeError: broken extension"
+
+
 def _shape_of(stack: Sequence[Any]) -> list[Any]:
     """A composed stack as LangChain and the checks see it, without object identities: each
     entry's class (its inner class and name, for a contribution), the positions of a fused

@@ -147,11 +147,30 @@ class GroupChains:
         chain = self._chains.get(hook)
         if chain is None:
             assert COMPOSERS is not None
+            members = self._members[hook]
             # Each member's own isolated hook (its per-class wrapper's), bound to it.
-            hooks = [isolated_hook(mw, hook) for mw in self._members[hook]]
+            hooks = [isolated_hook(mw, hook) for mw in members]
+            if len(hooks) > 2 and not any(mw.intercepts for mw in members):
+                # An observing member returns exactly what its handler returned (isolation.py),
+                # so between such members LangChain's model-call glue has nothing to
+                # normalise or collect: it only matters where the innermost member hands on
+                # what the downstream call returned. Its plain nesting (the tool-call
+                # composer's) down to that boundary, its own composer across it: the same
+                # results and commands, with ~10 µs less per member and model call.
+                hooks = [_NESTERS[hook](hooks[:-1]), hooks[-1]]
             chain = COMPOSERS[hook](hooks)
             self._chains[hook] = chain
         return chain
+
+
+#: LangChain's plain nesting, ``outer(request, lambda r: inner(r, handler))``: its tool-call
+#: composers, for each side of each wrap hook.
+_NESTERS: Mapping[str, Callable[[Any], Any]] = (
+    {}
+    if COMPOSERS is None
+    else {sync: COMPOSERS["wrap_tool_call"] for sync, _ in WRAP_HOOK_PAIRS}
+    | {asynchronous: COMPOSERS["awrap_tool_call"] for _, asynchronous in WRAP_HOOK_PAIRS}
+)
 
 
 def rewrapped(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
