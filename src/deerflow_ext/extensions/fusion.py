@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
 
@@ -29,7 +28,7 @@ from deerflow_ext.adapters.langchain_private import chain_composers
 
 from .hooks import WRAP_HOOK_PAIRS, WRAP_HOOKS
 from .isolation import IsolatedMiddleware
-from .mirror import group_head_class, group_member_class, isolated_hook, plain_class
+from .mirror import group_head_class, group_member_class, isolated_hook
 
 __all__ = ["COMPOSERS", "GroupChains", "fuse_runs", "fuse_wrap_only_runs", "fusible_key", "fusible_runs", "rewrapped"]
 
@@ -38,9 +37,13 @@ COMPOSERS: Mapping[str, Callable[[Any], Any]] | None = chain_composers()
 
 
 def _fusible(mw: Any) -> bool:
+    if not isinstance(mw, IsolatedMiddleware):
+        return False
+    hooks = mw._hooks
     return (
-        isinstance(mw, IsolatedMiddleware)
-        and _wrap_only_plain(type(mw), mw)
+        mw._plain  # a per-class wrapper, not a group head or member
+        and bool(hooks)
+        and hooks <= WRAP_HOOKS
         and not mw.fused_group
         and not mw.tools
         and mw.state_schema is _DEFAULT_SCHEMA
@@ -50,18 +53,6 @@ def _fusible(mw: Any) -> bool:
 
 
 _DEFAULT_SCHEMA: Any = AgentMiddleware.state_schema  # type: ignore[misc]
-#: Per wrapper class: a plain per-class wrapper (not a group head or member) whose inner
-#: class has wrap hooks and nothing else. A fact about the class, asked of every
-#: contribution of every construction, so it is kept; two threads racing agree.
-_wrap_only: WeakKeyDictionary[type, bool] = WeakKeyDictionary()
-
-
-def _wrap_only_plain(cls: type, mw: IsolatedMiddleware) -> bool:
-    known = _wrap_only.get(cls)
-    if known is None:
-        hooks = mw.wrapped_hooks
-        known = _wrap_only[cls] = cls is plain_class(type(mw.inner)) and bool(hooks) and hooks <= WRAP_HOOKS
-    return known
 
 
 def fusible_key(mw: Any) -> tuple[type, bool]:

@@ -41,10 +41,11 @@ The wrapper's rules:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
@@ -77,6 +78,13 @@ _CONTAINED = EXTENSION_FAILURES
 
 
 _perf_counter = time.perf_counter
+_DEFAULT_SCHEMA: Any = AgentMiddleware.state_schema  # type: ignore[misc]
+
+
+@functools.lru_cache(maxsize=1024)
+def _node_name(extension: str, class_name: str, index: int) -> str:
+    """``ext_<slug>_<ClassName>_<n>``, once per contribution slot (every construction asks)."""
+    return f"ext_{node_slug(extension)}_{node_slug(class_name)}_{index}"
 
 
 class RepeatedHandlerCall(RuntimeError):
@@ -192,6 +200,7 @@ class IsolatedMiddleware(AgentMiddleware):
     """
 
     _hooks: ClassVar[frozenset[str]] = frozenset()
+    _plain: ClassVar[bool] = False  # True on a per-class wrapper (mirror.py), not a group's class
     _fused_group: tuple[IsolatedMiddleware, ...] = ()
     _group_calls: Any  # fusion.GroupChains, on a group head
     _group_axes: tuple[tuple[str, str], ...] = ()
@@ -221,16 +230,26 @@ class IsolatedMiddleware(AgentMiddleware):
         self._diagnostics = diagnostics
         self._placement = placement
         self._intercept = intercept
-        self._name = f"ext_{node_slug(extension)}_{node_slug(type(inner).__name__)}_{index}"
+        self._name = _node_name(extension, type(inner).__name__, index)
         # Per-hook counters (metrics.py), resolved once here rather than on every call.
-        hooks = type(self)._hooks
-        self._stats: Mapping[str, HookStats] = stats_table(extension, hooks) if metrics_enabled() else _NO_STATS
+        self._stats: Mapping[str, HookStats] = stats_table(extension, self._hooks) if metrics_enabled() else _NO_STATS
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
-        self.tools = list(self._mirror("tools", []))
-        self.state_schema = self._mirror("state_schema", cast(Any, AgentMiddleware).state_schema)
-        self.transformers = tuple(self._mirror("transformers", ()))
-        self.trace_policy = self._mirror("trace_policy", None)
+        try:
+            tools = getattr(inner, "tools", None)
+            state_schema = getattr(inner, "state_schema", None)
+            transformers = getattr(inner, "transformers", None)
+            trace_policy = getattr(inner, "trace_policy", None)
+        except _CONTAINED:
+            # One of them raised: each on its own, so only that one is reported.
+            tools = self._mirror("tools", None)
+            state_schema = self._mirror("state_schema", None)
+            transformers = self._mirror("transformers", None)
+            trace_policy = self._mirror("trace_policy", None)
+        self.tools = [] if tools is None else list(tools)
+        self.state_schema = _DEFAULT_SCHEMA if state_schema is None else state_schema
+        self.transformers = () if transformers is None else tuple(transformers)
+        self.trace_policy = trace_policy
 
     # -- attribution -----------------------------------------------------------------------
     @property
@@ -282,13 +301,12 @@ class IsolatedMiddleware(AgentMiddleware):
     # -- failure handling ------------------------------------------------------------------
     def _mirror(self, attr: str, default: Any) -> Any:
         try:
-            value = getattr(self._inner, attr, default)
+            return getattr(self._inner, attr, default)
         except _CONTAINED as exc:  # a property in extension code
             if is_host_cancellation(exc):
                 raise
             self._fail(attr, exc)
             return default
-        return default if value is None and default is not None else value
 
     def _report(self, hook: str, problem: str, exc: BaseException | None = None) -> None:
         """One attributed diagnostic line: ``Extension <use>: <Class>.<hook> <problem>``."""

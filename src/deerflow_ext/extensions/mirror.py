@@ -24,45 +24,32 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
+from .classmemo import ClassMemo
 from .hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
 
-__all__ = ["group_head_class", "group_member_class", "isolated_class", "isolated_hook", "plain_class"]
+__all__ = ["group_head_class", "group_member_class", "isolated_class", "isolated_hook"]
 
 W = TypeVar("W", bound=type)
 Axes = tuple[tuple[str, str], ...]
 
 _ASYNC_STATE_HOOKS = frozenset(STATE_HOOKS[1::2])
 _lock = threading.Lock()
-_classes: WeakKeyDictionary[type, type] = WeakKeyDictionary()
 _heads: WeakKeyDictionary[type, dict[Axes, type]] = WeakKeyDictionary()
-_members: WeakKeyDictionary[type, type] = WeakKeyDictionary()
 
 
 def isolated_class(base: W, inner_cls: type) -> W:
     """The subclass of ``base`` that wraps instances of ``inner_cls`` (made once, cached).
 
-    Asked for every contribution of every construction: a hit takes no lock (a read of a
-    class made once is safe without it); only a class seen for the first time is built
-    under it. The same holds for the group classes below."""
+    Asked for every contribution of every construction: a hit is one dict lookup
+    (``classmemo.py``); only a class seen for the first time is built, under a lock."""
     cls = _classes.get(inner_cls)
-    if cls is not None:
-        return cls  # type: ignore[return-value]
-    with _lock:
-        cls = _classes.get(inner_cls)
-        if cls is None:
-            cls = _classes[inner_cls] = _build_class(base, inner_cls)
-        return cls  # type: ignore[return-value]
-
-
-def plain_class(inner_cls: type) -> type | None:
-    """The per-class wrapper made for ``inner_cls``, if any (not a group head or member)."""
-    return _classes.get(inner_cls)
+    return (_classes.load(inner_cls, base) if cls is None else cls)  # type: ignore[return-value]
 
 
 def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
     """``wrapper``'s own isolated ``hook``, as its per-class wrapper defines it, bound to it
     (a group head's class exposes the group's hooks instead)."""
-    return getattr(_classes[type(wrapper.inner)], hook).__get__(wrapper)
+    return getattr(_classes(type(wrapper.inner)), hook).__get__(wrapper)
 
 
 def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
@@ -87,15 +74,13 @@ def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
 def group_member_class(base: W, inner_cls: type) -> W:
     """The class of a fused group's member: it exposes no hook (the head runs it)."""
     cls = _members.get(inner_cls)
-    if cls is not None:
-        return cls  # type: ignore[return-value]
-    with _lock:
-        cls = _members.get(inner_cls)
-        if cls is None:
-            name = f"Isolated{inner_cls.__name__}InGroup"
-            namespace = {"_hooks": implemented_hooks(inner_cls), "__module__": base.__module__, "__qualname__": name}
-            cls = _members[inner_cls] = type(name, (base,), namespace)
-        return cls  # type: ignore[return-value]
+    return (_members.load(inner_cls, base) if cls is None else cls)  # type: ignore[return-value]
+
+
+def _build_member_class(inner_cls: type, base: type) -> type:
+    name = f"Isolated{inner_cls.__name__}InGroup"
+    namespace = {"_hooks": implemented_hooks(inner_cls), "__module__": base.__module__, "__qualname__": name}
+    return type(name, (base,), namespace)
 
 
 @functools.cache
@@ -123,9 +108,10 @@ def agroup_method(hook: str) -> Callable[..., Any]:
     return awrap
 
 
-def _build_class(base: type, inner_cls: type) -> type:
+def _build_class(inner_cls: type, base: type) -> type:
     hooks = implemented_hooks(inner_cls)
-    namespace: dict[str, Any] = {"_hooks": hooks, "__module__": base.__module__, "__qualname__": ""}
+    # ``_plain``: the per-class wrapper itself, which fusing may turn into a group's.
+    namespace: dict[str, Any] = {"_hooks": hooks, "_plain": True, "__module__": base.__module__, "__qualname__": ""}
     for hook in STATE_HOOKS:
         if hook in hooks:
             namespace[hook] = _state_method(hook, is_async=hook in _ASYNC_STATE_HOOKS)
@@ -143,6 +129,11 @@ def _build_class(base: type, inner_cls: type) -> type:
     name = f"Isolated{inner_cls.__name__}"
     namespace["__qualname__"] = name
     return type(name, (base,), namespace)
+
+
+#: The per-class wrappers and the group-member classes, by inner class.
+_classes: ClassMemo[type] = ClassMemo(_build_class)
+_members: ClassMemo[type] = ClassMemo(_build_member_class)
 
 
 def _state_method(hook: str, *, is_async: bool) -> Callable[..., Any]:
