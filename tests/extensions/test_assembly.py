@@ -345,6 +345,25 @@ def test_describe_tool_hashes_description_and_schema() -> None:
     assert (mcp.source, mcp.mcp_server, mcp.mcp_transport) == ("mcp", "search", "stdio")
 
 
+def test_an_unchanged_tool_keeps_its_descriptor_and_a_changed_one_is_described_anew() -> None:
+    lookup = _tool("Look it up.", q=str)
+    first = describe_tool(lookup)
+    assert describe_tool(lookup) is first  # the agent descriptor's memo compares by identity
+    lookup.description = "Look it up, carefully."
+    reworded = describe_tool(lookup)
+    assert reworded.description_hash != first.description_hash
+    lookup.args_schema = _tool("x", q=int).args_schema
+    assert describe_tool(lookup).schema_hash != reworded.schema_hash
+    assert describe_tool(lookup, "mcp", mcp_server="search").mcp_server == "search"
+    # A dict schema can change in place: such a tool is described anew every time.
+    as_dict = StructuredTool(
+        name="raw", description="Raw.", args_schema={"type": "object", "properties": {}}, func=lambda: "ok"
+    )
+    before = describe_tool(as_dict)
+    as_dict.args_schema["properties"]["q"] = {"type": "string"}  # type: ignore[index]
+    assert describe_tool(as_dict).schema_hash != before.schema_hash
+
+
 def test_build_info_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DEER_FLOW_IMAGE_DIGEST", raising=False)
     monkeypatch.delenv("DEER_FLOW_GIT_COMMIT", raising=False)

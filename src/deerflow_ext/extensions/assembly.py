@@ -37,6 +37,7 @@ from deerflow_extension_api import (
 )
 
 from .. import __version__
+from .classmemo import ClassMemo
 from .descriptor_memo import scalar_key
 from .diagnostics import log_extension_failure
 from .exits import EXTENSION_FAILURES
@@ -142,7 +143,7 @@ def describe_middleware(mw: Any) -> MiddlewareDescriptor:
     lets the agent's descriptor be reused (``descriptor_memo.py``). Policy values that are
     not plain scalars get a descriptor of their own every time.
     """
-    target, extension = (mw.inner, mw.extension) if isinstance(mw, IsolatedMiddleware) else (mw, None)
+    target, extension = (mw._inner, mw._extension) if isinstance(mw, IsolatedMiddleware) else (mw, None)
     cls = type(target)
     parameters = _policy_parameters(target)
     values = scalar_key(parameters)
@@ -164,7 +165,7 @@ _MEMO_LIMIT = 1024
 
 
 def _policy_parameters(target: Any) -> dict[str, Any]:
-    plan = _probe_plan(type(target))
+    plan = _probe_plans(type(target))
     values = None if plan.dynamic else getattr(target, "__dict__", None)
     if values is None or plan.may_declare or _DECLARE in values:
         declared = collect_release_policies([target])
@@ -223,7 +224,6 @@ class _ProbePlan:
     on_class: frozenset[str]  # probed names the class itself answers for
 
 
-_plans: WeakKeyDictionary[type, _ProbePlan] = WeakKeyDictionary()
 _DEFAULT_LOOKUP: Any = object.__getattribute__
 
 
@@ -232,19 +232,18 @@ def _customises_lookup(cls: type) -> bool:
     return lookup is not _DEFAULT_LOOKUP or hasattr(cls, "__getattr__")
 
 
-def _probe_plan(cls: type) -> _ProbePlan:
-    plan = _plans.get(cls)
-    if plan is None:
-        try:
-            plan = _ProbePlan(
-                dynamic=_customises_lookup(cls),
-                may_declare=hasattr(cls, _DECLARE),
-                on_class=frozenset(attr for attr in PROBED_ATTRIBUTES if hasattr(cls, attr)),
-            )
-        except Exception:  # a class attribute that raises when asked for (extension code)
-            plan = _GETATTR_ONLY
-        _plans[cls] = plan  # two threads racing on a new class compute the same plan
-    return plan
+def _new_probe_plan(cls: type) -> _ProbePlan:
+    try:
+        return _ProbePlan(
+            dynamic=_customises_lookup(cls),
+            may_declare=hasattr(cls, _DECLARE),
+            on_class=frozenset(attr for attr in PROBED_ATTRIBUTES if hasattr(cls, attr)),
+        )
+    except Exception:  # a class attribute that raises when asked for (extension code)
+        return _GETATTR_ONLY
+
+
+_probe_plans: ClassMemo[_ProbePlan] = ClassMemo(_new_probe_plan)
 
 
 #: Every name read with ``getattr``, exactly as before there were plans.
@@ -279,13 +278,24 @@ def _json_ready(value: Any) -> bool:
 def describe_tool(
     tool: Any, source: str = "builtin", *, mcp_server: str | None = None, mcp_transport: str | None = None
 ) -> ToolDescriptor:
-    """A tool by hashes of what the model is told: its description and argument schema."""
+    """A tool by hashes of what the model is told: its description and argument schema.
+
+    The same tool, unchanged, gets the same descriptor object: a construction describes the
+    same few tools every time, and a shared descriptor lets the agent's be reused
+    (``descriptor_memo.py``). Unchanged means the same name, description, ``args_schema``
+    class, tool class and source; a tool whose schema is not a class is described anew.
+    """
     if isinstance(tool, Mapping):  # a provider built-in tool, passed through as a dict
         name = str(tool.get("name") or tool.get("type") or "")
         return ToolDescriptor(
             name, canonical_hash(""), canonical_hash(dict(tool)), source, mcp_server, mcp_transport
         )
-    return ToolDescriptor(
+    schema = getattr(tool, "args_schema", None)
+    key = (type(tool), tool.name, tool.description, schema, source, mcp_server, mcp_transport)
+    known = _tool_descriptors.get(id(tool))
+    if known is not None and known[0] is tool and known[1] == key:
+        return known[2]
+    described = ToolDescriptor(
         name=tool.name,
         description_hash=text_hash(tool.description or ""),
         schema_hash=_schema_hash(tool),
@@ -293,6 +303,16 @@ def describe_tool(
         mcp_server=mcp_server,
         mcp_transport=mcp_transport,
     )
+    if isinstance(schema, type):  # a dict schema may change in place: not remembered
+        if len(_tool_descriptors) >= _MEMO_LIMIT:
+            _tool_descriptors.clear()
+        # The entry holds the tool, so its id cannot be another object's while it is here.
+        _tool_descriptors[id(tool)] = (tool, key, described)
+    return described
+
+
+#: The last descriptor of each tool, by id, with the tool and what it was described from.
+_tool_descriptors: dict[int, tuple[Any, tuple[Any, ...], ToolDescriptor]] = {}
 
 
 @functools.lru_cache(maxsize=256)
