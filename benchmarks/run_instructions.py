@@ -79,7 +79,10 @@ def _count(arm: str, runs: int, out: Path) -> int:
         "--runs",
         str(runs),
     ]
-    done = subprocess.run(command, capture_output=True, text=True)
+    # One hash seed for every arm: string hashes decide dict and set layouts, and so a few
+    # instructions here and there; a fixed seed makes a count repeat.
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     totals = re.search(r"^totals: (\d+)", out.read_text() if out.exists() else "", re.MULTILINE)
     if done.returncode != 0 or totals is None:
         tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]

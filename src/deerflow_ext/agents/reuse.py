@@ -30,11 +30,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
+from deerflow_ext.extensions.classmemo import ClassMemo
 from deerflow_ext.extensions.hooks import (
     ASYNC_HOOKS,
     STATE_HOOKS,
@@ -214,25 +214,21 @@ def _run_stack(runtime: Any) -> RunStack:
     return run_stack
 
 
-_lock = threading.Lock()
-_classes: WeakKeyDictionary[type, Any] = WeakKeyDictionary()
-_UNSEEN = object()
+#: The slot class standing for each middleware class, or ``None`` (``_build_slot_class``).
+_slot_classes: ClassMemo[type | None] = ClassMemo(lambda cls: _build_slot_class(cls))
 
 
 def _slot_class(cls: type) -> type | None:
     """The slot class standing for ``cls`` (cached weakly), or ``None`` if a hook of
     ``cls`` takes parameters LangGraph would inject differently into a slot's.
 
-    Looked up for every middleware of every construction: a hit takes no lock (a dict read
-    is atomic); only a class seen for the first time is built under it."""
-    slot = _classes.get(cls, _UNSEEN)
-    if slot is not _UNSEEN:
-        return slot
-    with _lock:
-        if cls in _classes:
-            return _classes[cls]
-        slot = _classes[cls] = _build_slot_class(cls)
-        return slot
+    Looked up for every middleware of every construction: a hit is one dict lookup
+    (``classmemo.py``); only a class seen for the first time is built."""
+    slot = _slot_classes.get(cls, _UNSEEN)
+    return _slot_classes.load(cls) if slot is _UNSEEN else slot
+
+
+_UNSEEN: Any = object()
 
 
 def _build_slot_class(cls: type) -> type | None:

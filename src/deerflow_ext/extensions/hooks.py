@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
-from weakref import WeakKeyDictionary
 
 from langchain.agents.middleware import AgentMiddleware
+
+from .classmemo import ClassMemo
 
 __all__ = [
     "ASYNC_HOOKS",
@@ -45,24 +46,22 @@ WRAP_HOOKS = frozenset(hook for pair in WRAP_HOOK_PAIRS for hook in pair)
 ASYNC_HOOKS = frozenset((*STATE_HOOKS[1::2], *(pair[1] for pair in WRAP_HOOK_PAIRS)))
 
 
-_implemented: WeakKeyDictionary[type, frozenset[str]] = WeakKeyDictionary()
+def _implemented(cls: type) -> frozenset[str]:
+    names = [*STATE_HOOKS, *(hook for pair in WRAP_HOOK_PAIRS for hook in pair)]
+    return frozenset(name for name in names if getattr(cls, name, None) is not getattr(AgentMiddleware, name))
+
+
+_implemented_hooks: ClassMemo[frozenset[str]] = ClassMemo(_implemented)
 
 
 def implemented_hooks(cls: type) -> frozenset[str]:
     """The hook names ``cls`` overrides, exactly as ``create_agent`` would detect them.
 
-    Once per class: the ordering check and node fusion ask it for every middleware of every
-    construction. A class's hooks are fixed once it is in use (reuse's slot classes and
-    mirror's wrapper classes are built from them once, too). Weakly keyed, so a class
-    defined and dropped (a test's) does not stay; two threads racing on a new class compute
-    the same answer.
+    Once per class (``classmemo.py``): the ordering check and node fusion ask it for every
+    middleware of every construction. A class's hooks are fixed once it is in use (reuse's
+    slot classes and mirror's wrapper classes are built from them once, too).
     """
-    found = _implemented.get(cls)
-    if found is None:
-        names = [*STATE_HOOKS, *(hook for pair in WRAP_HOOK_PAIRS for hook in pair)]
-        found = frozenset(name for name in names if getattr(cls, name, None) is not getattr(AgentMiddleware, name))
-        _implemented[cls] = found
-    return found
+    return _implemented_hooks(cls)
 
 
 def adopt_graph_attributes(target: AgentMiddleware, source: AgentMiddleware) -> None:
