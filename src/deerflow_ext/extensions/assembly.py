@@ -112,7 +112,8 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
             continue
         if timing is not None:
             timing.done()
-        if inspect.isawaitable(returned):
+        # (None, what a synchronous observer returns, skips asking the Awaitable ABC.)
+        if returned is not None and inspect.isawaitable(returned):
             # An async observer cannot run here (construction is synchronous): say so instead
             # of leaving an un-awaited coroutine warning with no attribution.
             close = getattr(returned, "close", None)

@@ -227,7 +227,7 @@ def _collect(
         if timing is not None:
             timing.done()
         for item in placements:
-            if ctx.scope not in item.scope:
+            if not _in_scope(ctx.scope, item.scope):
                 continue
             key = (node_slug(extension), node_slug(type(item.middleware).__name__))
             counts[key] = counts.get(key, 0) + 1
@@ -241,6 +241,13 @@ def _collect(
             )
             placed.append(_Placed(extension, wrapped, item.placement, item.order))
     return placed
+
+
+@functools.lru_cache(maxsize=64)
+def _in_scope(scope: AgentScope, scopes: AgentScope) -> bool:
+    """``scope in scopes``, remembered: a flag's ``in`` is Python code, asked for every
+    contribution of every construction, and there are a handful of scope sets."""
+    return scope in scopes
 
 
 def _running_contributor(frame: Any) -> RunningHook | None:
