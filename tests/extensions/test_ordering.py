@@ -284,7 +284,7 @@ def test_importing_the_extension_runtime_loads_no_middleware_until_first_use() -
     assert done.returncode == 0, done.stderr
 
 
-# -- stack shapes checked once ---------------------------------------------------------------
+# -- a stack checked after one of the same shape ---------------------------------------------
 def _standard_group() -> list[Any]:
     """The lead stack with two STANDARD model wrappers fused into one group, as composed."""
     from deerflow_ext.extensions.fusion import fuse_wrap_only_runs
@@ -295,7 +295,7 @@ def _standard_group() -> list[Any]:
 
 
 def test_a_shape_found_valid_still_has_its_fused_groups_checked() -> None:
-    assert_ordering(_standard_group())  # the shape is now known to be valid
+    assert_ordering(_standard_group())  # a valid stack of this shape
     stack = _standard_group()
     head = next(mw for mw in stack if isinstance(mw, IsolatedMiddleware) and mw.fused_group)
     at = stack.index(head)

@@ -111,28 +111,10 @@ def assert_ordering(stack: Sequence[Any]) -> None:
     Host order is checked first, because a broken host order is nobody's extension's fault
     and blaming one would hide the real bug.
     """
-    shape = _shape(stack)
-    if shape not in _valid_shapes:
-        _check_shape(stack)
-        if len(_valid_shapes) >= _SHAPES_LIMIT:  # classes made at run time: stay bounded
-            _valid_shapes.clear()
-        _valid_shapes.add(shape)
+    _check_shape(stack)
     for index, mw in enumerate(stack):
         if isinstance(mw, IsolatedMiddleware) and mw.fused_group:
             _check_fused_group(stack, index, mw)
-
-
-#: Stack shapes (:func:`_shape`) found valid. Speed: a Gateway composes the same stack shape
-#: for every run, and checking it again was ~10% of what ten contributions cost a construction.
-_valid_shapes: set[tuple[Any, ...]] = set()
-_SHAPES_LIMIT = 256
-
-
-def _shape(stack: Sequence[Any]) -> tuple[Any, ...]:
-    """Everything :func:`_check_shape` reads of a stack: each entry's class and, for a
-    contribution, its placement (its hooks are its class's, ``IsolatedMiddleware.wrapped_hooks``).
-    Fused groups are made of identities, so they are checked on every stack instead."""
-    return tuple((type(mw), mw.placement) if isinstance(mw, IsolatedMiddleware) else type(mw) for mw in stack)
 
 
 def _check_shape(stack: Sequence[Any]) -> None:
