@@ -147,7 +147,7 @@ def describe_middleware(mw: Any) -> MiddlewareDescriptor:
     target, extension = (mw._inner, mw._extension) if isinstance(mw, IsolatedMiddleware) else (mw, None)
     cls = type(target)
     parameters = _policy_parameters(target)
-    values = scalar_key(parameters)
+    values = scalar_key(parameters) if parameters else ()
     if values is None:
         return MiddlewareDescriptor(cls.__name__, cls.__module__, parameters, extension)
     key = (cls, extension, values)
@@ -171,14 +171,16 @@ def _policy_parameters(target: Any) -> dict[str, Any]:
     if values is None or plan.may_declare or _DECLARE in values:
         declared = collect_release_policies([target])
         if declared:
+            # A new dict of its own (collect_release_policies builds it): returned as it is.
             (parameters,) = declared.values()
             # Keys are strings (collect_release_policies makes them so), so canonical_json
             # accepts the mapping exactly when it accepts every value.
-            if not all(_json_ready(value) for value in parameters.values()):
-                # Same rule as a declaration that raises: recorded, not dropped, so the broken
-                # declaration shows in the fingerprint instead of hiding a policy change.
-                return {"error": TypeError.__name__}
-            return dict(parameters)
+            for value in parameters.values():
+                if not _json_ready(value):
+                    # Same rule as a declaration that raises: recorded, not dropped, so the
+                    # broken declaration shows in the fingerprint instead of hiding a change.
+                    return {"error": TypeError.__name__}
+            return parameters
     probed: dict[str, Any] = {}
     if values is None:
         names: Iterable[str] = PROBED_ATTRIBUTES
