@@ -49,7 +49,8 @@ def isolated_class(base: W, inner_cls: type) -> W:
 def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
     """``wrapper``'s own isolated ``hook``, as its per-class wrapper defines it, bound to it
     (a group head's class exposes the group's hooks instead)."""
-    return getattr(_classes(type(wrapper.inner)), hook).__get__(wrapper)
+    inner_cls = type(wrapper._inner)
+    return getattr(_classes.get(inner_cls) or _classes(inner_cls), hook).__get__(wrapper)
 
 
 def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
