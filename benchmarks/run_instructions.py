@@ -8,14 +8,17 @@ ratios to the bare arm.
 Why a second script: on a shared 2-core VM, the wall time of one arm's repeats has spread by
 40-130% of its median in a quiet minute (2026-12-03), so a 10% target cannot be read off
 ``run_overhead.py`` there. Callgrind counts the instructions the process executes, which
-do not depend on what else the machine runs: the same arm counts the same to within 0.4%
-run after run. Instructions are not time (a cache miss costs more than an add), so this
+do not depend on what else the machine runs: with the hash seed fixed and a full collection
+made before the measured runs (see below), the same arm counts the same to within 0.002% run
+after run. Instructions are not time (a cache miss costs more than an add), so this
 complements the timed script rather than replacing it; the two agreed within a few percent
 where the machine was quiet enough to time.
 
 Each arm is its own process: the same warm-up as ``run_overhead.py``, then instrumentation
 is switched on (``callgrind_control -i on``) for exactly the measured runs, so imports and
-first-call paths are not counted. The arms and their extensions are ``run_overhead.py``'s.
+first-call paths are not counted, nor a full collection of the heap, which comes every few
+hundred runs whatever the arm (the timed script does count it). The arms and their
+extensions are ``run_overhead.py``'s.
 """
 
 from __future__ import annotations
