@@ -614,3 +614,23 @@ def test_fusing_builds_new_wrappers_and_asks_the_extension_nothing_again(diagnos
     assert fuse_wrap_only_runs(originals[:1]) == originals[:1]
     node = IsolatedMiddleware(RaisingNodeHooks(), extension=EXT, diagnostics=diagnostics)
     assert fuse_wrap_only_runs([node, originals[0]]) == [node, originals[0]]
+
+
+def test_isolate_makes_the_wrapper_the_class_would(diagnostics: DiagnosticsList) -> None:
+    """Composition's shortcut (no second round of checks) makes the very same wrapper."""
+    from deerflow_ext.extensions.isolation import isolate
+    from deerflow_extension_api import Placement
+
+    inner = WrapsModel()
+    options: dict[str, Any] = {
+        "extension": EXT,
+        "index": 2,
+        "diagnostics": diagnostics,
+        "placement": Placement.MODEL_PHYSICAL,
+        "intercept": True,
+    }
+    made, built = isolate(inner, **options), IsolatedMiddleware(inner, **options)
+    assert type(made) is type(built)
+    assert vars(made) == vars(built)
+    assert made.name == "ext_acme_audit_install_WrapsModel_2"
+    assert (made.intercepts, made.placement) == (True, Placement.MODEL_PHYSICAL)

@@ -41,7 +41,7 @@ from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .fusion import fuse_runs, fusible_key, fusible_runs
 from .hooks import node_slug
-from .isolation import IsolatedMiddleware
+from .isolation import IsolatedMiddleware, isolate
 from .loopwatch import RunningHook, register_site
 from .metrics import time_call
 from .ordering import OrderingError, assert_ordering
@@ -231,7 +231,7 @@ def _collect(
                 continue
             key = (node_slug(extension), node_slug(type(item.middleware).__name__))
             counts[key] = counts.get(key, 0) + 1
-            wrapped = IsolatedMiddleware(
+            wrapped = isolate(  # validated above: the checks of IsolatedMiddleware() are done
                 item.middleware,
                 extension=extension,
                 index=counts[key],
