@@ -135,36 +135,37 @@ class CompiledGraphs:
         ``compile`` builds a graph over the given middleware with this construction's
         model, tools, prompt and checkpointer; it runs once per shape.
         """
-        classes = [_slot_class(type(m)) for m in stack]
-        if any(cls is None for cls in classes):
-            return None
-        swapper = next((i for i, cls in enumerate(classes) if cls._wraps_model_calls), None)  # type: ignore[union-attr]
+        # One pass over the stack (every construction binds): each middleware's slot class,
+        # and what create_agent reads of it (_middleware_shape), by value and by identity.
+        classes: list[Any] = []
+        keep: list[Any] = [tuple(tools), checkpointer]
+        key: list[Any] = [type(model), tuple(map(id, tools)), system_prompt, id(checkpointer)]
+        for m in stack:
+            cls = _slot_class(type(m))
+            if cls is None:
+                return None
+            classes.append(cls)
+            values, objects = _middleware_shape(m)
+            keep.extend(objects)
+            key.append((values, tuple(map(id, objects))))
+        swapper = next((i for i, cls in enumerate(classes) if cls._wraps_model_calls), None)
         if swapper is None:
             return None  # nothing would hand the run's model on
-        parts = [_middleware_shape(m) for m in stack]
-        keep = (tuple(tools), checkpointer, *(objects for _, objects in parts))
-        key = (
-            type(model),
-            tuple(map(id, tools)),
-            system_prompt,
-            id(checkpointer),
-            *((values, tuple(map(id, objects))) for values, objects in parts),
-        )
         run_stack = RunStack(tuple(stack), model)
+        shape = tuple(key)
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._entries.get(shape)
             if entry is not None:
-                self._entries.move_to_end(key)
+                self._entries.move_to_end(shape)
                 return BoundGraph(entry.graph, run_stack)
         slots: list[AgentMiddleware[Any, Any, Any]] = []
         for index, (cls, middleware) in enumerate(zip(classes, stack, strict=True)):
-            assert cls is not None
             slots.append(cls(index, middleware, swaps_model=index == swapper))
-        entry = _Entry(compile(slots), keep)
+        entry = _Entry(compile(slots), tuple(keep))
         with self._lock:
             # Two constructions racing on a new shape compile one each; either is kept.
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
+            self._entries[shape] = entry
+            self._entries.move_to_end(shape)
             while len(self._entries) > self._maxsize:
                 self._entries.popitem(last=False)
         return BoundGraph(entry.graph, run_stack)
