@@ -655,6 +655,23 @@ def _hooked(stack: Sequence[Any]) -> list[Any]:
     return [mw for mw in stack if isinstance(mw, IsolatedMiddleware) and implemented_hooks(type(mw))]
 
 
+async def _outcome(
+    stack: list[Any], model: FlakyModel, mode: str, trace: list[str], diagnostics: DiagnosticsList, tools: Any = ()
+) -> tuple[Any, ...]:
+    """Run ``stack`` once under create_agent: what was traced, the messages, the notes, the
+    model's attempts and the diagnostics."""
+    agent = create_agent(model, tools=list(tools), middleware=stack, state_schema=NoteState)
+    payload = {"messages": [{"role": "user", "content": "go"}]}
+    result = agent.invoke(payload) if mode == "sync" else await agent.ainvoke(payload)
+    return (
+        trace,
+        [(type(m).__name__, m.content) for m in result["messages"]],
+        result["notes"],
+        len(model.attempts),
+        [(d.extension, d.message) for d in diagnostics],
+    )
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_a_fused_run_behaves_exactly_as_separate_layers(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nesting, normalisation, commands, per-member isolation: fused == one layer each."""
@@ -671,18 +688,7 @@ async def test_a_fused_run_behaves_exactly_as_separate_layers(mode: str, monkeyp
         assert len(_hooked(stack)) == layers
         call = AIMessage("", tool_calls=[{"name": "echo", "args": {"x": 1}, "id": "c1"}])
         model = FlakyModel(script=[call, AIMessage("answer")], attempts=[])
-        agent = create_agent(model, tools=[echo], middleware=stack, state_schema=NoteState)
-        payload = {"messages": [{"role": "user", "content": "go"}]}
-        result = agent.invoke(payload) if mode == "sync" else await agent.ainvoke(payload)
-        outcomes.append(
-            (
-                trace,
-                [(type(m).__name__, m.content) for m in result["messages"]],
-                result["notes"],
-                len(model.attempts),
-                [(d.extension, d.message) for d in diagnostics],
-            )
-        )
+        outcomes.append(await _outcome(stack, model, mode, trace, diagnostics, tools=[echo]))
     carried, fused, separate = outcomes
     assert carried == fused == separate
     trace, _, notes, attempts, diags = carried
@@ -734,20 +740,10 @@ async def test_a_group_of_observers_behaves_exactly_as_separate_layers(
         heads = [mw for mw in stack if isinstance(mw, IsolatedMiddleware) and mw.fused_group]
         assert len(heads) == (0 if arrangement == "separate" else 1)
         model = FlakyModel(script=[AIMessage("answer")], attempts=[])
-        agent = create_agent(model, middleware=stack, state_schema=NoteState)
-        payload = {"messages": [{"role": "user", "content": "go"}]}
-        result = agent.invoke(payload) if mode == "sync" else await agent.ainvoke(payload)
-        outcomes.append(
-            (
-                trace,
-                [(type(m).__name__, m.content) for m in result["messages"]],
-                result["notes"],
-                [(d.extension, d.message) for d in diagnostics],
-            )
-        )
+        outcomes.append(await _outcome(stack, model, mode, trace, diagnostics))
     carried, fused, separate = outcomes
     assert carried == fused == separate
-    trace, messages, notes, diags = carried
+    trace, messages, notes, _, diags = carried
     assert trace == ["a>", "b>", "c>", "c< ModelResponse", "b< ModelResponse", "a< ModelResponse"]
     assert messages[-1] == ("AIMessage", "answer") and notes == ["physical"]
     hook = "wrap_model_call" if mode == "sync" else "awrap_model_call"
