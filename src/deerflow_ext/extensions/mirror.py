@@ -13,7 +13,7 @@ the missing side would raise ``NotImplementedError`` on that path). Fused groups
 
 The generated methods only forward to the wrapper's own runners by name
 (``_run_state_hook``, ``_run_wrap_hook``, ``_group_calls``...): this module knows the
-wrapper's shape, not its rules. Classes are cached per inner class, weakly, under one lock.
+wrapper's shape, not its rules. Classes are cached per inner class, weakly (``classmemo.py``).
 """
 
 from __future__ import annotations
