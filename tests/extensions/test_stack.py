@@ -711,17 +711,27 @@ class Fresh:
 
 
 def _observing_scenario(trace: list[str]) -> LoadedExtensions:
-    """Five observing wrap-only STANDARD contributions, two of them misbehaving (one
+    """Seven observing wrap-only STANDARD contributions, two of them misbehaving (one
     fused run), inside them an intercepting MODEL_PHYSICAL one that adds a command."""
     return loaded(
         Fresh(lambda: Tracer("a", trace)),
-        Fresh(Breaks),
         Fresh(lambda: Tracer("b", trace)),
-        Fresh(Unwraps),
+        Fresh(lambda: SyncModelTracer("s", trace)),  # on the async path: a pass-through
+        Fresh(Breaks),
         Fresh(lambda: Tracer("c", trace)),
+        Fresh(Unwraps),
+        Fresh(lambda: Tracer("d", trace)),
         Fresh(lambda: Commands("physical"), Placement.MODEL_PHYSICAL),
-        intercepting=(5,),
+        intercepting=(7,),
     )
+
+
+class SyncModelTracer(Tracer):
+    """Traces sync model calls only; the async side is the wrapper's pass-through."""
+
+    awrap_model_call = AgentMiddleware.awrap_model_call  # type: ignore[assignment]
+    wrap_tool_call = AgentMiddleware.wrap_tool_call  # type: ignore[assignment]
+    awrap_tool_call = AgentMiddleware.awrap_tool_call  # type: ignore[assignment]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -744,10 +754,11 @@ async def test_a_group_of_observers_behaves_exactly_as_separate_layers(
     carried, fused, separate = outcomes
     assert carried == fused == separate
     trace, messages, notes, _, diags = carried
-    assert trace == ["a>", "b>", "c>", "c< ModelResponse", "b< ModelResponse", "a< ModelResponse"]
+    labels = "abscd" if mode == "sync" else "abcd"
+    assert trace == [*(f"{label}>" for label in labels), *(f"{label}< ModelResponse" for label in labels[::-1])]
     assert messages[-1] == ("AIMessage", "answer") and notes == ["physical"]
     hook = "wrap_model_call" if mode == "sync" else "awrap_model_call"
-    assert [extension for extension, _ in diags] == ["ext1:install", "ext3:install"]
+    assert [extension for extension, _ in diags] == ["ext3:install", "ext5:install"]
     assert diags[0][1] == f"Breaks.{hook} raised RuntimeError: broken extension"
 
 

@@ -27,12 +27,13 @@ from weakref import WeakKeyDictionary
 from .classmemo import ClassMemo
 from .hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
 
-__all__ = ["group_head_class", "group_member_class", "isolated_class", "isolated_hook"]
+__all__ = ["group_head_class", "group_member_class", "isolated_class", "isolated_hook", "isolated_step"]
 
 W = TypeVar("W", bound=type)
 Axes = tuple[tuple[str, str], ...]
 
 _ASYNC_STATE_HOOKS = frozenset(STATE_HOOKS[1::2])
+_ASYNC_WRAP_HOOKS = frozenset(asynchronous for _, asynchronous in WRAP_HOOK_PAIRS)
 _lock = threading.Lock()
 _heads: WeakKeyDictionary[type, dict[Axes, type]] = WeakKeyDictionary()
 
@@ -51,6 +52,16 @@ def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
     (a group head's class exposes the group's hooks instead)."""
     inner_cls = type(wrapper._inner)
     return getattr(_classes.get(inner_cls) or _classes(inner_cls), hook).__get__(wrapper)
+
+
+def isolated_step(wrapper: Any, hook: str) -> Callable[..., Any]:
+    """:func:`isolated_hook` for a chain of them, called ``(request, handler=...)``: the
+    wrapper's runner itself where the generated method would only forward to it (one
+    coroutine fewer per member and call), the generated pass-through otherwise."""
+    if hook in wrapper._hooks:
+        runner = wrapper._arun_wrap_hook if hook in _ASYNC_WRAP_HOOKS else wrapper._run_wrap_hook
+        return functools.partial(runner, hook)
+    return isolated_hook(wrapper, hook)
 
 
 def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
