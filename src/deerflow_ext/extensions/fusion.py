@@ -145,8 +145,8 @@ class GroupChains:
                 # so between such members LangChain's model-call glue has nothing to
                 # normalise or collect: it only matters where the innermost member hands on
                 # what the downstream call returned. Plain nesting down to that boundary,
-                # LangChain's composer across it: the same results and commands, with ~10 µs
-                # less per member and model call.
+                # LangChain's composer across it: the same results and commands, with ~10K
+                # instructions less per member and model call.
                 outer = _Nested(tuple(isolated_step(mw, hook) for mw in members[:-1]))
                 hooks = [outer, isolated_hook(members[-1], hook)]
             else:
