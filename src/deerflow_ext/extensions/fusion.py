@@ -10,7 +10,8 @@ of their own) is therefore handed to LangChain as one layer: the first wrapper o
 (the *head*) exposes the run's wrap hooks and calls every member's own isolated wrap hook
 through LangChain's own composers (``adapters/langchain_private.py``), so nesting, result
 normalisation and command accumulation between members are exactly what they were as
-separate layers; the other members stay in the stack in their place (attribution,
+separate layers (between observing members there is nothing to normalise or collect, so
+they are nested plainly: ``GroupChains``); the other members stay in the stack in their place (attribution,
 descriptor, ordering, node names) but expose no hook, so LangChain builds nothing for them.
 Every member is still isolated and attributed separately. What changes: LangSmith records
 one span per group, named after the head, instead of one per member. Without the composers

@@ -242,10 +242,10 @@ class IsolatedMiddleware(AgentMiddleware):
             trace_policy = getattr(inner, "trace_policy", None)
         except _CONTAINED:
             # One of them raised: each on its own, so only that one is reported.
-            tools = self._mirror("tools", None)
-            state_schema = self._mirror("state_schema", None)
-            transformers = self._mirror("transformers", None)
-            trace_policy = self._mirror("trace_policy", None)
+            tools = self._mirror("tools")
+            state_schema = self._mirror("state_schema")
+            transformers = self._mirror("transformers")
+            trace_policy = self._mirror("trace_policy")
         self.tools = [] if tools is None else list(tools)
         self.state_schema = _DEFAULT_SCHEMA if state_schema is None else state_schema
         self.transformers = () if transformers is None else tuple(transformers)
@@ -299,14 +299,15 @@ class IsolatedMiddleware(AgentMiddleware):
         return f"IsolatedMiddleware({self._inner!r}, extension={self._extension!r}{mode})"
 
     # -- failure handling ------------------------------------------------------------------
-    def _mirror(self, attr: str, default: Any) -> Any:
+    def _mirror(self, attr: str) -> Any:
+        """The inner middleware's ``attr``, or None when it has none or it raises (reported)."""
         try:
-            return getattr(self._inner, attr, default)
+            return getattr(self._inner, attr, None)
         except _CONTAINED as exc:  # a property in extension code
             if is_host_cancellation(exc):
                 raise
             self._fail(attr, exc)
-            return default
+            return None
 
     def _report(self, hook: str, problem: str, exc: BaseException | None = None) -> None:
         """One attributed diagnostic line: ``Extension <use>: <Class>.<hook> <problem>``."""
