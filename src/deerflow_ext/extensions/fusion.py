@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware
 
@@ -32,7 +32,16 @@ from .hooks import WRAP_HOOK_PAIRS, WRAP_HOOKS
 from .isolation import IsolatedMiddleware
 from .mirror import group_head_class, group_member_class, isolated_hook, isolated_step
 
-__all__ = ["COMPOSERS", "GroupChains", "fuse_runs", "fuse_wrap_only_runs", "fusible_key", "fusible_runs", "rewrapped"]
+__all__ = [
+    "COMPOSERS",
+    "FusedRun",
+    "GroupChains",
+    "fuse_runs",
+    "fuse_wrap_only_runs",
+    "fusible_key",
+    "fusible_runs",
+    "rewrapped",
+]
 
 #: LangChain's composer for each wrap hook, or ``None``: then nothing is fused or carried.
 COMPOSERS: Mapping[str, Callable[[Any], Any]] | None = chain_composers()
@@ -64,9 +73,21 @@ def fusible_key(mw: Any) -> tuple[type, bool]:
     return type(mw), _fusible(mw)
 
 
-def fusible_runs(stack: Sequence[Any]) -> tuple[range, ...]:
-    """Where ``stack`` has runs of two or more consecutive fusible wrappers in one placement:
-    the decision :func:`fuse_runs` carries out, as index ranges. None without the composers."""
+class FusedRun(NamedTuple):
+    """One run of fusible wrappers as :func:`fuse_runs` makes it one layer: where it stands
+    and what each member becomes. Decided from the wrappers' classes alone, so a plan for
+    one shape of stack (``stack.py``) holds for every stack of that shape."""
+
+    span: range  # the run's indices in the stack
+    classes: tuple[type[IsolatedMiddleware], ...]  # the head's group class, then each member's
+    axes: tuple[tuple[str, str], ...]  # the wrap-hook pairs the group exposes
+    chains: tuple[tuple[tuple[str, str], tuple[int, ...]], ...]  # per axis, the run's members on it
+
+
+def fusible_runs(stack: Sequence[Any]) -> tuple[FusedRun, ...]:
+    """Where ``stack`` has runs of two or more consecutive fusible wrappers in one placement,
+    and how each is fused: the decision :func:`fuse_runs` carries out. None without the
+    composers."""
     if COMPOSERS is None:
         return ()
     bounds: list[tuple[int, int]] = []  # each run of fusible wrappers in one placement
@@ -77,10 +98,24 @@ def fusible_runs(stack: Sequence[Any]) -> tuple[range, ...]:
             bounds[-1] = (bounds[-1][0], index + 1)
         else:
             bounds.append((index, index + 1))
-    return tuple(range(start, stop) for start, stop in bounds if stop - start > 1)
+    return tuple(_decided(stack, range(start, stop)) for start, stop in bounds if stop - start > 1)
 
 
-def fuse_runs(stack: Sequence[Any], runs: Sequence[range], *, in_place: bool = False) -> list[Any]:
+def _decided(stack: Sequence[IsolatedMiddleware], span: range) -> FusedRun:
+    run = stack[span.start : span.stop]
+    hooks = frozenset().union(*(mw.wrapped_hooks for mw in run))
+    axes = tuple(pair for pair in WRAP_HOOK_PAIRS if not hooks.isdisjoint(pair))
+    classes = (
+        group_head_class(IsolatedMiddleware, type(run[0].inner), axes),
+        *(group_member_class(IsolatedMiddleware, type(mw.inner)) for mw in run[1:]),
+    )
+    chains = tuple(
+        (pair, tuple(at for at, mw in enumerate(run) if not mw.wrapped_hooks.isdisjoint(pair))) for pair in axes
+    )
+    return FusedRun(span, classes, axes, chains)
+
+
+def fuse_runs(stack: Sequence[Any], runs: Sequence[FusedRun], *, in_place: bool = False) -> list[Any]:
     """``stack`` with each of ``runs`` (from :func:`fusible_runs` on a stack of this shape)
     handed to LangChain as one layer (see above). Order and membership are unchanged: the
     result holds a wrapper for every entry of ``stack``, at the same index.
@@ -90,34 +125,24 @@ def fuse_runs(stack: Sequence[Any], runs: Sequence[range], *, in_place: bool = F
     has shown them to no one (a copy each costs a construction ~2 µs a contribution).
     """
     result = list(stack)
-    for run in runs:
-        result[run.start : run.stop] = _fused(result[run.start : run.stop], in_place)
+    for span, classes, axes, chains in runs:
+        members = result[span.start : span.stop]
+        if in_place:
+            for mw, cls in zip(members, classes, strict=True):
+                mw.__class__ = cls
+        else:
+            members = [rewrapped(mw, cls) for mw, cls in zip(members, classes, strict=True)]
+        head = members[0]
+        head._group_calls = GroupChains({pair: [members[at] for at in on_axis] for pair, on_axis in chains})
+        head._fused_group = tuple(members)
+        head._group_axes = axes
+        result[span.start : span.stop] = members
     return result
 
 
 def fuse_wrap_only_runs(stack: Sequence[Any]) -> list[Any]:
     """``stack`` with its fusible runs fused: :func:`fuse_runs` over :func:`fusible_runs`."""
     return fuse_runs(stack, fusible_runs(stack))
-
-
-def _fused(run: Sequence[IsolatedMiddleware], in_place: bool) -> list[IsolatedMiddleware]:
-    head_inner = type(run[0].inner)
-    hooks = frozenset().union(*(mw.wrapped_hooks for mw in run))
-    axes = tuple(pair for pair in WRAP_HOOK_PAIRS if not hooks.isdisjoint(pair))
-    recast = _recast if in_place else rewrapped
-    head = recast(run[0], group_head_class(IsolatedMiddleware, head_inner, axes))
-    members = [head, *(recast(mw, group_member_class(IsolatedMiddleware, type(mw.inner))) for mw in run[1:])]
-    head._group_calls = GroupChains(
-        {pair: [mw for mw in members if not mw.wrapped_hooks.isdisjoint(pair)] for pair in axes}
-    )
-    head._fused_group = tuple(members)
-    head._group_axes = axes
-    return members
-
-
-def _recast(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
-    mw.__class__ = cls
-    return mw
 
 
 class GroupChains:

@@ -39,7 +39,7 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 from .carry import Carry, carry_groups, carry_plan
 from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
-from .fusion import fuse_runs, fusible_key, fusible_runs
+from .fusion import FusedRun, fuse_runs, fusible_key, fusible_runs
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
 from .loopwatch import RunningHook, register_site
@@ -136,7 +136,7 @@ class _Plan(NamedTuple):
 
     dropped: frozenset[str]  # extensions whose placement promise cannot hold here
     layout: tuple[int, ...]  # see _layout, over the contributions not dropped
-    runs: tuple[range, ...]  # fusion.fusible_runs of the assembled stack
+    runs: tuple[FusedRun, ...]  # fusion.fusible_runs of the assembled stack
     carries: tuple[Carry, ...]  # carry.carry_plan of the fused stack
 
 
