@@ -980,3 +980,35 @@ async def test_an_untraced_carried_call_skips_langsmiths_wrapper(
     assert len(seen) == 2  # both members ran either way
     assert wrapped == (["awrap_model_call"] if tracing else [])
     assert (seen[0] != "untraced") is tracing
+
+
+class _Slotted(AgentMiddleware):
+    __slots__ = ("limit",)
+
+
+class _OwnCopy(AgentMiddleware):
+    def __copy__(self) -> _OwnCopy:
+        return self
+
+
+class _OwnState(AgentMiddleware):
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+
+def test_a_carrier_is_copied_as_copy_copy_would_copy_it() -> None:
+    """A host layer that carries a group is a shallow copy: made without ``copy.copy``'s
+    protocol when the class uses none of it, by ``copy.copy`` itself when it does."""
+    import copy
+
+    from deerflow_ext.extensions import carry
+
+    for layer in host_stack():
+        copier = carry._copier(type(layer))
+        assert copier is carry._plain_copy, type(layer).__name__  # every host class is plain
+        clone = copier(layer)
+        assert type(clone) is type(layer) and clone is not layer
+        assert vars(clone) == vars(copy.copy(layer)) and vars(clone) is not vars(layer)
+        assert all(vars(clone)[name] is value for name, value in vars(layer).items())  # shallow
+    for cls in (_Slotted, _OwnCopy, _OwnState):
+        assert carry._copier(cls) is copy.copy, cls.__name__

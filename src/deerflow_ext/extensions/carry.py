@@ -30,6 +30,7 @@ layer.
 from __future__ import annotations
 
 import copy
+import copyreg
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -38,6 +39,7 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_ext.adapters.langchain_private import wrap_trace_kwargs
 
+from .classmemo import ClassMemo
 from .fusion import COMPOSERS, rewrapped
 from .hooks import WRAP_HOOK_PAIRS
 from .isolation import IsolatedMiddleware
@@ -53,6 +55,7 @@ class Carry(NamedTuple):
     head: int
     kept: tuple[tuple[str, str], ...]
     carriers: tuple[tuple[tuple[str, str], int], ...]
+    exposed: type[IsolatedMiddleware]  # the head's class once carried: it exposes only ``kept``
 
 
 def carry_plan(stack: Sequence[Any]) -> tuple[Carry, ...]:
@@ -78,8 +81,8 @@ def carry_plan(stack: Sequence[Any]) -> tuple[Carry, ...]:
             else:
                 carriers.append((pair, at))
         if carriers:
-            classes[index] = _exposed_class(head, tuple(kept))
-            plan.append(Carry(index, tuple(kept), tuple(carriers)))
+            classes[index] = exposed = _exposed_class(head, tuple(kept))
+            plan.append(Carry(index, tuple(kept), tuple(carriers), exposed))
     return tuple(plan)
 
 
@@ -93,15 +96,16 @@ def carry_groups(stack: Sequence[Any], plan: Sequence[Carry]) -> list[Any]:
     if not plan:
         return result
     assert COMPOSERS is not None and traced is not None  # carry_plan decided nothing otherwise
-    for index, kept, carriers in plan:
+    for index, kept, carriers, exposed in plan:
         head = result[index]
         for pair, at in carriers:
-            carrier = copy.copy(result[at])
+            original = result[at]
+            carrier = (_copiers.get(type(original)) or _copiers(type(original)))(original)
             for hook in pair:
                 carried = _carried(traced[hook], head, hook)
                 setattr(carrier, hook, COMPOSERS[hook]([getattr(carrier, hook), carried]))
             result[at] = carrier
-        result[index] = _exposing(head, kept)
+        result[index] = _exposing(head, kept, exposed)
     return result
 
 
@@ -119,16 +123,52 @@ def _exposed_class(head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...]) 
     return group_member_class(IsolatedMiddleware, inner_cls)
 
 
-def _exposing(head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...]) -> IsolatedMiddleware:
-    """A copy of group ``head`` whose class exposes only ``axes`` (none: a plain member).
+def _exposing(
+    head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...], cls: type[IsolatedMiddleware]
+) -> IsolatedMiddleware:
+    """A copy of group ``head`` of ``cls``, which exposes only ``axes`` (none: a plain member).
 
     A copy rather than a class swap on the head itself: the carried chains keep calling the
     original head, whose class still runs the whole group.
     """
-    exposed = rewrapped(head, _exposed_class(head, axes))
+    exposed = rewrapped(head, cls)
     exposed._group_axes = axes
     exposed._fused_group = (exposed, *head.fused_group[1:])
     return exposed
+
+
+def _plain_copy(mw: Any) -> Any:
+    cls: Any = type(mw)
+    clone = cls.__new__(cls)
+    clone.__dict__.update(mw.__dict__)
+    return clone
+
+
+def _copier(cls: type) -> Callable[[Any], Any]:
+    """How a carrier of class ``cls`` is copied: what ``copy.copy`` makes of it, without its
+    generic protocol (~14K instructions a copy) for a class that uses none of it, keeping all
+    its state in its ``__dict__``; ``copy.copy`` itself for any other."""
+    plain = (
+        getattr(cls, "__copy__", None) is None
+        and cls not in copyreg.dispatch_table
+        and getattr(cls, "__reduce_ex__", None) is object.__reduce_ex__
+        and getattr(cls, "__reduce__", None) is object.__reduce__
+        and getattr(cls, "__getstate__", None) is object.__getstate__
+        and not hasattr(cls, "__setstate__")
+        and not hasattr(cls, "__getnewargs_ex__")
+        and not hasattr(cls, "__getnewargs__")
+        and all(_slots(klass) <= {"__dict__", "__weakref__"} for klass in cls.__mro__)
+        and "__dict__" in dir(cls)
+    )
+    return _plain_copy if plain else copy.copy
+
+
+def _slots(cls: type) -> set[str]:
+    slots = cls.__dict__.get("__slots__", ())
+    return {slots} if isinstance(slots, str) else set(slots)
+
+
+_copiers: ClassMemo[Callable[[Any], Any]] = ClassMemo(_copier)
 
 
 def _nearest_layer(classes: Sequence[type], index: int, pair: tuple[str, str]) -> int | None:
@@ -150,7 +190,6 @@ def _carried(traced: Callable[..., Any], head: IsolatedMiddleware, hook: str) ->
     there is nothing to record costs it ~25 µs a call (context copies, a parent-run lookup,
     its run container), once per model or tool call per carried group, to run the same chain.
     """
-    extra = {"name": f"{head.name}.{hook}"}
     untraced = _untraced_check()
     if hook.startswith("a"):
         aplain = agroup_method(hook)  # what `traced` decorates
@@ -158,7 +197,7 @@ def _carried(traced: Callable[..., Any], head: IsolatedMiddleware, hook: str) ->
         async def acarried(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
             if untraced():
                 return await aplain(head, request, handler)
-            return await traced(head, request, handler, langsmith_extra=extra)
+            return await traced(head, request, handler, langsmith_extra=_span(head, hook))
 
         return acarried
     plain = group_method(hook)
@@ -166,9 +205,14 @@ def _carried(traced: Callable[..., Any], head: IsolatedMiddleware, hook: str) ->
     def carried(request: Any, handler: Callable[[Any], Any]) -> Any:
         if untraced():
             return plain(head, request, handler)
-        return traced(head, request, handler, langsmith_extra=extra)
+        return traced(head, request, handler, langsmith_extra=_span(head, hook))
 
     return carried
+
+
+def _span(head: IsolatedMiddleware, hook: str) -> dict[str, Any]:
+    """The span's name, as ``create_agent`` names a layer's (made only for a traced call)."""
+    return {"name": f"{head.name}.{hook}"}
 
 
 @functools.cache
