@@ -90,3 +90,43 @@ def test_an_extensions_wrappers_share_one_table_of_its_counters() -> None:
     assert table["wrap_tool_call"] is metrics.hook_stats(name, "wrap_tool_call")
     with pytest.raises(TypeError):
         table["before_model"] = metrics.hook_stats(name, "before_model")  # type: ignore[index]
+
+
+class _Contributes:
+    def __init__(self, outcome: BaseException | None) -> None:
+        self.outcome = outcome
+
+    def contribute_middlewares(self, app_store: Any, ctx: Any) -> list[Any]:
+        if self.outcome is not None:
+            raise self.outcome
+        return []
+
+
+def test_construction_calls_are_counted_with_their_failures_and_own_cancellations() -> None:
+    """``contribute_middlewares`` and ``on_agent_assembled`` are timed call by call, and a
+    failure, or a ``CancelledError`` the extension raised itself, is counted as such."""
+    from deerflow_ext.extensions.assembly import emit_agent_assembled
+    from deerflow_ext.extensions.snapshot import LoadedExtensions
+    from deerflow_ext.extensions.stack import compose_middleware_stack
+    from deerflow_extension_api import AgentBuildContext, AgentScope
+
+    outcomes = (None, ValueError("no"), asyncio.CancelledError())
+    contributions, names = _contributions(*(_Contributes(outcome) for outcome in outcomes))
+    extensions = LoadedExtensions(middlewares=contributions)
+    ctx = AgentBuildContext(scope=AgentScope.LEAD, agent_name="lead")
+    for _ in range(2):
+        compose_middleware_stack([], extensions=extensions, ctx=ctx)
+    counts = [
+        (stats.calls, stats.failures, stats.cancellations, stats.seconds > 0)
+        for stats in (_stats(name, "contribute_middlewares") for name in names)
+    ]
+    assert counts == [(2, 0, 0, True), (2, 2, 0, True), (2, 2, 2, True)]
+
+    class Observes:
+        def on_agent_assembled(self, app_store: Any, descriptor: Any) -> None:
+            raise RuntimeError("observer")
+
+    observers, (observer,) = _contributions(Observes())
+    emit_agent_assembled(LoadedExtensions(assembly_observers=observers), lambda: object())  # type: ignore[arg-type,return-value]
+    stats = _stats(observer, "on_agent_assembled")
+    assert (stats.calls, stats.failures, stats.cancellations) == (1, 1, 0)

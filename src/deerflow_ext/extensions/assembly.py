@@ -12,7 +12,6 @@ registered it is never called and no descriptor, hash or schema is ever computed
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import inspect
@@ -20,6 +19,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -43,7 +43,7 @@ from .diagnostics import log_extension_failure
 from .exits import EXTENSION_FAILURES
 from .isolation import IsolatedMiddleware
 from .loopwatch import RunningHook, register_site
-from .metrics import time_call
+from .metrics import call_stats, count_call
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
@@ -95,23 +95,22 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
         logger.exception("agent assembly descriptor could not be built; assembly observers not called")
         return
     for contribution in observers:
-        timing = time_call(contribution.extension, "on_agent_assembled")
+        stats = call_stats(contribution.extension, "on_agent_assembled")
+        started = time.perf_counter()
         try:
             # Typed to return None, but it is extension code: an async one returns a coroutine.
             observer: Any = contribution.contributor
             returned = observer.on_agent_assembled(extensions.app_store, descriptor)
         except EXTENSION_FAILURES as exc:
             # An observer's own CancelledError is its failure; only the host's propagates.
-            if timing is not None:
-                timing.done(failed=True, cancelled=isinstance(exc, asyncio.CancelledError))
+            count_call(stats, started, exc)
             if is_host_cancellation(exc):
                 raise
             log_extension_failure(
                 contribution.extension, f"on_agent_assembled raised {exception_text(exc)}", exc=exc
             )
             continue
-        if timing is not None:
-            timing.done()
+        count_call(stats, started)
         # (None, what a synchronous observer returns, skips asking the Awaitable ABC.)
         if returned is not None and inspect.isawaitable(returned):
             # An async observer cannot run here (construction is synchronous): say so instead

@@ -26,8 +26,8 @@ present in documented order, or at the end.
 
 from __future__ import annotations
 
-import asyncio
 import functools
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -43,7 +43,7 @@ from .fusion import FusedRun, fuse_runs, fusible_key, fusible_runs
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
 from .loopwatch import RunningHook, register_site
-from .metrics import time_call
+from .metrics import call_stats, count_call
 from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
@@ -204,7 +204,8 @@ def _collect(
     counts: dict[tuple[str, str], int] = {}
     for contribution in extensions.middlewares:
         extension = contribution.extension
-        timing = time_call(extension, "contribute_middlewares")
+        stats = call_stats(extension, "contribute_middlewares")
+        started = time.perf_counter()
         try:
             placements = _validated(
                 contribution.contributor.contribute_middlewares(extensions.app_store, ctx)
@@ -213,8 +214,7 @@ def _collect(
             # The contributor's own CancelledError (an internal timeout, say) is a failure
             # like any other; only a cancellation of the host task propagates (origin.py).
             # Its KeyboardInterrupt/SystemExit too: it cannot stop the Gateway (exits.py).
-            if timing is not None:
-                timing.done(failed=True, cancelled=isinstance(exc, asyncio.CancelledError))
+            count_call(stats, started, exc)
             if is_host_cancellation(exc):
                 raise
             diagnostics.record(
@@ -224,8 +224,7 @@ def _collect(
                 exc=exc,
             )
             continue
-        if timing is not None:
-            timing.done()
+        count_call(stats, started)
         for item in placements:
             if not _in_scope(ctx.scope, item.scope):
                 continue
