@@ -55,7 +55,7 @@ def _fusible(mw: Any) -> bool:
         mw._plain  # a per-class wrapper, not a group head or member
         and bool(hooks)
         and hooks <= WRAP_HOOKS
-        and not mw.fused_group
+        and not mw._fused_group
         and not mw.tools
         and mw.state_schema is _DEFAULT_SCHEMA
         and not mw.transformers

@@ -44,7 +44,6 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain.agents.middleware import AgentMiddleware
@@ -57,7 +56,7 @@ from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .hooks import node_slug
 from .loopwatch import DOWNSTREAM, RunningHook, register_site
-from .metrics import HookStats, metrics_enabled, stats_table
+from .metrics import HookStats, stats_table
 from .mirror import isolated_class
 from .origin import is_host_cancellation
 
@@ -67,7 +66,6 @@ if TYPE_CHECKING:
 __all__ = ["IsolatedMiddleware", "RepeatedHandlerCall", "isolate"]
 
 _PHASE = "middleware"
-_NO_STATS: Mapping[str, HookStats] = MappingProxyType({})
 _MISSING: Any = object()
 _MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
 _TOOL_RESULTS = (ToolMessage, Command)
@@ -134,7 +132,11 @@ class _Watch:
     # repeat is refused in _enter before it runs). Inline rather than a context manager:
     # two method calls fewer per member on every model and tool call.
     def call(self, request: Any) -> Any:
-        run = self._enter(request)
+        if request is self.request and not self.calls:
+            self.calls = 1  # the first call, with the host's request: what _enter would do
+            run = request
+        else:
+            run = self._enter(request)
         started = _perf_counter()
         try:
             self.result = self.handler(run)
@@ -146,7 +148,11 @@ class _Watch:
         return self.result
 
     async def acall(self, request: Any) -> Any:
-        run = self._enter(request)
+        if request is self.request and not self.calls:
+            self.calls = 1  # the first call, with the host's request: what _enter would do
+            run = request
+        else:
+            run = self._enter(request)
         started = _perf_counter()
         try:
             self.result = await self.handler(run)
@@ -201,6 +207,18 @@ class IsolatedMiddleware(AgentMiddleware):
         placement: Placement | None = None,
         intercept: bool = False,
     ) -> None:
+        self._setup(inner, extension, index, diagnostics, placement, intercept)
+
+    def _setup(
+        self,
+        inner: AgentMiddleware,
+        extension: str,
+        index: int,
+        diagnostics: DiagnosticsList,
+        placement: Placement | None,
+        intercept: bool,
+    ) -> None:
+        """What ``__init__`` does, with positional arguments (:func:`isolate` calls it too)."""
         self._inner = inner
         self._extension = extension
         self._diagnostics = diagnostics
@@ -208,7 +226,7 @@ class IsolatedMiddleware(AgentMiddleware):
         self._intercept = intercept
         self._name = _node_name(extension, type(inner).__name__, index)
         # Per-hook counters (metrics.py), resolved once here rather than on every call.
-        self._stats: Mapping[str, HookStats] = stats_table(extension, self._hooks) if metrics_enabled() else _NO_STATS
+        self._stats: Mapping[str, HookStats] = stats_table(extension, self._hooks)
         # Mirrored once, here: create_agent reads these during construction, and a raising
         # property in extension code must become a diagnostic, not a failed build.
         try:
@@ -491,9 +509,7 @@ def isolate(
     contribution of every construction.
     """
     wrapper: IsolatedMiddleware = object.__new__(isolated_class(IsolatedMiddleware, type(inner)))
-    wrapper.__init__(  # type: ignore[misc]
-        inner, extension=extension, index=index, diagnostics=diagnostics, placement=placement, intercept=intercept
-    )
+    wrapper._setup(inner, extension, index, diagnostics, placement, intercept)
     return wrapper
 
 

@@ -86,6 +86,7 @@ _stats: dict[tuple[str, str], HookStats] = {}
 _tables: dict[tuple[str, frozenset[str]], Mapping[str, HookStats]] = {}
 _lock = threading.Lock()
 _meters: weakref.WeakSet[NotificationMeter] = weakref.WeakSet()
+_NO_STATS: Mapping[str, HookStats] = MappingProxyType({})
 
 
 def metrics_enabled() -> bool:
@@ -109,11 +110,14 @@ def hook_stats(extension: str, hook: str) -> HookStats:
 
 
 def stats_table(extension: str, hooks: frozenset[str]) -> Mapping[str, HookStats]:
-    """The counters of each of ``hooks`` for ``extension``, by hook name (a wrapper's table).
+    """The counters of each of ``hooks`` for ``extension``, by hook name (a wrapper's table);
+    an empty table while metrics are off.
 
     The same read-only table for the same extension and hooks: every construction wraps each
     contributed middleware anew, and building its table was a quarter of making the wrapper.
     """
+    if not _enabled:
+        return _NO_STATS
     key = (extension, hooks)
     table = _tables.get(key)
     if table is None:

@@ -112,8 +112,8 @@ def compose_middleware_stack(
     if not extensions.middlewares:
         return list(host)
     diagnostics = diagnostics if diagnostics is not None else extensions.diagnostics
-    placed = _collect(extensions, ctx, diagnostics)
-    shape = _shape(host, placed)
+    placed, keys = _collect(extensions, ctx, diagnostics)
+    shape = (tuple(map(type, host)), tuple(keys))
     plan = _plans.get(shape)
     if plan is None:
         plan = _plan(host, placed, diagnostics)
@@ -126,7 +126,9 @@ def compose_middleware_stack(
 
 class _Plan(NamedTuple):
     """How one shape of contributions is composed: the result of every decision composition
-    makes, none of which depends on more than the shape (:func:`_shape`).
+    makes, none of which depends on more than the shape: the host's classes and, per
+    contribution, its extension, placement and order, and what fusing reads of it
+    (:func:`~.fusion.fusible_key`), as :func:`_collect` lists them.
 
     Speed: a Gateway composes the same shape for every run, and deciding again (placing,
     fusing, validating, carrying) was over half of what ten contributions cost a
@@ -143,15 +145,6 @@ class _Plan(NamedTuple):
 #: Plans by shape; bounded like every cache keyed by classes.
 _plans: dict[tuple[Any, ...], _Plan] = {}
 _PLANS_LIMIT = 256
-
-
-def _shape(host: Sequence[AgentMiddleware], placed: Sequence[_Placed]) -> tuple[Any, ...]:
-    """Everything composition decides on: the host's classes and, per contribution, its
-    extension, placement and order, and what fusing reads of it (:func:`~.fusion.fusible_key`)."""
-    return (
-        tuple(map(type, host)),
-        tuple((p.extension, p.placement, p.order, fusible_key(p.middleware)) for p in placed),
-    )
 
 
 def _plan(host: Sequence[AgentMiddleware], placed: Sequence[_Placed], diagnostics: DiagnosticsList) -> _Plan:
@@ -199,8 +192,10 @@ def host_layers(stack: Sequence[AgentMiddleware[Any, Any, Any]]) -> list[AgentMi
 
 def _collect(
     extensions: LoadedExtensions, ctx: AgentBuildContext, diagnostics: DiagnosticsList
-) -> list[_Placed]:
+) -> tuple[list[_Placed], list[tuple[Any, ...]]]:
+    """Every contribution in scope, wrapped, and each one's part of the shape (see _Plan)."""
     placed: list[_Placed] = []
+    keys: list[tuple[Any, ...]] = []
     counts: dict[tuple[str, str], int] = {}
     for contribution in extensions.middlewares:
         extension = contribution.extension
@@ -239,7 +234,8 @@ def _collect(
                 intercept=contribution.intercept,
             )
             placed.append(_Placed(extension, wrapped, item.placement, item.order))
-    return placed
+            keys.append((extension, item.placement, item.order, fusible_key(wrapped)))
+    return placed, keys
 
 
 @functools.lru_cache(maxsize=64)
