@@ -163,12 +163,6 @@ class _Watch:
             self.seconds += _perf_counter() - started
         return self.result
 
-    def observed(self, returned: Any) -> bool:
-        """Whether an observing hook that returned ``returned`` did exactly what it should:
-        called its handler once, with the host's request, and handed back its result. Then
-        the call is settled (the handler's result) with nothing to report."""
-        return returned is self.result and self.calls == 1 and not self.rewritten and not self.deciding
-
 
 class IsolatedMiddleware(AgentMiddleware):
     """Observe-only, fail-open wrapper around one contributed middleware, attributed to
@@ -408,9 +402,14 @@ class IsolatedMiddleware(AgentMiddleware):
             returned = _MISSING
             failure: BaseException | None = exc
         else:
-            self._count(hook, _perf_counter() - started - watch.seconds)
-            if watch.observed(returned):
-                return returned
+            # _count and an observing hook's clean outcome (what _settle would find) inline:
+            # this is every observer's path on every model and tool call.
+            stats = self._stats.get(hook)
+            if stats is not None:
+                stats.calls += 1
+                stats.seconds += _perf_counter() - started - watch.seconds
+            if returned is watch.result and watch.calls == 1 and not watch.rewritten and not watch.deciding:
+                return returned  # called its handler once, with the host's request, and handed back its result
             failure = None
         # Settled outside the except clause, so a downstream error raised again here does not
         # get the extension's own failure as its context.
@@ -428,8 +427,11 @@ class IsolatedMiddleware(AgentMiddleware):
             returned = _MISSING
             failure: BaseException | None = exc
         else:
-            self._count(hook, _perf_counter() - started - watch.seconds)
-            if watch.observed(returned):
+            stats = self._stats.get(hook)  # as in _run_wrap_hook
+            if stats is not None:
+                stats.calls += 1
+                stats.seconds += _perf_counter() - started - watch.seconds
+            if returned is watch.result and watch.calls == 1 and not watch.rewritten and not watch.deciding:
                 return returned
             failure = None
         # Settled outside the except clause, so a downstream error raised again here does not
