@@ -258,6 +258,8 @@ GARBAGE = [
     ([MiddlewarePlacement(object(), Placement.STANDARD)], "object is not an AgentMiddleware"),
     ([MiddlewarePlacement(Plain(), "standard")], "is not a Placement"),  # type: ignore[arg-type]
     ([MiddlewarePlacement(Plain(), Placement.STANDARD, order="1")], "order '1'"),  # type: ignore[arg-type]
+    ([MiddlewarePlacement(Plain(), Placement.STANDARD, order=True)], "order True"),
+    ([MiddlewarePlacement(Plain(), Placement.STANDARD, scope="lead")], "scope 'lead'"),  # type: ignore[arg-type]
     (
         [MiddlewarePlacement(shared, Placement.STANDARD), MiddlewarePlacement(shared, Placement.TOOL_RAW)],
         "twice",
