@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -164,8 +165,9 @@ _middleware_descriptors: dict[tuple[type, str | None, tuple[Hashable, ...]], Mid
 _MEMO_LIMIT = 1024
 
 
-def _policy_parameters(target: Any) -> dict[str, Any]:
-    plan = _probe_plans(type(target))
+def _policy_parameters(target: Any) -> Mapping[str, Any]:
+    cls = type(target)
+    plan = _probe_plans.get(cls) or _probe_plans.load(cls)
     values = None if plan.dynamic else getattr(target, "__dict__", None)
     if values is None or plan.may_declare or _DECLARE in values:
         declared = collect_release_policies([target])
@@ -180,15 +182,15 @@ def _policy_parameters(target: Any) -> dict[str, Any]:
                     # broken declaration shows in the fingerprint instead of hiding a change.
                     return {"error": TypeError.__name__}
             return parameters
-    probed: dict[str, Any] = {}
     if values is None:
         names: Iterable[str] = PROBED_ATTRIBUTES
+    elif not plan.on_class and _PROBED.isdisjoint(values):
+        # What most middlewares are: nothing to read (and nothing allocated to say so).
+        return _NOTHING
     else:
         # Only names the class answers for or the instance holds; in PROBED_ATTRIBUTES' order.
-        held = _PROBED.intersection(values)
-        if not held and not plan.on_class:
-            return probed
-        names = [attr for attr in PROBED_ATTRIBUTES if attr in held or attr in plan.on_class]
+        names = [attr for attr in PROBED_ATTRIBUTES if attr in values or attr in plan.on_class]
+    probed: dict[str, Any] = {}
     for attr in names:
         if values is not None and attr not in plan.on_class:
             # Nothing on the class can answer for it: the instance's own value.
@@ -207,6 +209,8 @@ def _policy_parameters(target: Any) -> dict[str, Any]:
 
 
 _DECLARE = "release_policy_parameters"
+#: No policy parameters: shared, read-only (a descriptor copies what it is given).
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 _PROBED = frozenset(PROBED_ATTRIBUTES)
 
 
