@@ -197,6 +197,10 @@ def _collect(
     placed: list[_Placed] = []
     keys: list[tuple[Any, ...]] = []
     counts: dict[tuple[str, str], int] = {}
+    # ``ctx.scope in item.scope`` as the flag type answers it, on the members' int values:
+    # the flag's own ``in`` (and any cache of it, which hashes both members) is Python code,
+    # asked for every contribution of every construction.
+    wanted = ctx.scope._value_
     for contribution in extensions.middlewares:
         extension = contribution.extension
         stats = call_stats(extension, "contribute_middlewares")
@@ -221,7 +225,7 @@ def _collect(
             continue
         count_call(stats, started)
         for item in placements:
-            if not _in_scope(ctx.scope, item.scope):
+            if item.scope._value_ & wanted != wanted:
                 continue
             key = (node_slug(extension), node_slug(type(item.middleware).__name__))
             counts[key] = counts.get(key, 0) + 1
@@ -236,13 +240,6 @@ def _collect(
             placed.append(_Placed(extension, wrapped, item.placement, item.order))
             keys.append((extension, item.placement, item.order, fusible_key(wrapped)))
     return placed, keys
-
-
-@functools.lru_cache(maxsize=64)
-def _in_scope(scope: AgentScope, scopes: AgentScope) -> bool:
-    """``scope in scopes``, remembered: a flag's ``in`` is Python code, asked for every
-    contribution of every construction, and there are a handful of scope sets."""
-    return scope in scopes
 
 
 def _running_contributor(frame: Any) -> RunningHook | None:
