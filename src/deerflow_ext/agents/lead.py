@@ -229,7 +229,7 @@ def build_agent(
         def describe() -> AgentAssemblyDescriptor:
             all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]
             described_tools = tuple(describe_tool(t) for t in all_tools)
-            middlewares = tuple(describe_middleware(m) for m in stack)
+            middlewares = tuple(map(describe_middleware, stack))
             effective_model = effective_model_name(model)
             build = build_info()
 

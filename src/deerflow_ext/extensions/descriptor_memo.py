@@ -18,6 +18,7 @@ function of it, the scope and the names in the key.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
@@ -84,7 +85,7 @@ class DescriptorMemo:
         if (
             last is not None
             and len(last[0]) == len(same)
-            and all(a is b for a, b in zip(last[0], same, strict=True))
+            and all(map(operator.is_, last[0], same))  # (lengths checked above)
             and last[1] == inputs
         ):
             return last[2]

@@ -21,6 +21,7 @@ nothing is fused.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -166,7 +167,7 @@ class GroupChains:
         if chain is None:
             assert COMPOSERS is not None
             members = self._members[hook]
-            if len(members) > 2 and not any(mw.intercepts for mw in members):
+            if len(members) > 2 and not any(map(_intercepts, members)):
                 # An observing member returns exactly what its handler returned (isolation.py),
                 # so between such members LangChain's model-call glue has nothing to
                 # normalise or collect: it only matters where the innermost member hands on
@@ -181,6 +182,10 @@ class GroupChains:
             chain = COMPOSERS[hook](hooks)
             self._chains[hook] = chain
         return chain
+
+
+#: ``IsolatedMiddleware.intercepts`` read in C, for every member of a chain as it is composed.
+_intercepts = operator.attrgetter("_intercept")
 
 
 class _Nested:
