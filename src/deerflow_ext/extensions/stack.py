@@ -250,20 +250,23 @@ def _running_contributor(frame: Any) -> RunningHook | None:
 register_site(_collect, _running_contributor)
 
 
-def _validated(result: Any) -> list[MiddlewarePlacement]:
+def _validated(result: Any) -> Sequence[MiddlewarePlacement]:
     """The contributor's answer, or ``TypeError`` naming what is wrong with it.
 
     All or nothing: half of an extension's middleware set can be worse than none of it.
+    What is checked is a copy (a tuple is its own): wrapping runs extension code (a property
+    may be read), which must not change the items after they were checked.
     """
     if result is None:
-        return []
+        return ()
     # A list or tuple, what nearly every contributor returns, skips the two ABC checks.
     if type(result) not in (list, tuple) and (
         isinstance(result, (str, bytes, Mapping)) or not isinstance(result, Iterable)
     ):
         raise TypeError(f"returned {type(result).__name__}, not a sequence of MiddlewarePlacement")
-    items = list(result)
-    seen: set[int] = set()
+    items = result if type(result) is tuple else list(result)
+    # Only a contribution of two or more can hold one instance twice.
+    seen: set[int] | None = set() if len(items) > 1 else None
     for item in items:
         if not isinstance(item, MiddlewarePlacement):
             raise TypeError(f"returned a {type(item).__name__} item, not a MiddlewarePlacement")
@@ -277,7 +280,7 @@ def _validated(result: Any) -> list[MiddlewarePlacement]:
             raise TypeError(f"order {order!r} is not an int")
         if not isinstance(middleware, AgentMiddleware) or isinstance(middleware, IsolatedMiddleware):
             raise TypeError(f"{type(middleware).__name__} is not an AgentMiddleware")
-        if len(items) > 1:
+        if seen is not None:
             if id(middleware) in seen:
                 raise TypeError(f"the same {type(middleware).__name__} instance is contributed twice")
             seen.add(id(middleware))
