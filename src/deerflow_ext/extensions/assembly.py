@@ -291,14 +291,17 @@ def describe_tool(
     (``descriptor_memo.py``). Unchanged means the same name, description, ``args_schema``
     class, tool class and source; a tool whose schema is not a class is described anew.
     """
-    if isinstance(tool, Mapping):  # a provider built-in tool, passed through as a dict
+    known = _tool_descriptors.get(id(tool))
+    # A tool described before is no mapping (only tools are remembered): that check, an ABC's
+    # Python-level isinstance, is left for what is new here.
+    if (known is None or known[0] is not tool) and isinstance(tool, Mapping):
+        # A provider built-in tool, passed through as a dict.
         name = str(tool.get("name") or tool.get("type") or "")
         return ToolDescriptor(
             name, canonical_hash(""), canonical_hash(dict(tool)), source, mcp_server, mcp_transport
         )
     schema = getattr(tool, "args_schema", None)
     key = (type(tool), tool.name, tool.description, schema, source, mcp_server, mcp_transport)
-    known = _tool_descriptors.get(id(tool))
     if known is not None and known[0] is tool and known[1] == key:
         return known[2]
     described = ToolDescriptor(
