@@ -135,19 +135,24 @@ class CompiledGraphs:
         ``compile`` builds a graph over the given middleware with this construction's
         model, tools, prompt and checkpointer; it runs once per shape.
         """
-        # One pass over the stack (every construction binds): each middleware's slot class,
-        # and what create_agent reads of it (_middleware_shape), by value and by identity.
+        # One pass over the stack (every construction binds, so it is written out inline):
+        # each middleware's slot class, and what create_agent reads of it besides its class's
+        # hooks, by value (class, name) and by identity (schema, policy, tools, transformers).
         classes: list[Any] = []
         keep: list[Any] = [tuple(tools), checkpointer]
         key: list[Any] = [type(model), tuple(map(id, tools)), system_prompt, id(checkpointer)]
+        known_slot = _slot_classes.get
         for m in stack:
-            cls = _slot_class(type(m))
+            mcls = type(m)
+            cls = known_slot(mcls, _UNSEEN)
+            if cls is _UNSEEN:
+                cls = _slot_classes.load(mcls)
             if cls is None:
                 return None
             classes.append(cls)
-            values, objects = _middleware_shape(m)
+            objects = (m.state_schema, m.trace_policy, *getattr(m, "tools", ()), *getattr(m, "transformers", ()))
             keep.extend(objects)
-            key.append((values, tuple(map(id, objects))))
+            key.append((mcls, m.name, tuple(map(id, objects))))
         swapper = next((i for i, cls in enumerate(classes) if cls._wraps_model_calls), None)
         if swapper is None:
             return None  # nothing would hand the run's model on
@@ -169,13 +174,6 @@ class CompiledGraphs:
             while len(self._entries) > self._maxsize:
                 self._entries.popitem(last=False)
         return BoundGraph(entry.graph, run_stack)
-
-
-def _middleware_shape(m: AgentMiddleware[Any, Any, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """What ``create_agent`` reads of a middleware besides its class's hooks: the parts
-    compared by value (class, name) and the objects compared by identity."""
-    objects = (m.state_schema, m.trace_policy, *getattr(m, "tools", ()), *getattr(m, "transformers", ()))
-    return (type(m), m.name), objects
 
 
 # -- slot classes ------------------------------------------------------------------------------
@@ -215,20 +213,11 @@ def _run_stack(runtime: Any) -> RunStack:
     return run_stack
 
 
-#: The slot class standing for each middleware class, or ``None`` (``_build_slot_class``).
+#: The slot class standing for each middleware class (cached weakly), or ``None`` if a hook
+#: of the class takes parameters LangGraph would inject differently into a slot's
+#: (``_build_slot_class``). Read for every middleware of every construction: a hit is one
+#: dict lookup (``classmemo.py``); only a class seen for the first time is built.
 _slot_classes: ClassMemo[type | None] = ClassMemo(lambda cls: _build_slot_class(cls))
-
-
-def _slot_class(cls: type) -> type | None:
-    """The slot class standing for ``cls`` (cached weakly), or ``None`` if a hook of
-    ``cls`` takes parameters LangGraph would inject differently into a slot's.
-
-    Looked up for every middleware of every construction: a hit is one dict lookup
-    (``classmemo.py``); only a class seen for the first time is built."""
-    slot = _slot_classes.get(cls, _UNSEEN)
-    return _slot_classes.load(cls) if slot is _UNSEEN else slot
-
-
 _UNSEEN: Any = object()
 
 
