@@ -320,7 +320,22 @@ def test_a_declaration_set_on_one_instance_is_read_though_its_class_has_none() -
 def test_declarations_are_kept_or_recorded_as_broken(declared: Any, expected: dict[str, str] | None) -> None:
     mw = Probed()
     mw.release_policy_parameters = declared  # type: ignore[attr-defined]
-    assert describe_middleware(mw).policy_parameters == (expected if expected is not None else declared())
+    # Twice: the second description may come from the memo, and must say the same.
+    for _ in range(2):
+        assert describe_middleware(mw).policy_parameters == (expected if expected is not None else declared())
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_declared_value_json_refuses_is_recorded_as_broken_however_often_it_is_described(value: float) -> None:
+    seen = []
+    for _ in range(3):
+        mw = Probed()
+        mw.release_policy_parameters = lambda: {"ratio": value}  # type: ignore[attr-defined]
+        seen.append(describe_middleware(mw))
+    assert all(d.policy_parameters == {"error": "TypeError"} for d in seen)
+    fine = Probed()
+    fine.release_policy_parameters = lambda: {"ratio": 0.5}  # type: ignore[attr-defined]
+    assert describe_middleware(fine).policy_parameters == {"ratio": 0.5}
 
 
 # -- describe_tool and build_info ---------------------------------------------------------

@@ -148,16 +148,34 @@ def describe_middleware(mw: Any) -> MiddlewareDescriptor:
     cls = type(target)
     parameters = _policy_parameters(target)
     values = scalar_key(parameters) if parameters else ()
-    if values is None:
-        return MiddlewareDescriptor(cls.__name__, cls.__module__, parameters, extension)
-    key = (cls, extension, values)
-    described = _middleware_descriptors.get(key)
-    if described is None:
-        described = MiddlewareDescriptor(cls.__name__, cls.__module__, parameters, extension)
+    if values is not None:
+        key = (cls, extension, values)
+        described = _middleware_descriptors.get(key)
+        if described is not None:
+            return described
+    # Checked where a descriptor is built, not on a hit: equal keys are equal values, which
+    # canonical_json takes or refuses alike.
+    described = MiddlewareDescriptor(cls.__name__, cls.__module__, _json_checked(parameters), extension)
+    if values is not None:
         if len(_middleware_descriptors) >= _MEMO_LIMIT:  # classes made at run time: stay bounded
             _middleware_descriptors.clear()
         _middleware_descriptors[key] = described
     return described
+
+
+def _json_checked(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``parameters``, or the error record when ``canonical_json`` would refuse a value.
+
+    Keys are strings (``collect_release_policies`` makes them so; probed names are), so
+    canonical_json accepts the mapping exactly when it accepts every value. Probed values are
+    ready already (probing skips the others); a declared one that is not is recorded the way
+    a declaration that raises is, not dropped, so the broken declaration shows in the
+    fingerprint instead of hiding a change.
+    """
+    for value in parameters.values():
+        if not _json_ready(value):
+            return {"error": TypeError.__name__}
+    return parameters
 
 
 #: Middleware descriptors by (class, extension, policy values as ``scalar_key``).
@@ -166,6 +184,8 @@ _MEMO_LIMIT = 1024
 
 
 def _policy_parameters(target: Any) -> Mapping[str, Any]:
+    """What ``target`` declares (as ``collect_release_policies`` reads it, values unchecked:
+    see :func:`_json_checked`), else the probed attributes it has."""
     cls = type(target)
     plan = _probe_plans.get(cls) or _probe_plans.load(cls)
     values = None if plan.dynamic else getattr(target, "__dict__", None)
@@ -174,13 +194,6 @@ def _policy_parameters(target: Any) -> Mapping[str, Any]:
         if declared:
             # A new dict of its own (collect_release_policies builds it): returned as it is.
             (parameters,) = declared.values()
-            # Keys are strings (collect_release_policies makes them so), so canonical_json
-            # accepts the mapping exactly when it accepts every value.
-            for value in parameters.values():
-                if not _json_ready(value):
-                    # Same rule as a declaration that raises: recorded, not dropped, so the
-                    # broken declaration shows in the fingerprint instead of hiding a change.
-                    return {"error": TypeError.__name__}
             return parameters
     if values is None:
         names: Iterable[str] = PROBED_ATTRIBUTES
