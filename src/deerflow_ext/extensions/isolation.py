@@ -77,6 +77,9 @@ _CONTAINED = EXTENSION_FAILURES
 
 _perf_counter = time.perf_counter
 _DEFAULT_SCHEMA: Any = AgentMiddleware.state_schema  # type: ignore[misc]
+#: A wrapper's tools when its middleware has none (``Sequence``, as LangChain types it):
+#: shared and immutable, one list fewer for the collector per contribution and construction.
+_NO_TOOLS: tuple[Any, ...] = ()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -234,7 +237,7 @@ class IsolatedMiddleware(AgentMiddleware):
             state_schema = self._mirror("state_schema")
             transformers = self._mirror("transformers")
             trace_policy = self._mirror("trace_policy")
-        self.tools = [] if tools is None else list(tools)
+        self.tools = list(tools) if tools else _NO_TOOLS
         self.state_schema = _DEFAULT_SCHEMA if state_schema is None else state_schema
         self.transformers = () if transformers is None else tuple(transformers)
         self.trace_policy = trace_policy
