@@ -237,7 +237,7 @@ class IsolatedMiddleware(AgentMiddleware):
             state_schema = self._mirror("state_schema")
             transformers = self._mirror("transformers")
             trace_policy = self._mirror("trace_policy")
-        self.tools = list(tools) if tools else _NO_TOOLS
+        self.tools = _NO_TOOLS if tools is None else (list(tools) or _NO_TOOLS)
         self.state_schema = _DEFAULT_SCHEMA if state_schema is None else state_schema
         self.transformers = () if transformers is None else tuple(transformers)
         self.trace_policy = trace_policy
