@@ -190,24 +190,46 @@ def _carried(traced: Callable[..., Any], head: IsolatedMiddleware, hook: str) ->
     there is nothing to record costs it ~25 µs a call (context copies, a parent-run lookup,
     its run container), once per model or tool call per carried group, to run the same chain.
     """
-    untraced = _untraced_check()
     if hook.startswith("a"):
-        aplain = agroup_method(hook)  # what `traced` decorates
+        return _ACarried(traced, head, hook, agroup_method(hook))  # what `traced` decorates
+    return _Carried(traced, head, hook, group_method(hook))
 
-        async def acarried(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-            if untraced():
-                return await aplain(head, request, handler)
-            return await traced(head, request, handler, langsmith_extra=_span(head, hook))
 
-        return acarried
-    plain = group_method(hook)
+class _Carried:
+    """:func:`_carried`'s callable for a sync hook.
 
-    def carried(request: Any, handler: Callable[[Any], Any]) -> Any:
-        if untraced():
-            return plain(head, request, handler)
-        return traced(head, request, handler, langsmith_extra=_span(head, hook))
+    An object rather than a closure: one object the garbage collector counts, where a
+    closure over the same five names was seven (the function, its cells, their tuple), per
+    carried hook and construction. Every object alive at the model call brings the next
+    collection closer, and collections were ~40% of what ten extensions added to a run's
+    time (issue 16)."""
 
-    return carried
+    __slots__ = ("_head", "_hook", "_plain", "_traced", "_untraced")
+
+    def __init__(
+        self, traced: Callable[..., Any], head: IsolatedMiddleware, hook: str, plain: Callable[..., Any]
+    ) -> None:
+        self._traced = traced
+        self._head = head
+        self._hook = hook
+        self._plain = plain
+        self._untraced = _untraced_check()
+
+    def __call__(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        if self._untraced():
+            return self._plain(self._head, request, handler)
+        return self._traced(self._head, request, handler, langsmith_extra=_span(self._head, self._hook))
+
+
+class _ACarried(_Carried):
+    """:class:`_Carried` for an async hook."""
+
+    __slots__ = ()
+
+    async def __call__(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        if self._untraced():
+            return await self._plain(self._head, request, handler)
+        return await self._traced(self._head, request, handler, langsmith_extra=_span(self._head, self._hook))
 
 
 def _span(head: IsolatedMiddleware, hook: str) -> dict[str, Any]:
