@@ -20,7 +20,6 @@ nothing is fused.
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -174,7 +173,7 @@ class GroupChains:
                 # what the downstream call returned. Plain nesting down to that boundary,
                 # LangChain's composer across it: the same results and commands, with ~10K
                 # instructions less per member and model call.
-                outer = _Nested(tuple(isolated_step(mw, hook) for mw in members[:-1]))
+                outer = _Nested(tuple(isolated_step(mw, hook) for mw in members[:-1]), hook)
                 hooks = [outer, isolated_hook(members[-1], hook)]
             else:
                 # Each member's own isolated hook (its per-class wrapper's), bound to it.
@@ -191,19 +190,39 @@ _intercepts = operator.attrgetter("_intercept")
 class _Nested:
     """Observing members' steps (:func:`~.mirror.isolated_step`) as one ``(request,
     handler)`` callable, outermost first, each handed the next as its handler: what
-    LangChain's tool-call composer builds, with a ``functools.partial`` per member and call
+    LangChain's tool-call composer builds, with one :class:`_Link` per member and call
     where it makes two closures and two coroutines. Sync or async as the steps are."""
 
-    __slots__ = ("_steps",)
+    __slots__ = ("_hook", "_steps")
 
-    def __init__(self, steps: tuple[Callable[..., Any], ...]) -> None:
+    def __init__(self, steps: tuple[Callable[..., Any], ...], hook: str) -> None:
         self._steps = steps
+        self._hook = hook
 
     def __call__(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        steps = self._steps
+        steps, hook = self._steps, self._hook
         for step in steps[:0:-1]:  # innermost first, down to the second
-            handler = functools.partial(step, handler=handler)
-        return steps[0](request, handler=handler)
+            handler = _Link(step, hook, handler)
+        return steps[0](hook, request, handler)
+
+
+class _Link:
+    """One step with the rest of the chain as its handler, called with the request alone.
+
+    One object per member and call, alive for the whole model call, where a
+    ``functools.partial(step, handler=...)`` was two (itself and its keywords): every
+    object alive at the model call brings the garbage collector's next collection closer
+    (issue 16)."""
+
+    __slots__ = ("_handler", "_hook", "_step")
+
+    def __init__(self, step: Callable[..., Any], hook: str, handler: Callable[[Any], Any]) -> None:
+        self._step = step
+        self._hook = hook
+        self._handler = handler
+
+    def __call__(self, request: Any) -> Any:
+        return self._step(self._hook, request, self._handler)
 
 
 def rewrapped(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
