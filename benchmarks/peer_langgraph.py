@@ -30,10 +30,13 @@ message, ``create_agent`` with no tools). Arms:
 Every arm uses the same client, ``langgraph_sdk``: per run ``threads.create()`` then
 ``runs.wait(thread, assistant, input=...)``; the latency is the ``runs.wait`` call. At
 each client count (1, 8, 32) the arms run in alternating order ``--rounds`` times and the
-medians are printed with the ratios ours/peer. The servers stay up for the whole run, each
-warmed before the first round. ``--baseline DIR`` also starts every arm of ours from the
-checkout in DIR (``base:<arm>``), alternating with the rest: how each optimisation was
-measured against the tree before it.
+medians are printed with the ratios ours/peer. A round is at least :data:`WAVES` runs per
+client: a round of two waves measured the peer's ramp more than its throughput (its queue
+takes runs on a poll), at 32 clients 30-39 runs/s in 64-run rounds against 40-41 in rounds
+of 128 and 256, while ours read ~40 either way (2026-12-03). The servers stay up for the
+whole run, each warmed before the first round. ``--baseline DIR`` also starts every arm of
+ours from the checkout in DIR (``base:<arm>``), alternating with the rest: how each
+optimisation was measured against the tree before it.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ EXTENSION = "peer_langgraph"  # this module, importable by the server through PY
 DEFAULT_PEER = Path("/work/bench/peer/bin/langgraph")
 PROMPT = "hello"
 BASE = "base:"
+WAVES = 8
+"""Runs per client in a round, at least: enough waves that starting and draining are a small part."""
 INSTALL_HINT = (
     "the peer is not installed: python3 -m venv /work/bench/peer && /work/bench/peer/bin/pip install "
     '"langgraph-cli[inmem]" langchain, then pass --peer /work/bench/peer/bin/langgraph'
@@ -276,7 +281,7 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
     by_name = {s.name: s for s in servers}
     print(f"{'clients':>7} {'arm':<20}{'runs/s':>9}{'p50 ms':>9}{'p95 ms':>9}   ratios (runs/s; p50)")
     for clients in args.clients:
-        total = max(args.runs, clients * 2)
+        total = max(args.runs, clients * WAVES)
         for round_ in range(args.rounds):
             order = servers if round_ % 2 == 0 else list(reversed(servers))
             for server in order:
@@ -316,7 +321,7 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true", help="measure our arms only")
     parser.add_argument("--peer-jobs", type=int, default=10, help="langgraph dev --n-jobs-per-worker (its default 10)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--runs", type=int, default=64, help="runs per arm per round (at least 2x the clients)")
+    parser.add_argument("--runs", type=int, default=64, help=f"runs per arm per round (at least {WAVES}x the clients)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per client count")
     arms = ["ours", "ours+defaults", "ours+io"]
     parser.add_argument("--arms", nargs="+", default=arms[:2], choices=arms, help="our servers to measure")
@@ -340,7 +345,7 @@ def main() -> None:
     os.environ["PEER_BENCH_IO_JITTER"] = str(args.io_jitter)
     print(
         f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; load {_load()}; "
-        f"{args.runs} runs x {args.rounds} rounds per arm and client count; database "
+        f"max({args.runs}, {WAVES} x clients) runs x {args.rounds} rounds per arm and client count; database "
         f"{args.database_url or 'SQLite'}; workers {args.workers}; peer {langgraph or '-'} (jobs {args.peer_jobs})"
     )
     servers: list[Server] = []
