@@ -210,9 +210,10 @@ class _Link:
     """One step with the rest of the chain as its handler, called with the request alone.
 
     One object per member and call, alive for the whole model call, where a
-    ``functools.partial(step, handler=...)`` was two (itself and its keywords): every
-    object alive at the model call brings the garbage collector's next collection closer
-    (issue 16)."""
+    ``functools.partial(step, handler=...)`` was a partial and its keyword dict. The
+    partial, like this object, counts towards the garbage collector's next collection (the
+    dict comes from a free list and does not); what the chain saves is the partial each step
+    was itself (issue 16)."""
 
     __slots__ = ("_handler", "_hook", "_step")
 

@@ -57,8 +57,8 @@ def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
 def isolated_step(wrapper: Any, hook: str) -> Callable[..., Any]:
     """:func:`isolated_hook` for a chain of them, called ``(hook, request, handler)``: the
     wrapper's runner itself, bound, where the generated method would only forward to it (one
-    coroutine fewer per member and call, and one object per member and construction where a
-    ``partial`` binding the hook made three), the generated pass-through otherwise."""
+    coroutine fewer per member and call, and no ``partial`` binding the hook per member and
+    construction), the generated pass-through otherwise."""
     if hook in wrapper._hooks:
         return wrapper._arun_wrap_hook if hook in _ASYNC_WRAP_HOOKS else wrapper._run_wrap_hook
     return functools.partial(_passed_through, isolated_hook(wrapper, hook))
