@@ -211,3 +211,110 @@ async def test_a_batch_takes_at_most_the_limit_and_close_after_batched_calls_sti
     await closing
     assert sizes == [BATCH_LIMIT, 6]
     assert not worker._threads[0].is_alive()
+
+
+class _Locked(Exception):
+    """What the loop-first tests' calls raise while "another connection holds the lock"."""
+
+
+def _loop_first(patience: float = 5.0) -> OneThread:
+    return OneThread("test-loop-first", loop_first=lambda exc: isinstance(exc, _Locked), patience=patience)
+
+
+async def test_loop_first_a_call_is_made_where_it_is_awaited_when_nothing_is_handed_over() -> None:
+    worker = _loop_first()
+    try:
+        assert await worker.run(threading.get_ident) == threading.get_ident()
+        with pytest.raises(ZeroDivisionError):  # its own exceptions reach the caller as they are
+            await worker.run(lambda: 1 / 0)
+        assert await worker.run(threading.get_ident) == threading.get_ident()
+    finally:
+        worker.close()
+
+
+async def test_loop_first_calls_wait_behind_a_handed_over_one_and_keep_their_order() -> None:
+    worker = _loop_first()
+    release, locked = threading.Event(), [True]
+    seen: list[tuple[int, int]] = []
+
+    def held_by_another() -> None:  # busy on the loop: goes to the thread, which waits there
+        if locked[0]:
+            raise _Locked
+        seen.append((-1, threading.get_ident()))
+
+    def record(n: int) -> None:
+        seen.append((n, threading.get_ident()))
+
+    try:
+        first = asyncio.ensure_future(worker.run(held_by_another))
+        await asyncio.sleep(0.05)  # the thread is retrying it; the loop is free meanwhile
+        later = asyncio.ensure_future(asyncio.gather(*(worker.run(record, n) for n in range(10))))
+        await asyncio.sleep(0.05)
+        assert not first.done() and not later.done() and not seen
+        locked[0] = False
+        release.set()
+        await asyncio.wait_for(asyncio.gather(first, later), 5)
+        assert [n for n, _ in seen] == [-1, *range(10)]
+        assert {ident for _, ident in seen} == {worker.ident}
+        assert await worker.run(threading.get_ident) == threading.get_ident()  # idle again: here
+    finally:
+        worker.close()
+
+
+async def test_loop_first_a_call_busy_past_its_patience_fails_with_the_lock_error() -> None:
+    worker = _loop_first(patience=0.2)
+    tries: list[int] = []
+
+    def always_locked() -> None:
+        tries.append(threading.get_ident())
+        raise _Locked
+
+    try:
+        start = time.monotonic()
+        with pytest.raises(_Locked):
+            await worker.run(always_locked)
+        assert 0.2 <= time.monotonic() - start < 2
+        assert tries[0] == threading.get_ident() and set(tries[1:]) == {worker.ident} and len(tries) > 3
+    finally:
+        worker.close()
+
+
+def test_loop_first_the_thread_never_makes_a_call_while_one_is_being_made_elsewhere() -> None:
+    """Callers on several loops: one makes its call where it is, the others' go to the
+    thread meanwhile; one connection is never used by two threads at once."""
+    worker = _loop_first()
+    inside, overlaps = [0], []
+    guard = threading.Lock()
+
+    def use(n: int) -> int:
+        with guard:
+            inside[0] += 1
+            overlaps.append(inside[0])
+        time.sleep(0.002)
+        with guard:
+            inside[0] -= 1
+        return n
+
+    results: dict[int, list[int]] = {}
+
+    def loop_thread(k: int) -> None:
+        async def calls() -> list[int]:
+            return [await worker.run(use, n) for n in range(25)]
+
+        results[k] = asyncio.run(calls())
+
+    threads = [threading.Thread(target=loop_thread, args=(k,)) for k in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        worker.close()
+    assert results == {k: list(range(25)) for k in range(4)}
+    assert max(overlaps) == 1
+
+
+def test_loop_first_needs_one_thread() -> None:
+    with pytest.raises(ValueError, match="one thread"):
+        OneThread("test-two", threads=2, loop_first=lambda exc: False)

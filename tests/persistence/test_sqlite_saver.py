@@ -1,6 +1,6 @@
 """The SQLite checkpointer (``persistence/sqlite_saver.py``) against LangGraph's own savers.
 
-The saver is LangGraph's ``SqliteSaver`` with each async call run whole on one thread, so
+The saver is LangGraph's ``SqliteSaver`` with each async call run whole, on the loop or one thread, so
 the checks are: the same operations leave the same rows and read back the same tuples as
 ``AsyncSqliteSaver`` (what the Gateway used before), a graph's state and history read the
 same, ``alist``'s paging returns what one query would, and several loops and threads can
@@ -199,21 +199,35 @@ async def _alongside(target: Callable[[str], None], names: list[str], here: Awai
             thread.join()
 
 
-async def test_every_async_call_runs_on_the_savers_one_thread_from_any_loop(saver: OneThreadSqliteSaver) -> None:
+async def test_async_calls_from_several_loops_run_where_awaited_or_on_the_savers_thread_one_at_a_time(
+    saver: OneThreadSqliteSaver,
+) -> None:
     ran_on: set[int] = set()
+    inside, most = [0], [0]
+    guard = threading.Lock()
     put = saver.put
 
     def spied_put(*args: Any) -> Any:
-        ran_on.add(threading.get_ident())
-        return put(*args)
+        with guard:
+            ran_on.add(threading.get_ident())
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            return put(*args)
+        finally:
+            with guard:
+                inside[0] -= 1
 
     saver.put = spied_put  # type: ignore[method-assign]
+    loops: set[int] = {threading.get_ident()}
 
     def other_loop(thread_id: str) -> None:
+        loops.add(threading.get_ident())
         asyncio.run(_write_history(saver, thread_id, 20))
 
     await _alongside(other_loop, ["loop-0", "loop-1"], _write_history(saver, "main-loop", 20))
-    assert ran_on == {saver.thread.ident}
+    assert ran_on & loops and ran_on <= loops | {saver.thread.ident}  # the first put finds nothing handed over
+    assert most[0] == 1  # the saver's lock, and the thread's turn, keep them one at a time
     for thread_id in ("main-loop", "loop-0", "loop-1"):
         assert len(await _alist(saver, {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})) == 20
 

@@ -1,8 +1,9 @@
-"""Transaction functions run whole, off the loop: on one thread for SQLite, on a few for PostgreSQL."""
+"""Transaction functions run whole: SQLite's on the loop or one thread (loop-first), PostgreSQL's on a few threads."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,17 +27,18 @@ async def engine(database_url: str) -> AsyncIterator[Any]:
         await engine.dispose()
 
 
-async def test_each_transaction_runs_whole_off_the_loop_on_one_sqlite_thread_or_a_few_postgres_ones(
+async def test_each_transaction_runs_whole_on_the_loop_or_one_sqlite_thread_or_a_few_postgres_ones(
     engine: Any,
 ) -> None:
     tx = transactions_for(engine)
     try:
         assert isinstance(tx, ThreadTransactions)
         where = await tx.read(lambda conn: threading.get_ident())
-        assert where != threading.get_ident()
         if engine.url.get_backend_name() == "sqlite":
-            assert where == await tx.write(lambda conn: threading.get_ident())  # the same thread
+            # Nothing handed over: made right here, on the loop.
+            assert where == threading.get_ident() == await tx.write(lambda conn: threading.get_ident())
         else:
+            assert where != threading.get_ident()
             # Transactions that wait (a row lock) hold up one thread each, not the rest.
             gate = threading.Barrier(POSTGRES_THREADS, timeout=10)
 
@@ -48,6 +50,38 @@ async def test_each_transaction_runs_whole_off_the_loop_on_one_sqlite_thread_or_
             assert len(set(met)) == POSTGRES_THREADS
     finally:
         await tx.aclose()
+
+
+async def test_a_sqlite_transaction_meeting_another_connections_lock_waits_for_it_on_the_thread(
+    tmp_path: Any,
+) -> None:
+    """The loop never waits for SQLite's lock: the transaction that meets it goes to the
+    thread, which retries it until the lock is free, while the loop goes on."""
+    path = tmp_path / "db.sqlite"
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    await upgrade_head(engine)
+    tx = transactions_for(engine)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another connection holds the write lock
+        ran_on: list[int] = []
+
+        def insert(conn: Connection) -> None:
+            ran_on.append(threading.get_ident())
+            _insert_then(conn, "waited", False)
+
+        write = asyncio.ensure_future(tx.write(insert))
+        for _ in range(10):  # the loop keeps turning while the thread retries
+            await asyncio.sleep(0.01)
+        assert not write.done() and len(ran_on) >= 3
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, 10)
+        assert ran_on[0] == threading.get_ident() and threading.get_ident() not in ran_on[1:]
+        assert await tx.read(lambda conn: conn.execute(text("SELECT id FROM threads")).scalars().all()) == ["waited"]
+    finally:
+        other.close()
+        await tx.aclose()
+        await engine.dispose()
 
 
 def _insert_then(conn: Connection, thread_id: str, fail: bool) -> None:
@@ -76,7 +110,7 @@ async def test_a_transaction_commits_when_it_returns_and_rolls_back_when_it_rais
         await store.aclose()
 
 
-async def test_the_sqlite_twin_opens_its_connection_as_the_engine_does(tmp_path: Any) -> None:
+async def test_the_sqlite_twin_opens_its_connection_as_the_engine_does_but_waits_for_no_lock(tmp_path: Any) -> None:
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
     tx = transactions_for(engine)
 
@@ -87,7 +121,8 @@ async def test_the_sqlite_twin_opens_its_connection_as_the_engine_does(tmp_path:
     try:
         async with engine.connect() as conn:
             theirs = await conn.run_sync(pragmas)
-        assert await tx.read(pragmas) == theirs == ("wal", 1, 30000, 1)
+        assert theirs == ("wal", 1, 30000, 1)
+        assert await tx.read(pragmas) == ("wal", 1, 0, 1)  # its lock waits happen on its thread
     finally:
         await tx.aclose()
         await engine.dispose()
@@ -110,9 +145,11 @@ async def test_a_closed_sqlite_store_refuses_work_and_its_thread_is_gone(tmp_pat
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
     await upgrade_head(engine)
     store = HostStore(make_session_factory(engine))
-    thread = await store._tx.read(lambda conn: threading.current_thread())
+    ident = store._tx._thread.ident  # type: ignore[attr-defined]
+    threads = [thread for thread in threading.enumerate() if thread.ident == ident]
+    assert len(threads) == 1 and threads[0].name == "deerflow-host-sqlite"
     await store.aclose()
-    assert not thread.is_alive()
+    assert not threads[0].is_alive()
     with pytest.raises(RuntimeError, match="closed"):
         await store.get_thread("t")
     await engine.dispose()

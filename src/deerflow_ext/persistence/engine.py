@@ -8,6 +8,7 @@ pooled connections the server closed (a restart) are replaced at checkout.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ __all__ = [
     "apply_sqlite_pragmas",
     "create_engine",
     "is_sqlite",
+    "is_sqlite_busy",
     "make_session_factory",
     "normalize_database_url",
     "sqlite_path",
+    "wait_for_no_lock",
 ]
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.deer-flow/deerflow.db"
@@ -127,6 +130,22 @@ def apply_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
     finally:
         cursor.close()
+
+
+def wait_for_no_lock(dbapi_connection: Any, _record: Any = None) -> None:
+    """After :func:`apply_sqlite_pragmas`, on a connection whose calls are made on the event
+    loop (``one_thread``'s loop-first threads): meeting another connection's lock fails at
+    once (:func:`is_sqlite_busy`) instead of blocking the loop, and the thread waits instead."""
+    dbapi_connection.execute("PRAGMA busy_timeout=0")
+
+
+def is_sqlite_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` (sqlite3's, or SQLAlchemy's around it) is SQLite's "database is locked"
+    (``SQLITE_BUSY`` and its extended codes): another connection holds the lock, and the
+    same call made again later can succeed."""
+    error = getattr(exc, "orig", exc)
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(error, sqlite3.OperationalError) and code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def _sqlite_reset(dbapi_connection: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:

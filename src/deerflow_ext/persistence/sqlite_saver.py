@@ -8,15 +8,19 @@ graph saves 12-18 checkpoints a run (issue 16 counted ~90 checkpointer hops per 
 run). Here the whole operation runs on one dedicated thread instead, handed over once
 (``threaded_saver``): the SQL, the statements and rows are exactly those of LangGraph's own
 synchronous saver (this class *is* that saver), only where they run changes. SQLite has
-one writer at a time, so there is one connection and one thread.
+one writer at a time, so there is one connection and one thread, a loop-first one
+(``one_thread``): an operation runs right on the event loop when nothing is queued for the
+thread, and goes to the thread when something is, or when another connection holds the lock
+(the connection waits for none itself; the thread waits as long as the host's other SQLite
+connections do).
 
 The connection is opened with ``check_same_thread=False``, as LangGraph documents, because
 the synchronous methods run on their callers' threads under ``SqliteSaver``'s own lock.
 
-Serialising a checkpoint or a write now happens on the worker thread, while the graph goes
-on with its next step. LangGraph's synchronous loop does the same (it submits ``put`` and
-``put_writes`` to background threads), which is why it hands a saver a copy of the
-checkpoint; the async loop already lets a save start after the next step has begun.
+A save handed to the thread is serialised there, while the graph goes on with its next step.
+LangGraph's synchronous loop does the same (it submits ``put`` and ``put_writes`` to
+background threads), which is why it hands a saver a copy of the checkpoint; the async loop
+already lets a save start after the next step has begun.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from contextlib import asynccontextmanager
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from .engine import SQLITE_TIMEOUT_SECONDS, is_sqlite_busy, wait_for_no_lock
 from .one_thread import OneThread
 from .threaded_saver import OnThreads
 
@@ -58,13 +63,15 @@ async def open_sqlite_saver(path: str, *, pragmas: Sequence[str] = ()) -> AsyncI
 
     ``pragmas`` run on the connection first (the host's ``synchronous`` setting). The
     connection is opened as ``aiosqlite.connect`` opened it for ``AsyncSqliteSaver``
-    (sqlite3's defaults: deferred transactions, a 5 s busy timeout), so locking behaves
-    as before.
+    (sqlite3's defaults: deferred transactions), except that it waits for no lock: a busy
+    operation is retried on the thread for as long as the host's other SQLite connections
+    wait (``SQLITE_TIMEOUT_SECONDS``).
     """
-    thread = OneThread("deerflow-checkpointer")
+    thread = OneThread("deerflow-checkpointer", loop_first=is_sqlite_busy, patience=SQLITE_TIMEOUT_SECONDS)
     try:
         conn = await thread.run(sqlite3.connect, path, check_same_thread=False)
         try:
+            wait_for_no_lock(conn)
             for pragma in pragmas:
                 await thread.run(conn.execute, f"PRAGMA {pragma}")
             saver = OneThreadSqliteSaver(conn, thread)

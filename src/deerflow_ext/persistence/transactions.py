@@ -12,8 +12,10 @@ synchronous function run whole with SQLAlchemy Core on a *twin* of the engine (s
 database, synchronous driver) on a thread of its own (:class:`~.one_thread.OneThread`):
 one hand-off a transaction.
 
-- SQLite: pysqlite, one thread, one connection, the same pragmas; the write lock is held
-  only while a transaction runs.
+- SQLite: pysqlite, one connection, the same pragmas; the write lock is held only while a
+  transaction runs. Its thread is loop-first (``one_thread``): a transaction runs right on
+  the event loop when nothing is queued for the thread, and goes to the thread when
+  something is, or when another connection holds the lock (this connection waits for none).
 - PostgreSQL: psycopg, :data:`POSTGRES_THREADS` threads taking transactions from one queue,
   each on a connection of the twin's pool, so a transaction that waits for a row lock holds
   up only its own thread. A pooled connection the server closed is replaced at checkout
@@ -37,9 +39,9 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from .engine import SQLITE_TIMEOUT_SECONDS, apply_sqlite_pragmas, is_sqlite
+from .engine import SQLITE_TIMEOUT_SECONDS, apply_sqlite_pragmas, is_sqlite, is_sqlite_busy, wait_for_no_lock
 from .liveness import closed_by_server
-from .one_thread import OneThread
+from .one_thread import Busy, OneThread
 
 __all__ = ["POSTGRES_THREADS", "ThreadTransactions", "Transactions", "transactions_for"]
 
@@ -84,13 +86,19 @@ class ThreadTransactions:
     """Transactions on a synchronous engine, each run whole on one of its threads."""
 
     def __init__(
-        self, engine: Engine, name: str = "deerflow-host-sqlite", *, threads: int = 1, autocommit: bool = False
+        self,
+        engine: Engine,
+        name: str = "deerflow-host-sqlite",
+        *,
+        threads: int = 1,
+        autocommit: bool = False,
+        loop_first: Busy | None = None,
     ) -> None:
         self._engine = engine
         # With ``autocommit``, single-statement writes and reads send no BEGIN/COMMIT/ROLLBACK.
         self._single = _in_autocommit if autocommit else _in_transaction
         self._read = _in_autocommit if autocommit else _on_connection
-        self._thread = OneThread(name, threads=threads)
+        self._thread = OneThread(name, threads=threads, loop_first=loop_first, patience=SQLITE_TIMEOUT_SECONDS)
         # A store dropped without aclose() (a test, a script) still ends its thread.
         self._finalizer = weakref.finalize(self, _shut, self._thread, engine)
 
@@ -160,4 +168,5 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
         max_overflow=0,
     )
     event.listen(sync, "connect", apply_sqlite_pragmas)  # the connection the engine's would be
-    return ThreadTransactions(sync)
+    event.listen(sync, "connect", wait_for_no_lock)  # after them: its transactions run on the loop
+    return ThreadTransactions(sync, loop_first=is_sqlite_busy)
