@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from deerflow_ext.memory import engine as engine_module
 from deerflow_ext.memory.engine import MemoryEngine, parse_facts
 
 ENGINE_PATH = Path(__file__).resolve().parents[2] / "src" / "deerflow_ext" / "memory" / "engine.py"
@@ -209,6 +210,79 @@ def test_shutdown_flushes_then_refuses_new_work() -> None:
 def test_negative_debounce_is_rejected() -> None:
     with pytest.raises(ValueError):
         MemoryEngine(Extractor(), debounce_seconds=-1)
+    with pytest.raises(ValueError, match="max_workers"):
+        MemoryEngine(Extractor(), max_workers=0)
+
+
+def test_many_threads_requests_run_on_a_few_kept_workers_not_a_thread_each() -> None:
+    extract = Extractor()
+    engine = MemoryEngine(extract, debounce_seconds=0.01, max_workers=2)
+    for n in range(40):
+        engine.schedule(f"t{n}", [user(f"turn {n}")])
+    deadline = time.monotonic() + 10
+    while len(extract.calls) < 40 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(engine.facts(f"t{n}")[0] for n in range(40)) == sorted(f"fact from turn {n}" for n in range(40))
+    workers = set(extract.threads)
+    assert 1 <= len(workers) <= 2 and all(t.name == "deermem-worker" for t in workers)
+    engine.shutdown(5)
+    for thread in workers:
+        thread.join(5)
+    assert not any(t.is_alive() for t in workers)
+
+
+def test_idle_workers_and_the_timer_thread_end_by_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine nobody shuts down (a test, a script) is not kept alive by its threads."""
+    monkeypatch.setattr(engine_module, "IDLE_SECONDS", 0.05)
+    before = set(threading.enumerate())
+    extract = Extractor()
+    engine = MemoryEngine(extract, debounce_seconds=0.01)
+    engine.schedule("t", [user("x")])
+    assert extract.called.wait(5)
+    started = [t for t in set(threading.enumerate()) - before if t.name.startswith("deermem-")]
+    for thread in started:
+        thread.join(5)
+    assert started and not any(t.is_alive() for t in started)
+    engine.schedule("t", [user("again")])  # both start again when needed
+    deadline = time.monotonic() + 5
+    while engine.facts("t") != ["fact from x", "fact from again"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.facts("t") == ["fact from x", "fact from again"]
+
+
+def test_flush_waits_for_extractions_queued_behind_a_busy_worker() -> None:
+    release = threading.Event()
+
+    def slow(messages: list[Any]) -> str:
+        release.wait(5)
+        return json.dumps([messages[0]["content"]])
+
+    engine = MemoryEngine(slow, debounce_seconds=0, max_workers=1)
+    for n in range(3):
+        engine.schedule(f"t{n}", [user(f"f{n}")])
+    time.sleep(0.1)  # all three due: one running, two waiting for the worker
+    threading.Timer(0.1, release.set).start()
+    engine.flush(5)
+    assert [engine.facts(f"t{n}") for n in range(3)] == [["f0"], ["f1"], ["f2"]]
+
+
+def test_a_worker_ended_by_an_escaping_interrupt_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    escaped: list[type[BaseException]] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_type))
+    interrupting = Recorder(fail_with=KeyboardInterrupt())
+    extract = Extractor()
+    engine = MemoryEngine(extract, debounce_seconds=0.01, max_workers=1)
+    engine.schedule("a", [user("x")], callbacks=interrupting)
+    deadline = time.monotonic() + 5
+    while not escaped and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert escaped == [KeyboardInterrupt]
+    engine.schedule("b", [user("y")])
+    deadline = time.monotonic() + 5
+    while not engine.facts("b") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.facts("b") == ["fact from y"]
+    assert extract.threads[0] is not extract.threads[1]  # a new worker took over
 
 
 # -- vendorability ------------------------------------------------------------------------
