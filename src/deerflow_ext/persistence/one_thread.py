@@ -17,11 +17,13 @@ NORMAL), while a hand-off costs the loop a wake-up and the thread a wait for the
 every statement: at 32 clients the checkpointer's and the store's threads were busy half
 the time, mostly waiting for the GIL the loop held, and the runs queued behind them while
 the loop idled 15-24% of the time (issue 16; made on the loop: 1.16x, 1.03x and 1.07x the
-runs per second at 1, 8 and 32 clients, against handing over, side by side). The wait for a lock is what must not happen on the loop
-(an async-engine transaction holding it would need the loop to finish): such a connection
-waits for no lock (busy timeout 0), the call that meets one goes to the thread, and the
-thread retries it until the lock is free, for up to ``patience`` seconds, as SQLite's own
-busy timeout would have waited. What the loop does pay: the commit that takes the WAL past
+runs per second at 1, 8 and 32 clients, against handing over, side by side).
+
+The wait for a lock is what must not happen on the loop (an async-engine transaction
+holding it would need the loop to finish): such a connection waits for no lock (busy
+timeout 0), the call that meets one goes to the thread, and the thread retries it until the
+lock is free, for up to ``patience`` seconds, as SQLite's own busy timeout would have
+waited. What the loop does pay: the commit that takes the WAL past
 SQLite's automatic checkpoint (1,000 pages) copies it into the database file and syncs
 both, ~10 ms on the issue's VM, once every ~1,300 commits of 3 KB.
 
@@ -268,8 +270,9 @@ class OneThread:
                 error = exc
         if loop is None or future is None:  # close's last job: nobody is waiting
             return
-        with self._intake:
-            self._outstanding -= 1
+        if self._busy is not None:  # only a loop-first thread reads the count
+            with self._intake:
+                self._outstanding -= 1
         try:
             loop.call_soon_threadsafe(_settle, future, result, error)
         except RuntimeError:  # the caller's loop is closed: nobody is waiting
@@ -285,8 +288,9 @@ class OneThread:
                     raise RuntimeError(f"{batch!r} answered {len(outcomes)} outcomes for {len(group)} calls")
             except BaseException as exc:  # every call of the batch gets it
                 outcomes = [(None, exc)] * len(group)
-        with self._intake:
-            self._outstanding -= len(group)
+        if self._busy is not None:
+            with self._intake:
+                self._outstanding -= len(group)
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
         for job, (result, error) in zip(group, outcomes, strict=True):
             loop, future = job[0], job[1]
