@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.engine import URL
 
 from .engine import SQLITE_SYNCHRONOUS, normalize_database_url, sqlite_path
+from .wal_checkpoints import WalCheckpoints
 
 __all__ = ["SETUP_LOCK_KEY", "open_checkpointer", "psycopg_conninfo"]
 
@@ -39,8 +40,10 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
         if path is None:
             raise ValueError("the checkpointer needs a SQLite file, not an in-memory database")
         path.parent.mkdir(parents=True, exist_ok=True)
-        async with open_sqlite_saver(str(path), pragmas=[f"synchronous={SQLITE_SYNCHRONOUS}"]) as saver:
-            yield saver
+        # The file's WAL checkpoints too: the saver's and the store's commits leave them to it.
+        with WalCheckpoints(str(path)):
+            async with open_sqlite_saver(str(path), pragmas=[f"synchronous={SQLITE_SYNCHRONOUS}"]) as saver:
+                yield saver
         return
     from .pg_saver import open_postgres_saver
 
