@@ -14,6 +14,7 @@ from sqlalchemy import Connection, event, text
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
 from deerflow_ext.persistence.records import PROCESS_OWNER
 from deerflow_ext.persistence.transactions import POSTGRES_THREADS, ThreadTransactions, transactions_for
+from deerflow_ext.persistence.wal_checkpoints import LOOP_CHECKPOINT_PAGES
 from deerflow_ext.tokens import TokenUsage
 
 
@@ -110,19 +111,22 @@ async def test_a_transaction_commits_when_it_returns_and_rolls_back_when_it_rais
         await store.aclose()
 
 
-async def test_the_sqlite_twin_opens_its_connection_as_the_engine_does_but_waits_for_no_lock(tmp_path: Any) -> None:
+async def test_the_sqlite_twin_opens_its_connection_as_the_engine_does_but_waits_for_no_lock_and_checkpoints_rarely(
+    tmp_path: Any,
+) -> None:
     engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
     tx = transactions_for(engine)
 
     def pragmas(conn: Connection) -> tuple[Any, ...]:
-        names = ("journal_mode", "foreign_keys", "busy_timeout", "synchronous")
+        names = ("journal_mode", "foreign_keys", "busy_timeout", "synchronous", "wal_autocheckpoint")
         return tuple(conn.exec_driver_sql(f"PRAGMA {name}").scalar() for name in names)
 
     try:
         async with engine.connect() as conn:
             theirs = await conn.run_sync(pragmas)
-        assert theirs == ("wal", 1, 30000, 1)
-        assert await tx.read(pragmas) == ("wal", 1, 0, 1)  # its lock waits happen on its thread
+        assert theirs == ("wal", 1, 30000, 1, 1000)
+        # Its lock waits happen on its thread, and its commits leave checkpoints to one.
+        assert await tx.read(pragmas) == ("wal", 1, 0, 1, LOOP_CHECKPOINT_PAGES)
     finally:
         await tx.aclose()
         await engine.dispose()

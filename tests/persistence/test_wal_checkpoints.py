@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from deerflow_ext.persistence import open_checkpointer
-from deerflow_ext.persistence.wal_checkpoints import WalCheckpoints
+from deerflow_ext.persistence.sqlite_saver import open_sqlite_saver
+from deerflow_ext.persistence.wal_checkpoints import LOOP_CHECKPOINT_PAGES, WalCheckpoints
 
 PAGES = 200
 
@@ -81,3 +82,8 @@ async def test_the_sqlite_checkpointer_runs_them_for_its_file(tmp_path: Path) ->
     async with open_checkpointer(f"sqlite:///{tmp_path / 'gw.db'}"):
         assert len(_checkpoint_threads()) == 1
     assert _checkpoint_threads() == []
+
+
+async def test_the_saver_s_connection_checkpoints_only_past_the_bound(tmp_path: Path) -> None:
+    async with open_sqlite_saver(str(tmp_path / "gw.db")) as saver:
+        assert saver.conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (LOOP_CHECKPOINT_PAGES,)

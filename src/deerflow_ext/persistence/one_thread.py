@@ -23,9 +23,8 @@ The wait for a lock is what must not happen on the loop (an async-engine transac
 holding it would need the loop to finish): such a connection waits for no lock (busy
 timeout 0), the call that meets one goes to the thread, and the thread retries it until the
 lock is free, for up to ``patience`` seconds, as SQLite's own busy timeout would have
-waited. What the loop does pay: the commit that takes the WAL past SQLite's automatic
-checkpoint (1,000 pages) copies what the checkpoint thread has not yet copied into the
-database file (``wal_checkpoints``).
+waited. What the loop does pay: the commit that starts the WAL over syncs its header, about
+once a second; the WAL's checkpoints are a thread's (``wal_checkpoints``).
 
 Calls handed over with :meth:`OneThread.run_batched` that wait next to each other in the
 queue are made as one call of their batch function: the PostgreSQL checkpointer sends the

@@ -35,6 +35,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from .engine import SQLITE_TIMEOUT_SECONDS, is_sqlite_busy, wait_for_no_lock
 from .one_thread import OneThread
 from .threaded_saver import OnThreads
+from .wal_checkpoints import checkpoint_rarely
 
 __all__ = ["OneThreadSqliteSaver", "open_sqlite_saver"]
 
@@ -72,6 +73,7 @@ async def open_sqlite_saver(path: str, *, pragmas: Sequence[str] = ()) -> AsyncI
         conn = await thread.run(sqlite3.connect, path, check_same_thread=False)
         try:
             wait_for_no_lock(conn)
+            checkpoint_rarely(conn)
             for pragma in pragmas:
                 await thread.run(conn.execute, f"PRAGMA {pragma}")
             saver = OneThreadSqliteSaver(conn, thread)

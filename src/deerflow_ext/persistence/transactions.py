@@ -42,6 +42,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from .engine import SQLITE_TIMEOUT_SECONDS, apply_sqlite_pragmas, is_sqlite, is_sqlite_busy, wait_for_no_lock
 from .liveness import closed_by_server
 from .one_thread import Busy, OneThread
+from .wal_checkpoints import checkpoint_rarely
 
 __all__ = ["POSTGRES_THREADS", "ThreadTransactions", "Transactions", "transactions_for"]
 
@@ -169,4 +170,5 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
     )
     event.listen(sync, "connect", apply_sqlite_pragmas)  # the connection the engine's would be
     event.listen(sync, "connect", wait_for_no_lock)  # after them: its transactions run on the loop
+    event.listen(sync, "connect", checkpoint_rarely)  # and so do its commits
     return ThreadTransactions(sync, loop_first=is_sqlite_busy)

@@ -1,21 +1,20 @@
-"""SQLite's WAL checkpoints made on a thread of their own, so the event loop's commits find
-little left to copy.
+"""SQLite's WAL checkpoints made on a thread of their own, so the event loop's commits seldom
+pay for one.
 
-In WAL mode a commit appends pages to the log, and the commit that takes the log past 1,000
-pages copies it back into the database file (a *checkpoint*) and syncs both before it
-returns. The store's and the checkpointer's SQLite connections commit on the event loop
-(``one_thread``), so that commit stalled every run of the process: ~10 ms each on the
-issue's VM, 2.9% of the loop's samples at 32 clients (issue 16, py-spy ``--native``).
+In WAL mode a commit appends pages to the log. The commit that takes the log past SQLite's
+automatic checkpoint (1,000 pages) copies the log back into the database file (a
+*checkpoint*) and syncs both before it returns; the next commit then starts the log over and
+syncs its header. The store's and the checkpointer's SQLite connections commit on the event
+loop (``one_thread``), so every run of the process stalled for the copy and the syncs
+(10-20 ms each on the issue's VMs, 0.6-2.7% of the loop's samples at 32 clients).
 
-:class:`WalCheckpoints` makes a ``PASSIVE`` checkpoint every :data:`CHECKPOINT_SECONDS` on
-a connection of its own. ``PASSIVE`` copies what it can without waiting for any reader or
-writer, and sqlite3 lets go of the GIL while it copies and syncs, so the loop goes on
-meanwhile. The loop's connections keep SQLite's automatic checkpoint: theirs is the one
-that completes a checkpoint while nothing newer is in the log, which lets the next writer
-start the log over, so the log stays ~1,000 pages long (left to this thread alone, it grew
-to the connections' bound in scratch). Their checkpoint now copies only the pages written
-since this thread's last one. Durability does not change: a committed transaction is in the
-log whether or not it has been copied yet.
+So those connections checkpoint only past :data:`LOOP_CHECKPOINT_PAGES`
+(:func:`checkpoint_rarely`), and :class:`WalCheckpoints` makes a ``PASSIVE`` checkpoint every
+:data:`CHECKPOINT_SECONDS` on a connection of its own. ``PASSIVE`` copies what it can
+without waiting for any reader or writer, and sqlite3 lets go of the GIL while it copies and
+syncs, so the loop goes on meanwhile. What is left on the loop is the sync of the log's
+header when a commit starts it over, once after each of the thread's checkpoints. Durability
+does not change: a committed transaction is in the log whether or not it has been copied.
 """
 
 from __future__ import annotations
@@ -25,13 +24,24 @@ import sqlite3
 import threading
 from types import TracebackType
 
-__all__ = ["CHECKPOINT_SECONDS", "WalCheckpoints"]
+__all__ = ["CHECKPOINT_SECONDS", "LOOP_CHECKPOINT_PAGES", "WalCheckpoints", "checkpoint_rarely"]
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_SECONDS = 0.05
-"""How often the thread checkpoints: a loop commit's checkpoint then copies at most ~50 ms of
-commits (a few hundred pages at the issue's ~2,000 commits a second), not 1,000 pages."""
+CHECKPOINT_SECONDS = 1.0
+"""How often the thread checkpoints. Each checkpoint costs the loop one header sync, when the
+log starts over: every 50 ms those syncs were 2% of the loop's samples at 32 clients, once a
+second 0.1%, with no checkpoint left on the loop (py-spy ``--native``, issue 16). At that load
+a second of commits is ~4,000 pages, under a loop connection's bound."""
+
+LOOP_CHECKPOINT_PAGES = 10_000
+"""A loop connection's own automatic checkpoint, against SQLite's 1,000 pages: ~40 MB of log."""
+
+
+def checkpoint_rarely(dbapi_connection: sqlite3.Connection, _record: object = None) -> None:
+    """On a connection whose commits are made on the event loop: checkpoint only past
+    :data:`LOOP_CHECKPOINT_PAGES` (also an engine's ``connect`` listener)."""
+    dbapi_connection.execute(f"PRAGMA wal_autocheckpoint={LOOP_CHECKPOINT_PAGES}")
 
 
 class WalCheckpoints:
