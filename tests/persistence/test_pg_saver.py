@@ -1,11 +1,12 @@
 """The PostgreSQL checkpointer (``persistence/pg_saver.py``) against LangGraph's own async saver.
 
-The saver is LangGraph's ``PostgresSaver`` on a few one-connection pools, each on a thread
-of its own, so the checks are: the same operations leave the same rows and read back the
-same tuples as ``AsyncPostgresSaver`` (what the Gateway used before); a LangGraph thread's
-operations stay on one connection while different threads spread over all of them; the
-checkpointer carries on after PostgreSQL terminates its sessions (a restart), which the
-single connection before it never did; Gateways starting together set the tables up once.
+The saver is LangGraph's ``PostgresSaver`` on one-connection pools, each on a thread of its
+own (one by default; the checks of its sharding ask for :data:`SHARDS`), so the checks are:
+the same operations leave the same rows and read back the same tuples as
+``AsyncPostgresSaver`` (what the Gateway used before); a LangGraph thread's operations stay
+on one connection while different threads spread over all of them; the checkpointer carries
+on after PostgreSQL terminates its sessions (a restart), which the single connection before
+it never did; Gateways starting together set the tables up once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from test_sqlite_saver import _alist, _plain, _write_history
 
 from deerflow_ext.persistence import pg_saver
-from deerflow_ext.persistence.pg_saver import CONNECTIONS, ShardedPostgresSaver, open_postgres_saver
+from deerflow_ext.persistence.pg_saver import ShardedPostgresSaver, open_postgres_saver
 from pg_support import PG_ADMIN, PG_UNREACHABLE, fresh_database
 
 pytestmark = [
@@ -31,6 +32,9 @@ pytestmark = [
 ]
 
 LOCK_KEY = 0x7465737473  # this module's own setup lock
+SHARDS = 3
+"""Connections the saver under test spreads threads over: more than the Gateway's one, so
+the sharding and every shard's batching and recovery are exercised."""
 
 
 def _conninfo(database: str) -> str:
@@ -46,7 +50,7 @@ def databases() -> Iterator[tuple[str, str]]:
 @pytest.fixture
 async def savers(databases: tuple[str, str]) -> AsyncIterator[tuple[ShardedPostgresSaver, AsyncPostgresSaver]]:
     ours, theirs = databases
-    async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY, connections=SHARDS) as saver:
         async with AsyncPostgresSaver.from_conn_string(theirs) as reference:
             await reference.setup()
             yield saver, reference
@@ -98,7 +102,7 @@ async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_
     savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
 ) -> None:
     saver, _ = savers
-    assert len(saver.shards) == CONNECTIONS > 1
+    assert len(saver.shards) == SHARDS
     where: dict[str, set[int]] = {}
     for shard, _thread in saver.shards:
         put = shard.put
@@ -145,7 +149,7 @@ async def test_writes_waiting_on_a_connection_go_in_one_round_trip_and_leave_lan
     assert _rows(ours) == _rows(theirs)
     writes = len(threads) * 4 * 2  # a put and a put_writes a checkpoint
     # At least the 16 first puts went out in one round trip per connection.
-    assert len(sends) <= writes - (len(threads) - CONNECTIONS), (len(sends), writes)
+    assert len(sends) <= writes - (len(threads) - SHARDS), (len(sends), writes)
 
 
 def _put(thread_id: str, n: int, **metadata: Any) -> tuple[Any, ...]:
@@ -200,9 +204,9 @@ async def test_the_checkpointer_carries_on_after_postgresql_terminates_its_sessi
     databases: tuple[str, str],
 ) -> None:
     ours, _ = databases
-    async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY, connections=SHARDS) as saver:
         await asyncio.gather(*(_write_history(saver, f"before-{n}", 2) for n in range(8)))
-        assert _terminate_sessions(ours.rsplit("/", 1)[1]) >= CONNECTIONS
+        assert _terminate_sessions(ours.rsplit("/", 1)[1]) >= SHARDS
         await asyncio.sleep(0.2)  # the notices and ends of stream have reached the sockets
         # Not one operation fails: each closed connection is noticed and replaced at checkout.
         await asyncio.gather(*(_write_history(saver, f"after-{n}", 2) for n in range(8)))

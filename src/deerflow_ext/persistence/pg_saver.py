@@ -1,30 +1,33 @@
-"""The PostgreSQL checkpointer: LangGraph's ``PostgresSaver`` on a few connections, each on
-a thread of its own, every operation one hop to its LangGraph thread's connection.
+"""The PostgreSQL checkpointer: LangGraph's ``PostgresSaver`` on a connection of its own, on
+a thread of its own, every operation one hop to that thread, the writes waiting there sent
+together.
 
 Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 16):
 
-* **One connection for the whole process.** Every checkpoint and write of every run went
-  through it, one operation at a time (the saver holds a lock per operation). At 32
-  concurrent runs that connection was busy ~95% of the time and runs queued on it.
-  Here there are :data:`CONNECTIONS`, and a LangGraph thread's operations always go to the
-  same one (``threaded_saver``): per thread the order is what it was, and different threads
-  no longer wait for each other.
+* **One operation at a time, a round trip each.** Every checkpoint and write of every run
+  went through that connection in turn (the saver holds a lock per operation), each its own
+  round trip and commit, ~0.2 ms of the Gateway's CPU and PostgreSQL's work, 14 times a
+  trivial run. At 32 concurrent runs it was busy ~95% of the time and runs queued on it.
+  Here the writes waiting on the thread (a task's writes and the checkpoint after them;
+  under load, many runs') are sent in one pipeline with one sync (:func:`_write_batch`);
+  LangGraph still makes every row (``adapters/langgraph_postgres_private``).
 * **A connection that never came back.** After a PostgreSQL restart, or an administrator
   terminating the sessions, that one connection stayed closed and every later run failed
-  until the Gateway was restarted. Each connection here is a one-connection
-  ``psycopg_pool`` pool: a closed connection is replaced, and one the server closed while it
-  sat idle is noticed before use, without a round trip (``liveness``), as the host's
-  engine does for its own pools.
+  until the Gateway was restarted. The connection here is a one-connection ``psycopg_pool``
+  pool: a closed connection is replaced, and one the server closed while it sat idle is
+  noticed before use, without a round trip (``liveness``), as the host's engine does for
+  its own pools.
 * **The loop's CPU.** Each async step of an operation (the pipeline, each execute, the sync)
   was a wake-up of the event loop, and each serialisation a hop to a thread pool and back.
   The synchronous saver does the same statements in one call, handed to its thread once.
 
-* **A round trip per write.** Each ``put`` and ``put_writes`` was a pipeline of its own:
-  one sync, one commit, ~0.2 ms of the Gateway's CPU and PostgreSQL's work for a commit,
-  14 times a trivial run. Writes waiting next to each other on a connection's thread (a
-  task's writes and the checkpoint after them; under load, several runs') are now sent in
-  one pipeline with one sync (:func:`_write_batch`); LangGraph still makes every row
-  (``adapters/langgraph_postgres_private``).
+Why one connection (:data:`CONNECTIONS`) and not several: the saver can spread LangGraph
+threads over several connections, each with its thread (*shards*, ``threaded_saver``; a
+LangGraph thread's operations stay on one, in order). It did, on four, until batching made
+that a loss: each shard's batches were a quarter as large, so there were more round trips,
+and four threads (and their pools' eight) woke for them and waited for the GIL the event
+loop holds. The process is bound by that one GIL (issue 16): on one connection the Gateway
+served 1.21x the runs a second at 8 clients and 1.27x at 32, side by side with four.
 
 Connections are opened as ``PostgresSaver.from_conn_string`` opens them (autocommit,
 ``prepare_threshold=0``, dict rows), which LangGraph documents as required for its pools.
@@ -50,12 +53,12 @@ from .threaded_saver import OnThreads, Shard
 
 __all__ = ["CONNECTIONS", "ShardedPostgresSaver", "open_postgres_saver"]
 
-CONNECTIONS = 4
-"""Connections (and threads) of one process's checkpointer.
+CONNECTIONS = 1
+"""Connections (and threads) of one process's checkpointer (see the module docstring).
 
-Enough that concurrent runs rarely wait for each other's round trips (an operation is one
-pipeline sync plus the server's commit); few, because every Gateway process holds them for
-its whole life and PostgreSQL's ``max_connections`` is shared."""
+An operation waits at most for the batch in flight before its own. More connections would
+shorten that wait on a slow link, at the price of smaller batches and more threads waiting
+for the GIL; ``open_postgres_saver(connections=...)`` takes another count."""
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 """How long startup waits for the connections, and an operation for its connection."""
