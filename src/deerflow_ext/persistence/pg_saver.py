@@ -56,9 +56,10 @@ __all__ = ["CONNECTIONS", "ShardedPostgresSaver", "open_postgres_saver"]
 CONNECTIONS = 1
 """Connections (and threads) of one process's checkpointer (see the module docstring).
 
-An operation waits at most for the batch in flight before its own. More connections would
-shorten that wait on a slow link, at the price of smaller batches and more threads waiting
-for the GIL; ``open_postgres_saver(connections=...)`` takes another count."""
+A write waits for the batch in flight, then goes in the next (up to ``BATCH_LIMIT`` waiting
+writes a batch); a read takes its turn between batches. More connections would shorten
+those waits on a slow link, at the price of smaller batches and more threads waiting for
+the GIL; ``open_postgres_saver(connections=...)`` takes another count."""
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 """How long startup waits for the connections, and an operation for its connection."""
