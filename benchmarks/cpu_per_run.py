@@ -13,6 +13,12 @@ starts it (title and memory off, the embedded model); per round it serves ``--ru
 ``/proc/<pid>/task/*/stat`` CPU, and that of every ``postgres`` process, is read before and
 after. ``--pg`` adds each arm on PostgreSQL (``<arm>@pg``), ``--baseline`` every arm again
 from another checkout (``base:<arm>``). Linux only (``/proc``).
+
+The last two columns say what bounds an arm: ``loop busy`` is the share of one core the event
+loop used (its ms per run times the runs per second), ``cores`` that of the whole process.
+A loop near 1.0 is loop-bound. A process near 1.0 with its loop well below it is bound by
+its one GIL: its threads take their share of it from the loop, however idle the other core
+(PostgreSQL at 32 clients, issue 16); there a thread that does not wake is what helps.
 """
 
 from __future__ import annotations
@@ -92,12 +98,17 @@ async def run(args: argparse.Namespace, arms: list[Arm]) -> None:
         for arm in arms if n % 2 == 0 else reversed(arms):
             await one_round(arm, args.runs, args.clients)
     by_name = {arm.server.name: arm for arm in arms}
-    print(f"{'arm':<20}{'runs/s':>8}{'loop':>8}{'threads':>9}{'process':>9}{'postgres':>10}   (ms per run, medians)")
+    print(
+        f"{'arm':<20}{'runs/s':>8}{'loop':>8}{'threads':>9}{'process':>9}{'postgres':>10}{'loop busy':>11}{'cores':>7}"
+        "   (ms per run; shares of a core; medians)"
+    )
     for arm in arms:
         process = statistics.median(r[1] + r[2] for r in arm.rounds)
+        busy = statistics.median(r[0] * r[1] / 1e3 for r in arm.rounds)
+        cores = statistics.median(r[0] * (r[1] + r[2]) / 1e3 for r in arm.rounds)
         line = (
             f"{arm.server.name:<20}{arm.median(0):>8.1f}{arm.median(1):>8.2f}{arm.median(2):>9.2f}"
-            f"{process:>9.2f}{arm.median(3):>10.2f}"
+            f"{process:>9.2f}{arm.median(3):>10.2f}{busy:>11.2f}{cores:>7.2f}"
         )
         base = by_name.get(BASE + arm.server.name)
         if base is not None:
