@@ -23,7 +23,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from test_sqlite_saver import _alist, _plain, _write_history
 
 from deerflow_ext.persistence import pg_saver
-from deerflow_ext.persistence.pg_saver import ShardedPostgresSaver, open_postgres_saver
+from deerflow_ext.persistence.pg_saver import CONNECTIONS, ShardedPostgresSaver, open_postgres_saver
 from pg_support import PG_ADMIN, PG_UNREACHABLE, fresh_database
 
 pytestmark = [
@@ -48,9 +48,13 @@ def databases() -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture
-async def savers(databases: tuple[str, str]) -> AsyncIterator[tuple[ShardedPostgresSaver, AsyncPostgresSaver]]:
+async def savers(
+    request: pytest.FixtureRequest, databases: tuple[str, str]
+) -> AsyncIterator[tuple[ShardedPostgresSaver, AsyncPostgresSaver]]:
+    """Ours on :data:`SHARDS` connections (a test may ask for another count, indirectly),
+    and LangGraph's own async saver on the second database."""
     ours, theirs = databases
-    async with open_postgres_saver(ours, lock_key=LOCK_KEY, connections=SHARDS) as saver:
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY, connections=getattr(request, "param", SHARDS)) as saver:
         async with AsyncPostgresSaver.from_conn_string(theirs) as reference:
             await reference.setup()
             yield saver, reference
@@ -122,6 +126,7 @@ async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_
         assert parents == [item[0]["configurable"]["checkpoint_id"] for item in items[1:]]
 
 
+@pytest.mark.parametrize("savers", [CONNECTIONS, SHARDS], indirect=True, ids=["gateway-default", "sharded"])
 async def test_writes_waiting_on_a_connection_go_in_one_round_trip_and_leave_langgraphs_rows(
     databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
 ) -> None:
@@ -149,7 +154,7 @@ async def test_writes_waiting_on_a_connection_go_in_one_round_trip_and_leave_lan
     assert _rows(ours) == _rows(theirs)
     writes = len(threads) * 4 * 2  # a put and a put_writes a checkpoint
     # At least the 16 first puts went out in one round trip per connection.
-    assert len(sends) <= writes - (len(threads) - SHARDS), (len(sends), writes)
+    assert len(sends) <= writes - (len(threads) - len(saver.shards)), (len(sends), writes)
 
 
 def _put(thread_id: str, n: int, **metadata: Any) -> tuple[Any, ...]:
