@@ -9,13 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, text
 
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
-from deerflow_ext.persistence.records import PROCESS_OWNER
 from deerflow_ext.persistence.transactions import POSTGRES_THREADS, ThreadTransactions, transactions_for
 from deerflow_ext.persistence.wal_checkpoints import LOOP_CHECKPOINT_PAGES
-from deerflow_ext.tokens import TokenUsage
 
 
 @pytest.fixture
@@ -158,49 +156,3 @@ async def test_a_closed_sqlite_store_refuses_work_and_its_thread_is_gone(tmp_pat
         await store.get_thread("t")
     await engine.dispose()
 
-
-async def test_on_postgresql_each_write_of_a_run_is_one_autocommit_statement(engine: Any) -> None:
-    """Each write a run makes is one round trip: no BEGIN, no COMMIT, the run's row and its
-    thread's joined in one statement (SQLite's transactions cost no network)."""
-    if engine.url.get_backend_name() == "sqlite":
-        pytest.skip("round trips to a PostgreSQL server")
-    tx = transactions_for(engine)
-    assert isinstance(tx, ThreadTransactions)
-    store = HostStore(make_session_factory(engine), tx)
-    sent: list[tuple[str, bool]] = []
-
-    def spy(conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
-        sent.append((statement.split()[0], conn.connection.dbapi_connection.autocommit))  # type: ignore[union-attr]
-
-    event.listen(tx.engine, "before_cursor_execute", spy)
-    try:
-        writes = {
-            "create_thread": lambda: store.create_thread(thread_id="t-1"),
-            "create_run": lambda: store.create_run("t-1", "r-0", {}, owner=PROCESS_OWNER, thread_defaults={"a": 1}),
-            "create_follow_up": lambda: store.create_follow_up(
-                "t-1", "r-1", {}, owner=PROCESS_OWNER, action="interrupt", thread_defaults={"a": 2}
-            ),
-            "mark_started": lambda: store.mark_started("r-1", "t-1"),
-            "finish_run": lambda: store.finish_run(
-                "r-1", status="success", outcome="completed", answer="hi", tokens=TokenUsage(1, 2, 3),
-                thread_id="t-1", thread_status="idle", title="Greeting",
-            ),
-        }  # fmt: skip
-        for name, write in writes.items():
-            sent.clear()
-            await write()
-            assert len(sent) == 1 and sent[0][1], (name, sent)
-        run, thread = await store.get_run("t-1", "r-1"), await store.get_thread("t-1")
-        assert run is not None and thread is not None
-        assert thread.metadata == {"a": 1}, "the first run filled the default in; the follow-up kept it"
-        assert await store.cancel_requests(["r-0"]) == {"r-0": "interrupt"}
-        assert (run.status, run.outcome, run.answer, run.tokens) == ("success", "completed", "hi", TokenUsage(1, 2, 3))
-        assert (thread.status, thread.title) == ("idle", "Greeting")
-        sent.clear()
-        await store.get_run("t-1", "r-1")  # a read: its statement alone, no BEGIN/ROLLBACK
-        assert len(sent) == 1 and sent[0][1], sent
-        assert await store.mark_started("r-1", "t-1") is False  # not pending: the thread stays idle
-        assert (await store.get_thread("t-1")).status == "idle"  # type: ignore[union-attr]
-    finally:
-        event.remove(tx.engine, "before_cursor_execute", spy)
-        await store.aclose()

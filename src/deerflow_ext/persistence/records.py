@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import JSON, Connection, Row, Table, Text, bindparam, delete, func, insert, literal, select, update
+from sqlalchemy import JSON, Connection, Row, Table, Text, bindparam, delete, func, insert, literal, or_, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..tokens import TokenUsage
 from .engine import SessionFactory
+from .loop_statements import LoopStatements
 from .models import THREAD_STATUS_AFTER, RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
 from .transactions import Transactions, transactions_for
 
@@ -59,8 +60,14 @@ _UPDATE_THREAD = update(_THREADS).where(_THREADS.c.id == bindparam("thread_id"))
 #: The statuses of a run some process may still be executing.
 _LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 # Stop requests on live runs (``cancel_requested``), applied by whichever process runs them:
-# a cancel's on one run; a follow-up's on the older runs of its thread.
-_REQUEST_STOP = update(_RUNS).where(_RUNS.c.status.in_(_LIVE)).values(cancel_requested=bindparam("action"))
+# a cancel's on one run; a follow-up's on the older runs of its thread. ``_LIVE`` spelled
+# out, not ``IN``: a statement compiled once for the loop (``loop_statements``) has no
+# expanding parameters.
+_REQUEST_STOP = (
+    update(_RUNS)
+    .where(or_(*(_RUNS.c.status == status for status in _LIVE)))
+    .values(cancel_requested=bindparam("action"))
+)
 _CANCEL_RUN = _REQUEST_STOP.where(_RUNS.c.id == bindparam("run_id"))
 # The older runs of the follow-up ``run_id``'s thread (a column's own name cannot be a
 # bindparam of an UPDATE: ``on_thread``).
@@ -71,8 +78,8 @@ _INTERRUPT_OLDER = _REQUEST_STOP.where(
 )
 
 # PostgreSQL joins a run's write and its thread's into one statement (a data-modifying
-# WITH), run in autocommit (``Transactions.write_single``): one round trip where SQLite's
-# transaction of two statements is four on a network (BEGIN, both, COMMIT; issue 16).
+# WITH), sent from the event loop in autocommit (``loop_statements``): one round trip where
+# SQLite's transaction of two statements is four on a network (BEGIN, both, COMMIT; issue 16).
 # No bound name there is a column's (``on_thread``, ``run_<column>``, ``new_<column>``): as
 # with ``_INTERRUPT_OLDER``, SQLAlchemy would also SET it in the updates.
 _STARTED = _START_RUN.returning(_RUNS.c.thread_id).cte("started")
@@ -105,7 +112,7 @@ def _finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozense
 
 @functools.cache
 def _create_run_statement(interrupting: bool) -> Any:
-    """``_create_run``'s writes as one PostgreSQL statement: the thread locked, the thread
+    """``_insert_run``'s writes as one PostgreSQL statement: the thread locked, the thread
     defaults it lacks merged into its metadata, the run inserted, and with ``interrupting``
     the stop request on its older live runs. Its one row says how many runs were marked;
     no row when the thread does not exist (then nothing was written).
@@ -135,11 +142,6 @@ def _create_run_statement(interrupting: bool) -> Any:
     older = _INTERRUPT_OLDER.where(select(run.c.id).exists()).returning(_RUNS.c.id).cte("older")
     marked = select(func.count()).select_from(older).scalar_subquery()
     return select(marked.label("marked")).select_from(found).add_cte(found, filled, run, older)
-
-
-def _joins_writes(conn: Connection) -> bool:
-    """Whether ``conn``'s database can join data-modifying statements in one (``WITH``)."""
-    return conn.dialect.name == "postgresql"
 
 
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -232,10 +234,12 @@ class RunRecord:
 class HostStore:
     """The host's thread and run records over one session factory.
 
-    The hot path (what every run writes and reads, and the cancel records) runs as
-    transaction functions through ``transactions`` (default: ``transactions_for`` the
-    factory's engine: whole, on one thread, for SQLite); the rest uses the factory's
-    sessions. :meth:`aclose` ends what the transactions hold (SQLite's thread and connection).
+    The hot path (what every run writes and reads) is, on PostgreSQL, one statement each,
+    sent from the event loop (``loop_statements``); on SQLite a transaction function through
+    ``transactions`` (default: ``transactions_for`` the factory's engine: whole, on the loop
+    or its thread). The cancel records and the other reads and writes are transaction
+    functions on either; the rest uses the factory's sessions. :meth:`aclose` ends what the
+    transactions and loop statements hold (threads, connections).
     """
 
     def __init__(self, session_factory: SessionFactory, transactions: Transactions | None = None) -> None:
@@ -245,9 +249,14 @@ class HostStore:
         if not isinstance(bind, AsyncEngine):
             raise TypeError("HostStore needs a session factory bound to an AsyncEngine")
         self._tx = transactions if transactions is not None else transactions_for(bind)
+        self._pg = LoopStatements.for_engine(bind)
 
     async def aclose(self) -> None:
-        await self._tx.aclose()
+        try:
+            await self._tx.aclose()
+        finally:
+            if self._pg is not None:
+                await self._pg.aclose()
 
     # -- threads ----------------------------------------------------------------------
     async def create_thread(
@@ -256,28 +265,22 @@ class HostStore:
         now = utcnow()
         new_id = thread_id or str(uuid.uuid4())
         record = ThreadRecord(new_id, None, ThreadStatus.IDLE.value, now, now, dict(metadata or {}))
-
-        def tx(conn: Connection) -> Any:
-            conn.execute(
-                _INSERT_THREAD,
-                {
-                    "id": record.id,
-                    "title": None,
-                    "status": record.status,
-                    "created_at": now,
-                    "updated_at": now,
-                    "metadata": dict(record.metadata),
-                },
-            )
-
-        await self._tx.write_single(tx)
+        row = {
+            "id": record.id,
+            "title": None,
+            "status": record.status,
+            "created_at": now,
+            "updated_at": now,
+            "metadata": dict(record.metadata),
+        }
+        if self._pg is not None:
+            await self._pg.execute(_INSERT_THREAD, row)
+        else:
+            await self._tx.write(_execute, _INSERT_THREAD, row)
         return record
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
-        def tx(conn: Connection) -> Any:
-            return conn.execute(_SELECT_THREAD, {"thread_id": thread_id}).first()
-
-        row = await self._tx.read(tx)
+        row = await self._first(_SELECT_THREAD, {"thread_id": thread_id})
         return ThreadRecord.of(row) if row is not None else None
 
     async def list_threads(self, *, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
@@ -352,9 +355,7 @@ class HostStore:
         Gateway's lookup of the thread and the run's row were two round trips and two commits
         per run before (issue 16).
         """
-        record, _ = await self._tx.write_single(
-            self._create_run, thread_id, run_id, run_input, owner, thread_defaults, None
-        )
+        record, _ = await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, None)
         return record
 
     async def create_follow_up(
@@ -376,13 +377,10 @@ class HostStore:
         run, which is nearly always: two commits and a ``pg_notify`` per run (issue 16).
         With the count the caller signals only when there is a run to stop.
         """
-        return await self._tx.write_single(
-            self._create_run, thread_id, run_id, run_input, owner, thread_defaults, action
-        )
+        return await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, action)
 
-    @staticmethod
-    def _create_run(
-        conn: Connection,
+    async def _insert_run(
+        self,
         thread_id: str,
         run_id: str,
         run_input: dict[str, Any],
@@ -405,9 +403,11 @@ class HostStore:
             "owner": owner,
         }
         older = {"on_thread": thread_id, "created_before": record.created_at, "run_id": run_id, "action": action}
-        if _joins_writes(conn):
+        if self._pg is None:
+            marked = await self._tx.write(_insert_run, new_run, older, thread_defaults)
+        else:
             defaults = dict(thread_defaults or {})
-            answer = conn.execute(
+            answer = await self._pg.first(
                 _create_run_statement(action is not None),
                 {
                     **{f"new_{name}": value for name, value in new_run.items()},
@@ -415,21 +415,11 @@ class HostStore:
                     "defaults": defaults,
                     "default_keys": list(defaults),
                 },
-            ).first()
-            if answer is None:
-                raise ThreadNotFoundError(thread_id)
-            return record, int(answer.marked)
-        found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
-        if found is None:
+            )
+            marked = None if answer is None else int(answer.marked)
+        if marked is None:
             raise ThreadNotFoundError(thread_id)
-        have = found.metadata or {}
-        missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
-        if missing:
-            _set_metadata(conn, thread_id, {**have, **missing})
-        conn.execute(_INSERT_RUN, {**new_run, "thread_id": thread_id})
-        if action is None:
-            return record, 0
-        return record, int(conn.execute(_INTERRUPT_OLDER, older).rowcount)
+        return record, marked
 
     async def mark_started(self, run_id: str, thread_id: str) -> bool:
         """Mark a ``pending`` run ``running`` and its thread ``busy``; False when it is not pending.
@@ -439,17 +429,17 @@ class HostStore:
         be started after it was reported ended.
         """
         now = utcnow()
+        if self._pg is not None:
+            return bool(await self._pg.execute(_START_RUN_AND_THREAD, {"run_id": run_id, "now": now}))
 
         def tx(conn: Connection) -> bool:
-            if _joins_writes(conn):
-                return bool(conn.execute(_START_RUN_AND_THREAD, {"run_id": run_id, "now": now}).rowcount)
             started = conn.execute(_START_RUN, {"run_id": run_id, "now": now})
             if not started.rowcount:
                 return False
             conn.execute(_UPDATE_THREAD, {"status": ThreadStatus.BUSY.value, "updated_at": now, "thread_id": thread_id})
             return True
 
-        return await self._tx.write_single(tx)
+        return await self._tx.write(tx)
 
     async def finish_run(
         self,
@@ -482,26 +472,24 @@ class HostStore:
             values.update(dataclasses.asdict(tokens))
 
         thread = _thread_values(thread_status, title) if thread_id is not None and thread_status is not None else None
-
-        def tx(conn: Connection) -> None:
-            if thread is None:
-                conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
-            elif _joins_writes(conn):
-                joined = _finish_run_and_thread(frozenset(values), frozenset(thread))
-                bound = {f"run_{k}": v for k, v in values.items()} | {f"thread_{k}": v for k, v in thread.items()}
-                conn.execute(joined, {**bound, "run_id": run_id, "on_thread": thread_id})
-            else:
-                conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
-                conn.execute(_UPDATE_THREAD, {**thread, "thread_id": thread_id})
-
-        await self._tx.write_single(tx)
+        if self._pg is None:
+            await self._tx.write(_finish_run, run_id, values, thread_id, thread)
+        elif thread is None:
+            await self._pg.execute(_UPDATE_RUN, {**values, "run_id": run_id})
+        else:
+            joined = _finish_run_and_thread(frozenset(values), frozenset(thread))
+            bound = {f"run_{k}": v for k, v in values.items()} | {f"thread_{k}": v for k, v in thread.items()}
+            await self._pg.execute(joined, {**bound, "run_id": run_id, "on_thread": thread_id})
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
-        def tx(conn: Connection) -> Any:
-            return conn.execute(_SELECT_RUN, {"run_id": run_id, "thread_id": thread_id}).first()
-
-        row = await self._tx.read(tx)
+        row = await self._first(_SELECT_RUN, {"run_id": run_id, "thread_id": thread_id})
         return RunRecord.of(row) if row is not None else None
+
+    async def _first(self, statement: Any, params: dict[str, Any]) -> Any:
+        """The first row ``statement`` reads (from the loop on PostgreSQL), or ``None``."""
+        if self._pg is not None:
+            return await self._pg.first(statement, params)
+        return await self._tx.read(_first_row, statement, params)
 
     async def list_runs(
         self,
@@ -679,6 +667,43 @@ _SET_THREAD_METADATA = (
     .where(_THREADS.c.id == bindparam("thread_id"))
     .values(metadata=bindparam("merged"), updated_at=bindparam("now"))
 )
+
+
+def _execute(conn: Connection, statement: Any, params: dict[str, Any]) -> None:
+    conn.execute(statement, params)
+
+
+def _first_row(conn: Connection, statement: Any, params: dict[str, Any]) -> Row[Any] | None:
+    return conn.execute(statement, params).first()
+
+
+def _insert_run(
+    conn: Connection, new_run: dict[str, Any], older: dict[str, Any], thread_defaults: dict[str, Any] | None
+) -> int | None:
+    """SQLite's run insert (``HostStore._insert_run``): the thread locked, its missing
+    defaults filled in, the run inserted, and with an ``action`` the stop request on the
+    thread's older live runs; how many were marked, or ``None`` without the thread."""
+    thread_id = older["on_thread"]
+    found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
+    if found is None:
+        return None
+    have = found.metadata or {}
+    missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
+    if missing:
+        _set_metadata(conn, thread_id, {**have, **missing})
+    conn.execute(_INSERT_RUN, {**new_run, "thread_id": thread_id})
+    if older["action"] is None:
+        return 0
+    return int(conn.execute(_INTERRUPT_OLDER, older).rowcount)
+
+
+def _finish_run(
+    conn: Connection, run_id: str, values: dict[str, Any], thread_id: str | None, thread: dict[str, Any] | None
+) -> None:
+    """SQLite's end of a run (``HostStore.finish_run``): the run's row, then its thread's."""
+    conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
+    if thread is not None:
+        conn.execute(_UPDATE_THREAD, {**thread, "thread_id": thread_id})
 
 
 def _merge_metadata(conn: Connection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:

@@ -19,7 +19,9 @@ one hand-off a transaction.
 - PostgreSQL: psycopg, :data:`POSTGRES_THREADS` threads taking transactions from one queue,
   each on a connection of the twin's pool, so a transaction that waits for a row lock holds
   up only its own thread. A pooled connection the server closed is replaced at checkout
-  without a round trip (``liveness``), as the checkpointer's are.
+  without a round trip (``liveness``), as the checkpointer's are. What every run writes
+  and reads is not among them: there each is one statement, which asyncpg sends straight
+  from the loop (``loop_statements``) for less than a hand-off costs.
 
 The async engine stays the owner's for everything else (migrations, sweeps, deletes).
 
@@ -46,13 +48,13 @@ from .wal_checkpoints import checkpoint_rarely
 
 __all__ = ["POSTGRES_THREADS", "ThreadTransactions", "Transactions", "transactions_for"]
 
-POSTGRES_THREADS = 3
+POSTGRES_THREADS = 2
 """Threads (and pooled connections) of one process's PostgreSQL store transactions.
 
-A trivial run makes four writes, each one statement (``records``). Three threads keep up
-with a process at 32 clients, where each statement waits
-a few milliseconds for the GIL after its reply (issue 16), and a row-lock wait stalls only
-one of them. Few, because every Gateway process keeps these connections for its whole life."""
+A run's own writes and reads do not come here (``loop_statements``); cancel records,
+searches and metadata merges do, now and then. Two, so a transaction waiting for a row lock
+(a metadata merge locks its thread's row) stalls only one of them; few, because every
+Gateway process keeps these connections for its whole life."""
 
 T = TypeVar("T")
 
@@ -62,16 +64,6 @@ class Transactions(Protocol):
 
     async def write(self, fn: Callable[..., T], /, *args: Any) -> T:
         """``fn`` inside a transaction, committed when it returns, rolled back when it raises."""
-        ...
-
-    async def write_single(self, fn: Callable[..., T], /, *args: Any) -> T:
-        """``fn``, whose writes are one statement where the database allows it: on
-        PostgreSQL run in autocommit (the statement is its own transaction, no ``BEGIN`` or
-        ``COMMIT`` round trip); elsewhere as :meth:`write`.
-
-        For writes that are several statements on SQLite and one on PostgreSQL, whose
-        data-modifying ``WITH`` can join them; ``fn`` asks ``conn.dialect`` which to make.
-        """
         ...
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
@@ -96,8 +88,7 @@ class ThreadTransactions:
         loop_first: Busy | None = None,
     ) -> None:
         self._engine = engine
-        # With ``autocommit``, single-statement writes and reads send no BEGIN/COMMIT/ROLLBACK.
-        self._single = _in_autocommit if autocommit else _in_transaction
+        # With ``autocommit``, reads send no BEGIN/ROLLBACK.
         self._read = _in_autocommit if autocommit else _on_connection
         self._thread = OneThread(name, threads=threads, loop_first=loop_first, patience=SQLITE_TIMEOUT_SECONDS)
         # A store dropped without aclose() (a test, a script) still ends its thread.
@@ -110,9 +101,6 @@ class ThreadTransactions:
 
     async def write(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await self._thread.run(_in_transaction, self._engine, fn, args)
-
-    async def write_single(self, fn: Callable[..., T], /, *args: Any) -> T:
-        return await self._thread.run(self._single, self._engine, fn, args)
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await self._thread.run(self._read, self._engine, fn, args)

@@ -1,0 +1,177 @@
+"""PostgreSQL statements sent by asyncpg straight from the event loop, each compiled once.
+
+Why (issue 16): on PostgreSQL the Gateway's process is bound by its one GIL, not by its
+event loop. The writes every run makes (its thread, its row, its start, its end: four
+statements) ran on the store's threads through SQLAlchemy and psycopg, and cost those
+threads 0.5-0.9 ms each in the server against ~0.19 ms alone: the thread woke for the
+statement, waited for the GIL the loop held, and woke the loop again with the answer. Made
+through SQLAlchemy's async engine on the loop instead they cost more (its greenlet and
+result layers: 0.9-0.96x the runs a second). asyncpg alone, on the loop, is a send and a
+receive on a socket the loop already watches: no thread, no hand-off.
+
+So a SQLAlchemy Core statement (``records`` builds each once) is compiled here once, for
+asyncpg's numbered placeholders, and every call binds its values in the compiled order and
+sends it on a connection of this module's own asyncpg pool. asyncpg prepares a statement
+once per connection and then sends only its values. One statement is its own transaction
+(autocommit): the hot path's writes each join their rows in one data-modifying ``WITH``.
+
+Values go to asyncpg as they are (str, int, aware datetime, list); JSON and JSONB columns
+are written and read with ``json.dumps`` / ``json.loads``, as SQLAlchemy's JSON type does.
+Rows come back as :class:`Row`: a record that answers ``row.column`` as SQLAlchemy's do, so
+one ``of(row)`` builds a record from either.
+
+A connection the server closed (a restart, ``pg_terminate_backend``) is noticed by the loop
+when the socket closes; the pool replaces it at the next acquire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql import Executable
+
+__all__ = ["LOOP_CONNECTIONS", "LoopStatements", "Row", "compile_statement"]
+
+LOOP_CONNECTIONS = 3
+"""Connections of one process's loop statements (its pool's most).
+
+A statement holds its connection for one round trip (~0.1-0.3 ms on loopback), and a
+trivial run sends four: three serve a process at 32 clients with room for a row-lock wait."""
+
+_DIALECT = asyncpg_dialect()
+_CONNECT_PARAMETERS = frozenset(inspect.signature(asyncpg.connect).parameters)
+
+
+class Row(asyncpg.Record):
+    """An asyncpg record whose columns are also attributes (``row.id``), as a SQLAlchemy row's."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A statement's text with ``$n`` placeholders, its parameters' names in that order, and
+    the values it bound itself (its literals)."""
+
+    sql: str
+    names: tuple[str, ...]
+    fixed: Mapping[str, Any]
+
+    def values(self, params: Mapping[str, Any]) -> list[Any]:
+        try:
+            return [params[name] if name in params else self.fixed[name] for name in self.names]
+        except KeyError as exc:
+            raise TypeError(f"no value for the statement's parameter {exc.args[0]!r}") from None
+
+
+@functools.cache
+def compile_statement(statement: Executable, keys: frozenset[str]) -> _Compiled:
+    """``statement`` compiled for asyncpg, the parameters ``keys`` given at execution (an
+    INSERT or UPDATE without ``values`` sets the columns they name, as SQLAlchemy's
+    ``execute`` does). Cached: the hot path's statements are module constants."""
+    compiled = statement.compile(dialect=_DIALECT, column_keys=sorted(keys))
+    if "POSTCOMPILE" in compiled.string:
+        raise ValueError("an expanding IN cannot be compiled once; bind its values another way")
+    names = tuple(compiled.positiontup or ())
+    # The values the statement holds itself; a parameter it leaves open must be given.
+    fixed = {name: value for name, value in compiled.params.items() if not compiled.binds[name].required}
+    return _Compiled(compiled.string, names, fixed)
+
+
+async def _json_codecs(connection: asyncpg.Connection) -> None:
+    for name in ("json", "jsonb"):
+        await connection.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def _keep(_connection: asyncpg.Connection) -> None:
+    """The pool's reset at release: nothing. asyncpg's default is a round trip per release
+    (``RESET ALL``, unlisten, unlock); a connection here only ever ran autocommit statements,
+    which leave no session state behind."""
+
+
+class LoopStatements:
+    """Sends compiled statements from the event loop on a pool opened at the first one.
+
+    Bound to the loop of its first statement (asyncpg's connections are); :meth:`aclose`
+    closes the pool on that loop.
+    """
+
+    def __init__(self, connect_kwargs: Mapping[str, Any], *, connections: int = LOOP_CONNECTIONS) -> None:
+        self._connect = dict(connect_kwargs)
+        self._size = connections
+        self._pool: asyncio.Future[asyncpg.Pool] | None = None
+        self._closed = False
+
+    @classmethod
+    def for_engine(cls, engine: AsyncEngine) -> LoopStatements | None:
+        """Loop statements on ``engine``'s PostgreSQL database (its URL read as its asyncpg
+        dialect reads it); ``None`` for any other database."""
+        if engine.dialect.driver != "asyncpg":
+            return None
+        _args, kwargs = engine.dialect.create_connect_args(engine.url)
+        # Less what only SQLAlchemy's dialect reads (``prepared_statement_cache_size``).
+        return cls({key: value for key, value in kwargs.items() if key in _CONNECT_PARAMETERS})
+
+    async def execute(self, statement: Executable, params: Mapping[str, Any]) -> int:
+        """Send ``statement``; how many rows it changed (its command's count)."""
+        compiled = compile_statement(statement, frozenset(params))
+        pool = await self._opened()
+        async with pool.acquire() as connection:
+            status = await connection.execute(compiled.sql, *compiled.values(params))
+        count = status.rpartition(" ")[2]
+        return int(count) if count.isdigit() else 0
+
+    async def fetch(self, statement: Executable, params: Mapping[str, Any]) -> list[Row]:
+        compiled = compile_statement(statement, frozenset(params))
+        pool = await self._opened()
+        async with pool.acquire() as connection:
+            return await connection.fetch(compiled.sql, *compiled.values(params))  # type: ignore[no-any-return]
+
+    async def first(self, statement: Executable, params: Mapping[str, Any]) -> Row | None:
+        rows = await self.fetch(statement, params)
+        return rows[0] if rows else None
+
+    async def _opened(self) -> asyncpg.Pool:
+        """The pool, opened by the first caller (the others wait for it); one that failed to
+        open (the server down) is tried again by the next."""
+        if self._pool is None or (self._pool.done() and (self._pool.cancelled() or self._pool.exception())):
+            if self._closed:
+                raise RuntimeError("the store's PostgreSQL connections are closed")
+            self._pool = asyncio.ensure_future(self._open())
+        return await asyncio.shield(self._pool)
+
+    async def _open(self) -> asyncpg.Pool:
+        pool = await asyncpg.create_pool(
+            min_size=1,
+            max_size=self._size,
+            init=_json_codecs,
+            reset=_keep,
+            record_class=Row,
+            **self._connect,
+        )
+        assert pool is not None
+        return pool
+
+    async def aclose(self) -> None:
+        self._closed = True
+        opening, self._pool = self._pool, None
+        if opening is None:
+            return
+        try:
+            pool = await opening
+        except Exception:  # it never opened: nothing to close
+            return
+        await pool.close()

@@ -1,0 +1,136 @@
+"""On PostgreSQL a run's writes and reads are one statement each, sent by asyncpg from the
+event loop: no thread, no BEGIN or COMMIT, and rows that either driver reads back alike."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import Connection, bindparam, event, select
+
+from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
+from deerflow_ext.persistence.loop_statements import LOOP_CONNECTIONS, LoopStatements, compile_statement
+from deerflow_ext.persistence.models import RunRow
+from deerflow_ext.persistence.records import PROCESS_OWNER, ThreadNotFoundError, ThreadQuery
+from deerflow_ext.persistence.transactions import ThreadTransactions
+from deerflow_ext.tokens import TokenUsage
+from pg_support import PG_ADMIN
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[HostStore]:
+    if database_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL's loop statements")
+    engine = create_engine(database_url)
+    await upgrade_head(engine)
+    store = HostStore(make_session_factory(engine))
+    try:
+        yield store
+    finally:
+        await store.aclose()
+        await engine.dispose()
+
+
+async def _log_every_connection(statements: LoopStatements, sent: list[str]) -> None:
+    """Log what every connection of the pool sends (all of them checked out at once, so the
+    pool opens each)."""
+    pool = await statements._opened()
+    held = [await pool.acquire() for _ in range(LOOP_CONNECTIONS)]
+    for connection in held:
+        connection.add_query_logger(lambda logged: sent.append(logged.query))
+    for connection in held:
+        await pool.release(connection)
+
+
+async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(store: HostStore) -> None:
+    loop_sent: list[str] = []
+    thread_sent: list[tuple[str, int]] = []
+    assert store._pg is not None and isinstance(store._tx, ThreadTransactions)
+    await _log_every_connection(store._pg, loop_sent)
+
+    def spy(_conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        thread_sent.append((statement, threading.get_ident()))
+
+    event.listen(store._tx.engine, "before_cursor_execute", spy)
+    try:
+        calls = {
+            "create_thread": lambda: store.create_thread({"ü": [1, {"x": None}]}, thread_id="t-1"),
+            "create_run": lambda: store.create_run(
+                "t-1", "r-0", {"messages": ["hi"]}, owner=PROCESS_OWNER, thread_defaults={"a": 1}
+            ),
+            "create_follow_up": lambda: store.create_follow_up(
+                "t-1", "r-1", {}, owner=PROCESS_OWNER, action="interrupt", thread_defaults={"a": 2}
+            ),
+            "mark_started": lambda: store.mark_started("r-1", "t-1"),
+            "finish_run": lambda: store.finish_run(
+                "r-1", status="success", outcome="completed", answer="hi", tokens=TokenUsage(1, 2, 3),
+                thread_id="t-1", thread_status="idle", title="Greeting",
+            ),
+            "get_run": lambda: store.get_run("t-1", "r-1"),
+            "get_thread": lambda: store.get_thread("t-1"),
+        }  # fmt: skip
+        answers = {}
+        for name, call in calls.items():
+            loop_sent.clear()
+            answers[name] = await call()
+            assert len(loop_sent) == 1, (name, loop_sent)
+            assert loop_sent[0].split()[0] not in ("BEGIN", "COMMIT"), (name, loop_sent)
+        assert thread_sent == [], "nothing of a run's went through the store's threads"
+    finally:
+        event.remove(store._tx.engine, "before_cursor_execute", spy)
+    run, thread = answers["get_run"], answers["get_thread"]
+    assert (run.status, run.outcome, run.answer, run.tokens) == ("success", "completed", "hi", TokenUsage(1, 2, 3))
+    assert run.started_at is not None and run.finished_at is not None and run.owner == PROCESS_OWNER
+    assert (thread.status, thread.title) == ("idle", "Greeting")
+    assert thread.metadata == {"ü": [1, {"x": None}], "a": 1}, "the first run filled the default in"
+    assert (await store.get_run("t-1", "r-0")).input == {"messages": ["hi"]}  # type: ignore[union-attr]
+    # What the loop wrote, the threads' driver reads alike, and the other way round.
+    assert await store.cancel_requests(["r-0", "r-1"]) == {"r-0": "interrupt"}
+    [listed] = await store.search_threads(ThreadQuery(ids=("t-1",)))
+    assert listed == thread
+    await store.update_thread_metadata("t-1", {"b": "ß"})
+    assert (await store.get_thread("t-1")).metadata == {"ü": [1, {"x": None}], "a": 1, "b": "ß"}  # type: ignore[union-attr]
+    # A run that is not pending is not started, and its thread stays as it is.
+    assert await store.mark_started("r-1", "t-1") is False
+    assert (await store.get_thread("t-1")).status == "idle"  # type: ignore[union-attr]
+    with pytest.raises(ThreadNotFoundError):
+        await store.create_run("t-none", "r-2", {}, owner=PROCESS_OWNER)
+    assert await store.get_run("t-none", "r-2") is None
+
+
+async def test_a_connection_the_server_closed_is_replaced(store: HostStore) -> None:
+    await store.create_thread(thread_id="t-1")
+    assert store._pg is not None
+    pool = await store._pg._opened()
+    async with pool.acquire() as connection:
+        pid = connection.get_server_pid()
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    await asyncio.sleep(0.2)  # the loop reads the closed socket
+    await store.create_run("t-1", "r-1", {}, owner=PROCESS_OWNER)
+    assert (await store.get_run("t-1", "r-1")).status == "pending"  # type: ignore[union-attr]
+
+
+async def test_closed_statements_say_so(store: HostStore) -> None:
+    assert store._pg is not None
+    await store.get_run("t-1", "r-1")
+    await store._pg.aclose()
+    with pytest.raises(RuntimeError, match="connections are closed"):
+        await store.get_run("t-1", "r-1")
+
+
+def test_a_statement_with_an_expanding_in_is_refused() -> None:
+    with pytest.raises(ValueError, match="expanding IN"):
+        compile_statement(select(RunRow.id).where(RunRow.status.in_(("a", "b"))), frozenset())
+
+
+def test_a_statement_binds_its_own_literals_and_names_a_missing_value() -> None:
+    compiled = compile_statement(select(RunRow.id).where(RunRow.status == "pending", RunRow.id == "x"), frozenset())
+    assert compiled.values({}) == ["pending", "x"]
+    wanting = compile_statement(select(RunRow.id).where(RunRow.id == bindparam("run_id")), frozenset())
+    with pytest.raises(TypeError, match="run_id"):
+        wanting.values({})
