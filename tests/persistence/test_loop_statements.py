@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Connection, bindparam, event, select
+from sqlalchemy import Connection, bindparam, event, select, text
 
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
 from deerflow_ext.persistence.loop_statements import LOOP_CONNECTIONS, LoopStatements, compile_statement
@@ -35,22 +35,31 @@ async def store(database_url: str) -> AsyncIterator[HostStore]:
         await engine.dispose()
 
 
-async def _log_every_connection(statements: LoopStatements, sent: list[str]) -> None:
-    """Log what every connection of the pool sends (all of them checked out at once, so the
-    pool opens each)."""
-    pool = await statements._opened()
-    held = [await pool.acquire() for _ in range(LOOP_CONNECTIONS)]
-    for connection in held:
-        connection.add_query_logger(lambda logged: sent.append(logged.query))
-    for connection in held:
-        await pool.release(connection)
+def _log_every_connection(statements: LoopStatements, sent: list[str]) -> None:
+    """Log what every connection ``statements`` opens from now on sends."""
+    opener = statements._open
+
+    async def logged() -> Any:
+        connection = await opener()
+        connection.add_query_logger(lambda query: sent.append(query.query))
+        return connection
+
+    statements._open = logged  # type: ignore[method-assign]
+
+
+async def _connections(statements: LoopStatements) -> list[Any]:
+    """The connections ``statements`` has open (each slot taken and put back)."""
+    slots = [statements._slots.get_nowait() for _ in range(LOOP_CONNECTIONS)]
+    for slot in slots:
+        statements._slots.put_nowait(slot)
+    return [slot for slot in slots if slot is not None]
 
 
 async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(store: HostStore) -> None:
     loop_sent: list[str] = []
     thread_sent: list[tuple[str, int]] = []
     assert store._pg is not None and isinstance(store._tx, ThreadTransactions)
-    await _log_every_connection(store._pg, loop_sent)
+    _log_every_connection(store._pg, loop_sent)
 
     def spy(_conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
         thread_sent.append((statement, threading.get_ident()))
@@ -77,6 +86,7 @@ async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(
         for name, call in calls.items():
             loop_sent.clear()
             answers[name] = await call()
+            await asyncio.sleep(0)  # asyncpg calls its query loggers soon after
             assert len(loop_sent) == 1, (name, loop_sent)
             assert loop_sent[0].split()[0] not in ("BEGIN", "COMMIT"), (name, loop_sent)
         assert thread_sent == [], "nothing of a run's went through the store's threads"
@@ -103,22 +113,45 @@ async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(
 
 
 async def test_a_connection_the_server_closed_is_replaced(store: HostStore) -> None:
-    await store.create_thread(thread_id="t-1")
     assert store._pg is not None
-    pool = await store._pg._opened()
-    async with pool.acquire() as connection:
-        pid = connection.get_server_pid()
+    await asyncio.gather(*(store.create_thread(thread_id=f"t-{n}") for n in range(LOOP_CONNECTIONS)))
+    opened = await _connections(store._pg)
+    assert len(opened) == LOOP_CONNECTIONS, "statements at once open a connection each"
     with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    await asyncio.sleep(0.2)  # the loop reads the closed socket
-    await store.create_run("t-1", "r-1", {}, owner=PROCESS_OWNER)
-    assert (await store.get_run("t-1", "r-1")).status == "pending"  # type: ignore[union-attr]
+        for connection in opened:
+            admin.execute("SELECT pg_terminate_backend(%s)", (connection.get_server_pid(),))
+    await asyncio.sleep(0.2)  # the loop reads the closed sockets
+    for n in range(2 * LOOP_CONNECTIONS):  # every slot's turn comes
+        await store.create_run(f"t-{n % LOOP_CONNECTIONS}", f"r-{n}", {}, owner=PROCESS_OWNER)
+    assert (await store.get_run("t-0", "r-0")).status == "pending"  # type: ignore[union-attr]
+    assert not set(await _connections(store._pg)) & set(opened)
+
+
+async def test_a_cancelled_statement_is_cancelled_on_the_server_and_its_connection_serves_on(
+    store: HostStore,
+) -> None:
+    assert store._pg is not None
+    await store.create_thread(thread_id="t-1")
+    sleeper = asyncio.ensure_future(store._pg.execute(text("SELECT pg_sleep(30)"), {}))
+    await asyncio.sleep(0.2)
+    sleeper.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sleeper
+    for n in range(2 * LOOP_CONNECTIONS):  # the cancelled statement's connection among them
+        await store.create_run("t-1", f"r-{n}", {}, owner=PROCESS_OWNER)
+    assert len(await store.list_runs("t-1")) == 2 * LOOP_CONNECTIONS
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        sleeping = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(30)%'"
+        ).fetchone()
+    assert sleeping == (0,), "PostgreSQL still runs the cancelled statement"
 
 
 async def test_closed_statements_say_so(store: HostStore) -> None:
     assert store._pg is not None
     await store.get_run("t-1", "r-1")
     await store._pg.aclose()
+    assert await _connections(store._pg) == []
     with pytest.raises(RuntimeError, match="connections are closed"):
         await store.get_run("t-1", "r-1")
 

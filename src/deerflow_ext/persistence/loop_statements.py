@@ -11,7 +11,7 @@ receive on a socket the loop already watches: no thread, no hand-off.
 
 So a SQLAlchemy Core statement (``records`` builds each once) is compiled here once, for
 asyncpg's numbered placeholders, and every call binds its values in the compiled order and
-sends it on a connection of this module's own asyncpg pool. asyncpg prepares a statement
+sends it on one of this module's few asyncpg connections. asyncpg prepares a statement
 once per connection and then sends only its values. One statement is its own transaction
 (autocommit): the hot path's writes each join their rows in one data-modifying ``WITH``.
 
@@ -21,7 +21,7 @@ Rows come back as :class:`Row`: a record that answers ``row.column`` as SQLAlche
 one ``of(row)`` builds a record from either.
 
 A connection the server closed (a restart, ``pg_terminate_backend``) is noticed by the loop
-when the socket closes; the pool replaces it at the next acquire.
+when the socket closes, and replaced by the next statement that takes its slot.
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ from sqlalchemy.sql import Executable
 __all__ = ["LOOP_CONNECTIONS", "LoopStatements", "Row", "compile_statement"]
 
 LOOP_CONNECTIONS = 3
-"""Connections of one process's loop statements (its pool's most).
+"""Connections of one process's loop statements (opened as statements need them).
 
 A statement holds its connection for one round trip (~0.1-0.3 ms on loopback), and a
-trivial run sends four: three serve a process at 32 clients with room for a row-lock wait."""
+trivial run sends five (its thread, its row, its start and end, a read back): three serve a
+process at 32 clients with room for a row-lock wait."""
 
 _DIALECT = asyncpg_dialect()
 _CONNECT_PARAMETERS = frozenset(inspect.signature(asyncpg.connect).parameters)
@@ -96,23 +97,25 @@ async def _json_codecs(connection: asyncpg.Connection) -> None:
         await connection.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
-async def _keep(_connection: asyncpg.Connection) -> None:
-    """The pool's reset at release: nothing. asyncpg's default is a round trip per release
-    (``RESET ALL``, unlisten, unlock); a connection here only ever ran autocommit statements,
-    which leave no session state behind."""
-
-
 class LoopStatements:
-    """Sends compiled statements from the event loop on a pool opened at the first one.
+    """Sends compiled statements from the event loop, each on one of a few connections.
 
-    Bound to the loop of its first statement (asyncpg's connections are); :meth:`aclose`
-    closes the pool on that loop.
+    Not asyncpg's ``Pool``: its acquire and release (a task to shield each release, a
+    reset round trip unless told otherwise) cost the loop ~50-80 us a statement on this
+    machine, more than the statement itself (~30-40 us: ``benchmarks/RESULTS.md``). Here
+    the connections are slots in an ``asyncio.Queue``: a statement takes one, opening its
+    connection when the slot has none or the server closed it, and puts it back. A
+    statement cancelled half-way goes back too: asyncpg asks PostgreSQL to cancel it, and
+    the connection's next statement waits for that first.
+
+    Bound to the loop of its first statement (asyncpg's connections are).
     """
 
     def __init__(self, connect_kwargs: Mapping[str, Any], *, connections: int = LOOP_CONNECTIONS) -> None:
         self._connect = dict(connect_kwargs)
-        self._size = connections
-        self._pool: asyncio.Future[asyncpg.Pool] | None = None
+        self._slots: asyncio.Queue[asyncpg.Connection | None] = asyncio.Queue()
+        for _ in range(connections):
+            self._slots.put_nowait(None)
         self._closed = False
 
     @classmethod
@@ -127,51 +130,49 @@ class LoopStatements:
 
     async def execute(self, statement: Executable, params: Mapping[str, Any]) -> int:
         """Send ``statement``; how many rows it changed (its command's count)."""
-        compiled = compile_statement(statement, frozenset(params))
-        pool = await self._opened()
-        async with pool.acquire() as connection:
-            status = await connection.execute(compiled.sql, *compiled.values(params))
+        status = await self._send("execute", statement, params)
         count = status.rpartition(" ")[2]
         return int(count) if count.isdigit() else 0
 
     async def fetch(self, statement: Executable, params: Mapping[str, Any]) -> list[Row]:
-        compiled = compile_statement(statement, frozenset(params))
-        pool = await self._opened()
-        async with pool.acquire() as connection:
-            return await connection.fetch(compiled.sql, *compiled.values(params))  # type: ignore[no-any-return]
+        return await self._send("fetch", statement, params)  # type: ignore[no-any-return]
 
     async def first(self, statement: Executable, params: Mapping[str, Any]) -> Row | None:
         rows = await self.fetch(statement, params)
         return rows[0] if rows else None
 
-    async def _opened(self) -> asyncpg.Pool:
-        """The pool, opened by the first caller (the others wait for it); one that failed to
-        open (the server down) is tried again by the next."""
-        if self._pool is None or (self._pool.done() and (self._pool.cancelled() or self._pool.exception())):
-            if self._closed:
-                raise RuntimeError("the store's PostgreSQL connections are closed")
-            self._pool = asyncio.ensure_future(self._open())
-        return await asyncio.shield(self._pool)
+    async def _send(self, how: str, statement: Executable, params: Mapping[str, Any]) -> Any:
+        compiled = compile_statement(statement, frozenset(params))
+        values = compiled.values(params)
+        if self._closed:
+            raise RuntimeError("the store's PostgreSQL connections are closed")
+        connection = await self._slots.get()
+        try:
+            if connection is None or connection.is_closed():
+                connection = None
+                connection = await self._open()
+            return await getattr(connection, how)(compiled.sql, *values)
+        finally:
+            if self._closed and connection is not None:
+                connection.terminate()
+                connection = None
+            self._slots.put_nowait(connection)
 
-    async def _open(self) -> asyncpg.Pool:
-        pool = await asyncpg.create_pool(
-            min_size=1,
-            max_size=self._size,
-            init=_json_codecs,
-            reset=_keep,
-            record_class=Row,
-            **self._connect,
-        )
-        assert pool is not None
-        return pool
+    async def _open(self) -> asyncpg.Connection:
+        connection = await asyncpg.connect(record_class=Row, **self._connect)
+        try:
+            await _json_codecs(connection)
+        except BaseException:
+            connection.terminate()
+            raise
+        return connection
 
     async def aclose(self) -> None:
+        """Close the connections not in use; one in use is closed when its statement ends."""
         self._closed = True
-        opening, self._pool = self._pool, None
-        if opening is None:
-            return
-        try:
-            pool = await opening
-        except Exception:  # it never opened: nothing to close
-            return
-        await pool.close()
+        idle = [self._slots.get_nowait() for _ in range(self._slots.qsize())]
+        for _ in idle:
+            self._slots.put_nowait(None)
+        for connection in idle:
+            if connection is not None:
+                await connection.close()
