@@ -1,28 +1,31 @@
 """The PostgreSQL checkpointer (``persistence/pg_saver.py``) against LangGraph's own async saver.
 
 The saver is LangGraph's ``PostgresSaver`` on one-connection pools, each on a thread of its
-own (one by default; the checks of its sharding ask for :data:`SHARDS`), so the checks are:
-the same operations leave the same rows and read back the same tuples as
-``AsyncPostgresSaver`` (what the Gateway used before); a LangGraph thread's operations stay
-on one connection while different threads spread over all of them; the checkpointer carries
-on after PostgreSQL terminates its sessions (a restart), which the single connection before
-it never did; Gateways starting together set the tables up once.
+own (one by default; the checks of its sharding ask for :data:`SHARDS`), its writes from
+its event loop sent by asyncpg (``pg_loop_writes``), so the checks are: the same
+operations leave the same rows and read back the same tuples as ``AsyncPostgresSaver``
+(what the Gateway used before); writes waiting together go together, on the loop and on a
+thread; on a thread a LangGraph thread's operations stay on one connection while different
+threads spread over all of them; the checkpointer carries on after PostgreSQL terminates
+its sessions (a restart), which the single connection before it never did; Gateways
+starting together set the tables up once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
+import asyncpg
 import psycopg
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from test_sqlite_saver import _alist, _plain, _write_history
 
-from deerflow_ext.persistence import pg_saver
+from deerflow_ext.persistence import pg_loop_writes, pg_saver
 from deerflow_ext.persistence.pg_saver import CONNECTIONS, ShardedPostgresSaver, open_postgres_saver
 from pg_support import PG_ADMIN, PG_UNREACHABLE, fresh_database
 
@@ -107,6 +110,7 @@ async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_
 ) -> None:
     saver, _ = savers
     assert len(saver.shards) == SHARDS
+    saver.loop_writes = None  # writes as from a loop other than the saver's: on the shards
     where: dict[str, set[int]] = {}
     for shard, _thread in saver.shards:
         put = shard.put
@@ -126,11 +130,46 @@ async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_
         assert parents == [item[0]["configurable"]["checkpoint_id"] for item in items[1:]]
 
 
+async def test_writes_waiting_on_the_loop_go_in_one_batch_and_leave_langgraphs_rows(
+    databases: tuple[str, str],
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saver, reference = savers
+    assert saver.loop_writes is not None
+    batches: list[int] = []
+    send = pg_loop_writes._send
+
+    async def counted(statements: Any, connection: Any) -> None:
+        batches.append(len(statements))
+        await send(statements, connection)
+
+    monkeypatch.setattr(pg_loop_writes, "_send", counted)
+    # The connection busy while the first writes queue up behind it.
+    connection = saver.loop_writes._connection
+    held = await connection._slots.get()
+    threads = [f"batched-{n}" for n in range(16)]
+    writing = asyncio.gather(*(_write_history(saver, thread_id, 4) for thread_id in threads))
+    await asyncio.sleep(0.1)
+    connection._slots.put_nowait(held)
+    await writing
+    for thread_id in threads:
+        await _write_history(reference, thread_id, 4)
+    ours, theirs = databases
+    assert _rows(ours) == _rows(theirs)
+    writes = len(threads) * 4 * 2  # a put and a put_writes a checkpoint
+    # The 16 first puts (a blobs and a checkpoint statement each) went in at most two
+    # batches, and the writes in four or more a batch on the whole.
+    assert sum(batches[:2]) >= 2 * len(threads), batches
+    assert len(batches) <= writes // 4, (len(batches), writes)
+
+
 @pytest.mark.parametrize("savers", [CONNECTIONS, SHARDS], indirect=True, ids=["gateway-default", "sharded"])
-async def test_writes_waiting_on_a_connection_go_in_one_round_trip_and_leave_langgraphs_rows(
+async def test_writes_waiting_on_a_thread_go_in_one_round_trip_and_leave_langgraphs_rows(
     databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
 ) -> None:
     saver, reference = savers
+    saver.loop_writes = None  # writes as from a loop other than the saver's: on the shards
     sends: list[int] = []
     for shard, _thread in saver.shards:
 
@@ -188,10 +227,46 @@ async def test_a_write_refused_in_a_batch_fails_alone_and_the_others_are_written
         outcomes = await saver.thread.run(pg_saver._write_batch, batch)
     assert [error is None for _, error in outcomes] == [True, False, True, True], outcomes
     assert isinstance(outcomes[1][1], psycopg.Error)
-    with psycopg.connect(ours) as conn:
+    _assert_only_the_good_ones(ours)
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        pytest.param(_put("bad\x00thread", 2), id="no-nul-in-a-text"),
+        pytest.param(_put("bad-thread", 2, score=float("nan")), id="no-nan-in-a-jsonb"),
+    ],
+)
+async def test_a_write_refused_in_a_loop_batch_fails_alone_and_the_others_are_written(
+    databases: tuple[str, str], refused: tuple[Any, ...]
+) -> None:
+    ours, _ = databases
+    good = {"configurable": {"thread_id": "good-1", "checkpoint_ns": "", "checkpoint_id": "c-1"}}
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
+        assert saver.loop_writes is not None
+        connection = saver.loop_writes._connection
+        await saver.aput(*_put("warm-up", 0))  # the connection is open and idle
+        held = await connection._slots.get()  # the four below wait, then go in one batch
+        writing = asyncio.gather(
+            saver.aput(*_put("good-1", 1)),
+            saver.aput(*refused),
+            saver.aput_writes(good, [("items", 1)], "task", ""),
+            saver.aput(*_put("good-3", 3)),
+            return_exceptions=True,
+        )
+        await asyncio.sleep(0.05)
+        connection._slots.put_nowait(held)
+        outcomes = await writing
+    assert [not isinstance(outcome, BaseException) for outcome in outcomes] == [True, False, True, True], outcomes
+    assert isinstance(outcomes[1], asyncpg.PostgresError)
+    _assert_only_the_good_ones(ours, also=["warm-up"])
+
+
+def _assert_only_the_good_ones(conninfo: str, also: Sequence[str] = ()) -> None:
+    with psycopg.connect(conninfo) as conn:
         written = conn.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
         writes = conn.execute("SELECT thread_id, checkpoint_id, task_id FROM checkpoint_writes").fetchall()
-    assert written == [("good-1",), ("good-3",)]
+    assert written == sorted([("good-1",), ("good-3",), *((thread,) for thread in also)])
     assert writes == [("good-1", "c-1", "task")]
 
 
@@ -218,6 +293,31 @@ async def test_the_checkpointer_carries_on_after_postgresql_terminates_its_sessi
         for n in range(8):
             config = {"configurable": {"thread_id": f"after-{n}", "checkpoint_ns": ""}}
             assert len(await _alist(saver, config)) == 2
+
+
+async def test_a_loop_batch_whose_connection_was_lost_unnoticed_goes_again_on_a_new_one(
+    databases: tuple[str, str],
+) -> None:
+    ours, _ = databases
+    async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
+        assert saver.loop_writes is not None
+        await saver.aput(*_put("before", 1))
+        slots = saver.loop_writes._connection._slots
+        connection = slots.get_nowait()
+        slots.put_nowait(connection)
+        pid = connection.get_server_pid()
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:  # synchronous: the loop reads nothing meanwhile
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+                threading.Event().wait(0.01)
+        assert not connection.is_closed(), "the loop has not noticed yet"
+        await saver.aput(*_put("after", 2))
+        replaced = slots.get_nowait()
+        slots.put_nowait(replaced)
+        assert replaced is not connection
+    with psycopg.connect(ours) as conn:
+        written = conn.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
+    assert written == [("after",), ("before",)]
 
 
 def test_the_checkout_check_replaces_only_a_connection_the_server_closed(databases: tuple[str, str]) -> None:

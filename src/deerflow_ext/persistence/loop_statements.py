@@ -30,9 +30,9 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
@@ -47,6 +47,8 @@ LOOP_CONNECTIONS = 3
 A statement holds its connection for one round trip (~0.1-0.3 ms on loopback), and a
 trivial run sends five (its thread, its row, its start and end, a read back): three serve a
 process at 32 clients with room for a row-lock wait."""
+
+T = TypeVar("T")
 
 _DIALECT = asyncpg_dialect()
 _CONNECT_PARAMETERS = frozenset(inspect.signature(asyncpg.connect).parameters)
@@ -111,8 +113,11 @@ class LoopStatements:
     Bound to the loop of its first statement (asyncpg's connections are).
     """
 
-    def __init__(self, connect_kwargs: Mapping[str, Any], *, connections: int = LOOP_CONNECTIONS) -> None:
+    def __init__(
+        self, connect_kwargs: Mapping[str, Any], *, connections: int = LOOP_CONNECTIONS, name: str = "the store's"
+    ) -> None:
         self._connect = dict(connect_kwargs)
+        self._name = name
         self._slots: asyncio.Queue[asyncpg.Connection | None] = asyncio.Queue()
         for _ in range(connections):
             self._slots.put_nowait(None)
@@ -144,14 +149,20 @@ class LoopStatements:
     async def _send(self, how: str, statement: Executable, params: Mapping[str, Any]) -> Any:
         compiled = compile_statement(statement, frozenset(params))
         values = compiled.values(params)
+        return await self.using(lambda connection: getattr(connection, how)(compiled.sql, *values))
+
+    async def using(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """``work(connection)`` on a connection of its own while it runs (one of the slots,
+        opened when it has none or the server closed it): for several statements in a row
+        (the checkpointer's writes, ``pg_loop_writes``)."""
         if self._closed:
-            raise RuntimeError("the store's PostgreSQL connections are closed")
+            raise RuntimeError(f"{self._name} PostgreSQL connections are closed")
         connection = await self._slots.get()
         try:
             if connection is None or connection.is_closed():
                 connection = None
                 connection = await self._open()
-            return await getattr(connection, how)(compiled.sql, *values)
+            return await work(connection)
         finally:
             if self._closed and connection is not None:
                 connection.terminate()

@@ -35,6 +35,7 @@ Connections are opened as ``PostgresSaver.from_conn_string`` opens them (autocom
 
 from __future__ import annotations
 
+import asyncio
 import time
 import zlib
 from collections.abc import AsyncIterator, Sequence
@@ -49,6 +50,7 @@ from psycopg_pool import ConnectionPool
 from ..adapters.langgraph_postgres_private import NotRecordable, RecordingPostgresSaver, Statement
 from .liveness import closed_by_server
 from .one_thread import OneThread, Outcome
+from .pg_loop_writes import PgLoopWrites
 from .threaded_saver import OnThreads, Shard
 
 __all__ = ["CONNECTIONS", "ShardedPostgresSaver", "open_postgres_saver"]
@@ -78,13 +80,14 @@ class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
     methods, ``setup`` and whatever names no thread use it.
     """
 
-    def __init__(self, shards: Sequence[tuple[DictPool, OneThread]]) -> None:
+    def __init__(self, shards: Sequence[tuple[DictPool, OneThread]], loop_writes: PgLoopWrites | None = None) -> None:
         (pool, thread), *rest = shards
         super().__init__(pool)
         self.pool = pool
         self.thread = thread
         others = ((RecordingPostgresSaver(p, serde=self.serde), t) for p, t in rest)
         self.shards: tuple[Shard, ...] = ((self, thread), *others)
+        self.loop_writes = loop_writes
 
     def _shard(self, thread_id: Any) -> Shard:
         if thread_id is None:
@@ -92,8 +95,21 @@ class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
         return self.shards[zlib.crc32(str(thread_id).encode()) % len(self.shards)]
 
     async def _write(self, shard: Shard, name: str, args: tuple[Any, ...]) -> Any:
+        """Made by LangGraph here, sent from this loop (``pg_loop_writes``); from any other
+        loop, or when LangGraph's write cannot be recorded, on the shard's thread."""
         saver, thread = shard
-        return await thread.run_batched(_write_batch, (saver, name, args))
+        writes = self.loop_writes
+        if writes is None or not writes.serves(asyncio.get_running_loop()):
+            return await thread.run_batched(_write_batch, (saver, name, args))
+        write = getattr(saver, name)
+        try:
+            result, statements = saver.record(write, *args)
+        except NotRecordable:
+            await writes.idle()  # after the writes before it
+            return await thread.run(write, *args)
+        if statements:
+            await writes.send(statements)
+        return result
 
 
 _Write = tuple[RecordingPostgresSaver, str, tuple[Any, ...]]
@@ -221,6 +237,8 @@ async def open_postgres_saver(
             pool = await thread.run(_open_pool, conninfo, f"deerflow-checkpointer-{n}")
             stack.push_async_callback(thread.run, pool.close)
             shards.append((pool, thread))
-        saver = ShardedPostgresSaver(shards)
+        writes = PgLoopWrites.to(conninfo)
+        stack.push_async_callback(writes.aclose)  # before the threads: a fallback write may wait there
+        saver = ShardedPostgresSaver(shards, writes)
         await saver.thread.run(_setup, saver, lock_key)
         yield saver
