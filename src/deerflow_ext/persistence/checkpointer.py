@@ -3,7 +3,8 @@
 One database means one backup and one place to look; on PostgreSQL it also means any
 Gateway process can continue any thread. The savers manage their own connections (the
 SQLite saver a sqlite3 connection on its own thread, ``sqlite_saver``; the Postgres saver a
-few psycopg ones, each on its own thread, ``pg_saver``), so they are opened and closed with
+psycopg one on its own thread for reads and an asyncpg one on the loop for writes,
+``pg_saver``), so they are opened and closed with
 the Gateway's lifespan alongside, not through, the SQLAlchemy engine.
 """
 

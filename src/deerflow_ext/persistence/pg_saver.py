@@ -1,6 +1,6 @@
 """The PostgreSQL checkpointer: LangGraph's ``PostgresSaver`` on a connection of its own, on
-a thread of its own, every operation one hop to that thread, the writes waiting there sent
-together.
+a thread of its own, every read one hop to that thread; its writes made by LangGraph on the
+event loop and sent from there, those waiting together in one batch (``pg_loop_writes``).
 
 Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 16):
 
@@ -8,9 +8,11 @@ Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 1
   went through that connection in turn (the saver holds a lock per operation), each its own
   round trip and commit, ~0.2 ms of the Gateway's CPU and PostgreSQL's work, 14 times a
   trivial run. At 32 concurrent runs it was busy ~95% of the time and runs queued on it.
-  Here the writes waiting on the thread (a task's writes and the checkpoint after them;
-  under load, many runs') are sent in one pipeline with one sync (:func:`_write_batch`);
-  LangGraph still makes every row (``adapters/langgraph_postgres_private``).
+  Here the writes waiting together (a task's writes and the checkpoint after them; under
+  load, many runs') are sent together: from the loop in one batch of ``executemany`` calls
+  (``pg_loop_writes``), from any other loop in one pipeline with one sync on the thread
+  (:func:`_write_batch`); LangGraph still makes every row
+  (``adapters/langgraph_postgres_private``).
 * **A connection that never came back.** After a PostgreSQL restart, or an administrator
   terminating the sessions, that one connection stayed closed and every later run failed
   until the Gateway was restarted. The connection here is a one-connection ``psycopg_pool``
@@ -19,7 +21,10 @@ Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 1
   its own pools.
 * **The loop's CPU.** Each async step of an operation (the pipeline, each execute, the sync)
   was a wake-up of the event loop, and each serialisation a hop to a thread pool and back.
-  The synchronous saver does the same statements in one call, handed to its thread once.
+  The synchronous saver does a read's statements in one call, handed to its thread once.
+  Writes went that way too, until the thread's psycopg pipeline (3.6 ms of CPU a run, in
+  Python) was what kept the process bound by its GIL: asyncpg sends them from the loop for
+  less (``pg_loop_writes``).
 
 Why one connection (:data:`CONNECTIONS`) and not several: the saver can spread LangGraph
 threads over several connections, each with its thread (*shards*, ``threaded_saver``; a
@@ -56,12 +61,13 @@ from .threaded_saver import OnThreads, Shard
 __all__ = ["CONNECTIONS", "ShardedPostgresSaver", "open_postgres_saver"]
 
 CONNECTIONS = 1
-"""Connections (and threads) of one process's checkpointer (see the module docstring).
+"""Read connections (and threads) of one process's checkpointer (see the module docstring);
+its writes from the loop have one more connection of their own (``pg_loop_writes``).
 
-A write waits for the batch in flight, then goes in the next (up to ``BATCH_LIMIT`` waiting
-writes a batch); a read takes its turn between batches. More connections would shorten
-those waits on a slow link, at the price of smaller batches and more threads waiting for
-the GIL; ``open_postgres_saver(connections=...)`` takes another count."""
+A read takes its turn on its shard's thread (and so does a write from another loop: it
+waits for the batch in flight there, then goes in the next). More connections would
+shorten those waits on a slow link, at the price of more threads waiting for the GIL;
+``open_postgres_saver(connections=...)`` takes another count."""
 
 CONNECT_TIMEOUT_SECONDS = 30.0
 """How long startup waits for the connections, and an operation for its connection."""
