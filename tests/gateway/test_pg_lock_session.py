@@ -62,10 +62,15 @@ async def test_a_free_thread_costs_one_statement_each_way_and_a_waiter_gets_it(
     """A process waiting for the lock gets it with no takeover of the releasing process,
     whose lease row is deleted before the lock is let go, in that same statement."""
     a, b = processes
+    await _enter(a, "r-warm", thread_id="warm")  # the shared session is open
+    through_sqlalchemy: list[str] = []
+    event.listen(a._engine.sync_engine, "before_cursor_execute", lambda *args: through_sqlalchemy.append(args[2]))
     statements: list[str] = []
-    event.listen(a._engine.sync_engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    a._shared._driver.add_query_logger(lambda query: statements.append(query.query))
     await _enter(a, "r-free", thread_id="free")
+    await asyncio.sleep(0)  # asyncpg calls its query loggers soon after
     assert len(statements) == 2, statements
+    assert through_sqlalchemy == [], "a hold's statements go by asyncpg alone"
 
     caplog.set_level("WARNING", logger="deerflow_ext.runtime")
 

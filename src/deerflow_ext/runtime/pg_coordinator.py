@@ -195,7 +195,7 @@ class PostgresThreadCoordinator:
         """Take a free thread on the shared session, in one round trip: whether it was free."""
         attempt = session.start(_TRY_LOCK_AND_LEASE, {"k": key, **lease})
         try:
-            got, leased = (await asyncio.shield(attempt)).one()
+            [(got, leased)] = await asyncio.shield(attempt)
             if got and not leased:
                 await self._claim(session, thread_id, run_id, lease)
             return bool(got)
@@ -214,7 +214,7 @@ class PostgresThreadCoordinator:
             return  # it never ran, and the session's locks are gone anyway
         try:
             # Unlocking a lock the session does not hold only answers false.
-            await session.execute(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
+            await session.send(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
         except Exception:
             logger.exception("thread %s: could not give back its lock; ending the shared lock session", thread_id)
             await session.drop()
@@ -322,7 +322,7 @@ class PostgresThreadCoordinator:
     ) -> None:
         await heartbeat
         try:
-            await target.execute(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
+            await target.send(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
         except LockSessionLostError as exc:
             logger.warning("thread %s: its lock ended with its session (%s)", thread_id, exc)
             return
@@ -404,6 +404,10 @@ class _OwnConnection:
 
     async def execute(self, statement: Any, parameters: Any = None) -> Any:
         return await self._conn.execute(statement, parameters)
+
+    async def send(self, statement: Any, parameters: Any) -> list[Any]:
+        """:meth:`LockSession.send`'s counterpart: the statement's rows."""
+        return list((await self._conn.execute(statement, parameters)).all())
 
     async def drop(self) -> None:
         await _discard(self._conn)
