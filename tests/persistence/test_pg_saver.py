@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -148,20 +148,15 @@ async def test_writes_waiting_on_the_loop_go_in_one_batch_and_leave_langgraphs_r
     # The connection busy while the first writes queue up behind it.
     connection = saver.loop_writes._connection
     held = await connection._slots.get()
-    threads = [f"batched-{n}" for n in range(16)]
-    writing = asyncio.gather(*(_write_history(saver, thread_id, 4) for thread_id in threads))
-    await asyncio.sleep(0.1)
-    connection._slots.put_nowait(held)
-    await writing
-    for thread_id in threads:
-        await _write_history(reference, thread_id, 4)
-    ours, theirs = databases
-    assert _rows(ours) == _rows(theirs)
-    writes = len(threads) * 4 * 2  # a put and a put_writes a checkpoint
+
+    async def release() -> None:
+        connection._slots.put_nowait(held)
+
+    await _write_held_back(databases, saver, reference, release)
     # The 16 first puts (a blobs and a checkpoint statement each) went in at most two
     # batches, and the writes in four or more a batch on the whole.
-    assert sum(batches[:2]) >= 2 * len(threads), batches
-    assert len(batches) <= writes // 4, (len(batches), writes)
+    assert sum(batches[:2]) >= 2 * len(BATCHED), batches
+    assert len(batches) <= WRITES // 4, (len(batches), WRITES)
 
 
 @pytest.mark.parametrize("savers", [CONNECTIONS, SHARDS], indirect=True, ids=["gateway-default", "sharded"])
@@ -178,22 +173,36 @@ async def test_writes_waiting_on_a_thread_go_in_one_round_trip_and_leave_langgra
             _send(statements)
 
         shard.send = counted  # type: ignore[method-assign]
-    release = threading.Event()
+    released = threading.Event()
     # Every connection's thread busy while the first writes queue up behind it.
-    holds = [asyncio.ensure_future(thread.run(release.wait, 5)) for _, thread in saver.shards]
-    threads = [f"batched-{n}" for n in range(16)]
-    writing = asyncio.gather(*(_write_history(saver, thread_id, 4) for thread_id in threads))
+    holds = [asyncio.ensure_future(thread.run(released.wait, 5)) for _, thread in saver.shards]
+
+    async def release() -> None:
+        released.set()
+        await asyncio.gather(*holds)
+
+    await _write_held_back(databases, saver, reference, release)
+    # At least the 16 first puts went out in one round trip per connection.
+    assert len(sends) <= WRITES - (len(BATCHED) - len(saver.shards)), (len(sends), WRITES)
+
+
+BATCHED = [f"batched-{n}" for n in range(16)]
+WRITES = len(BATCHED) * 4 * 2  # a put and a put_writes a checkpoint
+
+
+async def _write_held_back(
+    databases: tuple[str, str], saver: Any, reference: Any, release: Callable[[], Awaitable[None]]
+) -> None:
+    """:data:`BATCHED`'s histories written by ``saver``, their first writes held back until
+    ``release``, then by LangGraph's own saver: both leave the same rows."""
+    writing = asyncio.gather(*(_write_history(saver, thread_id, 4) for thread_id in BATCHED))
     await asyncio.sleep(0.1)
-    release.set()
-    await asyncio.gather(*holds)
+    await release()
     await writing
-    for thread_id in threads:
+    for thread_id in BATCHED:
         await _write_history(reference, thread_id, 4)
     ours, theirs = databases
     assert _rows(ours) == _rows(theirs)
-    writes = len(threads) * 4 * 2  # a put and a put_writes a checkpoint
-    # At least the 16 first puts went out in one round trip per connection.
-    assert len(sends) <= writes - (len(threads) - len(saver.shards)), (len(sends), writes)
 
 
 def _put(thread_id: str, n: int, **metadata: Any) -> tuple[Any, ...]:

@@ -112,7 +112,7 @@ def _finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozense
 
 @functools.cache
 def _create_run_statement(interrupting: bool) -> Any:
-    """``_insert_run``'s writes as one PostgreSQL statement: the thread locked, the thread
+    """``_sqlite_insert_run``'s writes as one PostgreSQL statement: the thread locked, the thread
     defaults it lacks merged into its metadata, the run inserted, and with ``interrupting``
     the stop request on its older live runs. Its one row says how many runs were marked;
     no row when the thread does not exist (then nothing was written).
@@ -404,7 +404,7 @@ class HostStore:
         }
         older = {"on_thread": thread_id, "created_before": record.created_at, "run_id": run_id, "action": action}
         if self._pg is None:
-            marked = await self._tx.write(_insert_run, new_run, older, thread_defaults)
+            marked = await self._tx.write(_sqlite_insert_run, new_run, older, thread_defaults)
         else:
             defaults = dict(thread_defaults or {})
             answer = await self._pg.first(
@@ -473,7 +473,7 @@ class HostStore:
 
         thread = _thread_values(thread_status, title) if thread_id is not None and thread_status is not None else None
         if self._pg is None:
-            await self._tx.write(_finish_run, run_id, values, thread_id, thread)
+            await self._tx.write(_sqlite_finish_run, run_id, values, thread_id, thread)
         elif thread is None:
             await self._pg.execute(_UPDATE_RUN, {**values, "run_id": run_id})
         else:
@@ -677,7 +677,7 @@ def _first_row(conn: Connection, statement: Any, params: dict[str, Any]) -> Row[
     return conn.execute(statement, params).first()
 
 
-def _insert_run(
+def _sqlite_insert_run(
     conn: Connection, new_run: dict[str, Any], older: dict[str, Any], thread_defaults: dict[str, Any] | None
 ) -> int | None:
     """SQLite's run insert (``HostStore._insert_run``): the thread locked, its missing
@@ -697,7 +697,7 @@ def _insert_run(
     return int(conn.execute(_INTERRUPT_OLDER, older).rowcount)
 
 
-def _finish_run(
+def _sqlite_finish_run(
     conn: Connection, run_id: str, values: dict[str, Any], thread_id: str | None, thread: dict[str, Any] | None
 ) -> None:
     """SQLite's end of a run (``HostStore.finish_run``): the run's row, then its thread's."""
