@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from test_sqlite_saver import _alist, _plain, _write_history
 
+from deerflow_ext.adapters.langgraph_postgres_private import Statement
 from deerflow_ext.persistence import pg_loop_writes, pg_saver
 from deerflow_ext.persistence.pg_saver import CONNECTIONS, ShardedPostgresSaver, open_postgres_saver
 from pg_support import PG_ADMIN, PG_UNREACHABLE, fresh_database
@@ -203,6 +204,38 @@ async def _write_held_back(
         await _write_history(reference, thread_id, 4)
     ours, theirs = databases
     assert _rows(ours) == _rows(theirs)
+
+
+def _named(statement: Statement) -> Statement:
+    """``statement`` with psycopg's named placeholders (``%(p0)s``...) in place of ``%s``."""
+    parts = statement.query.split("%s")
+    query = "".join(part + (f"%(p{n})s" if n < len(parts) - 1 else "") for n, part in enumerate(parts))
+    rows = tuple({f"p{n}": value for n, value in enumerate(row)} for row in statement.rows)
+    return Statement(query, rows, statement.many)
+
+
+async def test_writes_whose_placeholders_asyncpg_cannot_take_go_through_psycopg(
+    databases: tuple[str, str],
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A LangGraph that wrote its SQL with named placeholders: the same rows, by the thread."""
+    saver, reference = savers
+    for shard, _thread in saver.shards:
+
+        def recorded_named(write: Any, *args: Any, _record: Any = shard.record) -> Any:
+            result, statements = _record(write, *args)
+            return result, [_named(statement) for statement in statements]
+
+        monkeypatch.setattr(shard, "record", recorded_named)
+    sent_from_the_loop: list[Any] = []
+    monkeypatch.setattr(pg_loop_writes, "_send", lambda *args: sent_from_the_loop.append(args))
+    await asyncio.gather(*(_write_history(saver, f"named-{n}", 3) for n in range(4)))
+    for n in range(4):
+        await _write_history(reference, f"named-{n}", 3)
+    ours, theirs = databases
+    assert _rows(ours) == _rows(theirs)
+    assert sent_from_the_loop == []
 
 
 def _put(thread_id: str, n: int, **metadata: Any) -> tuple[Any, ...]:

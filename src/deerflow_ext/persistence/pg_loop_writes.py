@@ -124,6 +124,17 @@ class PgLoopWrites:
     def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
         return self._loop is None or self._loop is loop
 
+    @staticmethod
+    def takes(statements: Sequence[Statement]) -> bool:
+        """Whether every one of ``statements`` can go this way (its placeholders are ``%s``);
+        the caller sends any other through psycopg."""
+        try:
+            for statement in statements:
+                numbered(statement.query)
+        except ValueError:
+            return False
+        return True
+
     async def send(self, statements: Sequence[Statement]) -> None:
         """``statements`` (one write's) sent with those waiting beside them. A caller that
         stops waiting does not stop its write."""

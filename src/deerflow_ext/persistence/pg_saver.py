@@ -113,7 +113,10 @@ class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
         except NotRecordable:
             await writes.idle()  # after the writes before it
             return await thread.run(write, *args)
-        if statements:
+        if not writes.takes(statements):  # LangGraph's SQL changed its placeholders
+            await writes.idle()
+            await thread.run(saver.send, statements)
+        elif statements:
             await writes.send(statements)
         return result
 
