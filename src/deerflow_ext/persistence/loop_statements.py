@@ -32,12 +32,13 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import asyncpg
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 __all__ = ["LOOP_CONNECTIONS", "LoopStatements", "Row", "compile_statement"]
 
@@ -81,11 +82,12 @@ class _Compiled:
 
 
 @functools.cache
-def compile_statement(statement: Executable, keys: frozenset[str]) -> _Compiled:
+def compile_statement(statement: ClauseElement, keys: frozenset[str]) -> _Compiled:
     """``statement`` compiled for asyncpg, the parameters ``keys`` given at execution (an
     INSERT or UPDATE without ``values`` sets the columns they name, as SQLAlchemy's
     ``execute`` does). Cached: the hot path's statements are module constants."""
-    compiled = statement.compile(dialect=_DIALECT, column_keys=sorted(keys))
+    # A statement's compiler is SQLAlchemy's SQLCompiler, whose names and binds are read here.
+    compiled = cast(SQLCompiler, statement.compile(dialect=_DIALECT, column_keys=sorted(keys)))
     if "POSTCOMPILE" in compiled.string:
         raise ValueError("an expanding IN cannot be compiled once; bind its values another way")
     names = tuple(compiled.positiontup or ())
@@ -133,20 +135,20 @@ class LoopStatements:
         # Less what only SQLAlchemy's dialect reads (``prepared_statement_cache_size``).
         return cls({key: value for key, value in kwargs.items() if key in _CONNECT_PARAMETERS})
 
-    async def execute(self, statement: Executable, params: Mapping[str, Any]) -> int:
+    async def execute(self, statement: ClauseElement, params: Mapping[str, Any]) -> int:
         """Send ``statement``; how many rows it changed (its command's count)."""
         status = await self._send("execute", statement, params)
         count = status.rpartition(" ")[2]
         return int(count) if count.isdigit() else 0
 
-    async def fetch(self, statement: Executable, params: Mapping[str, Any]) -> list[Row]:
-        return await self._send("fetch", statement, params)  # type: ignore[no-any-return]
+    async def fetch(self, statement: ClauseElement, params: Mapping[str, Any]) -> list[Row]:
+        return await self._send("fetch", statement, params)
 
-    async def first(self, statement: Executable, params: Mapping[str, Any]) -> Row | None:
+    async def first(self, statement: ClauseElement, params: Mapping[str, Any]) -> Row | None:
         rows = await self.fetch(statement, params)
         return rows[0] if rows else None
 
-    async def _send(self, how: str, statement: Executable, params: Mapping[str, Any]) -> Any:
+    async def _send(self, how: str, statement: ClauseElement, params: Mapping[str, Any]) -> Any:
         compiled = compile_statement(statement, frozenset(params))
         values = compiled.values(params)
         return await self.using(lambda connection: getattr(connection, how)(compiled.sql, *values))
