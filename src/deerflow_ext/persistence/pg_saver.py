@@ -79,8 +79,9 @@ _CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0
 
 
 class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
-    """``PostgresSaver`` whose async operations run on the shard of their LangGraph thread,
-    its writes batched with those waiting next to them there.
+    """``PostgresSaver`` whose async reads run on the shard of their LangGraph thread, and
+    whose async writes are made on the loop and sent by :attr:`loop_writes` with those
+    waiting beside them (from any other loop: batched on the shard's thread).
 
     The saver itself is the first shard (its pool, lock and :attr:`thread`): the synchronous
     methods, ``setup`` and whatever names no thread use it.
