@@ -29,8 +29,9 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 import uvloop
 from sqlalchemy import bindparam, literal_column, select
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from deerflow_ext.persistence.loop_statements import LoopStatements
+from deerflow_ext.persistence.loop_statements import LoopStatements, compile_statement
 
 SENDERS = 3
 _QUERY = select(literal_column("1").label("one")).where(bindparam("value") != "")
@@ -53,24 +54,24 @@ async def _keep(_connection: asyncpg.Connection) -> None:
 
 
 async def main(url: str, statements: int, rounds: int) -> None:
-    from sqlalchemy.ext.asyncio import create_async_engine
-
     engine = create_async_engine(url)
     slots = LoopStatements.for_engine(engine)
     assert slots is not None, "a postgresql+asyncpg:// URL"
     _args, kwargs = engine.dialect.create_connect_args(engine.url)
     pool = await asyncpg.create_pool(min_size=SENDERS, max_size=SENDERS, reset=_keep, **kwargs)
-    sql = "SELECT 1 AS one WHERE $1::VARCHAR != ''"
+    params = {"value": "x"}
+    compiled = compile_statement(_QUERY, frozenset(params))  # the very statement the slots send
+    values = compiled.values(params)
 
     async def nothing() -> None:
         await asyncio.sleep(0)
 
     async def pooled() -> None:
         async with pool.acquire() as connection:
-            await connection.fetch(sql, "x")
+            await connection.fetch(compiled.sql, *values)
 
     async def slotted() -> None:
-        await slots.fetch(_QUERY, {"value": "x"})
+        await slots.fetch(_QUERY, params)
 
     arms = {"nothing": nothing, "asyncpg Pool": pooled, "loop slots": slotted}
     for arm in arms.values():  # connections opened, statements prepared

@@ -105,8 +105,8 @@ class LoopStatements:
     """Sends compiled statements from the event loop, each on one of a few connections.
 
     Not asyncpg's ``Pool``: its acquire and release (a task to shield each release, a
-    reset round trip unless told otherwise) cost the loop 50-65 us a statement more than
-    the statement itself costs sent here, 21-38 us (``benchmarks/loop_statements.py``). Here
+    reset round trip unless told otherwise) cost the loop 38-70 us a statement more than
+    the statement itself costs sent here, 20-56 us (``benchmarks/loop_statements.py``). Here
     the connections are slots in an ``asyncio.Queue``: a statement takes one, opening its
     connection when the slot has none or the server closed it, and puts it back. A
     statement cancelled half-way goes back too: asyncpg asks PostgreSQL to cancel it, and
