@@ -129,6 +129,49 @@ def test_langgraph_postgres_saver_writes_only_through_its_pipelined_cursor_in_up
         assert "ON CONFLICT" in statement.query, f"{where} sends a statement that is no upsert: {statement.query}"
 
 
+def test_langgraph_postgres_saver_reads_a_checkpoint_with_the_query_and_row_loader_we_mirror() -> None:
+    """The checkpointer sends ``get_tuple``'s query from the loop and has LangGraph load the
+    row (``pg_loop_reads``): ``get_tuple`` must still send ``SELECT_SQL`` with the ``WHERE``
+    we send, and ``_load_checkpoint_tuple`` must still make the tuple of such a row."""
+    import inspect
+
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg_pool import ConnectionPool
+
+    where = f"{_version('langgraph-checkpoint-postgres')}: PostgresSaver"
+    assert langgraph_postgres_private.loading_available(), f"{where}._load_checkpoint_tuple is gone"
+    pool: Any = ConnectionPool("postgresql://nobody@127.0.0.1:1/none", open=False)  # nothing is sent
+    saver = langgraph_postgres_private.RecordingPostgresSaver(pool)
+    source = inspect.getsource(PostgresSaver.get_tuple)
+    latest = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    exact = {"configurable": {**latest["configurable"], "checkpoint_id": "c-2"}}
+    for config, values in ((latest, ("t", "")), (exact, ("t", "", "c-2"))):
+        statement = saver.read_statement(config)
+        assert statement.query.startswith(PostgresSaver.SELECT_SQL), where
+        clause = statement.query.removeprefix(PostgresSaver.SELECT_SQL)
+        assert f'"{clause}"' in source, f"{where}.get_tuple no longer reads with {clause!r}"
+        assert statement.rows == (values,), where
+    kind, blob = saver.serde.dumps_typed([1, 2])
+    checkpoint: dict[str, Any] = {**empty_checkpoint(), "id": "c-2", "v": 4, "channel_versions": {"items": "1"}}
+    row = {  # as psycopg's dict rows hold it: JSON decoded, arrays of bytea as lists of bytes
+        "thread_id": "t",
+        "checkpoint_ns": "",
+        "checkpoint_id": "c-2",
+        "parent_checkpoint_id": "c-1",
+        "checkpoint": {**checkpoint, "channel_values": {}},
+        "metadata": {"step": 2},
+        "channel_values": [[b"items", kind.encode(), blob]],
+        "pending_writes": [[b"task", b"items", kind.encode(), blob, b"~", b"0"]],
+    }
+    loaded = saver.loaded(row)
+    assert loaded.config == exact, where
+    assert loaded.checkpoint["channel_values"] == {"items": [1, 2]}, where
+    assert loaded.metadata == {"step": 2}, where
+    assert loaded.parent_config == {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "c-1"}}
+    assert loaded.pending_writes == [("task", "items", [1, 2])], where
+
+
 # -- FastAPI / Starlette -----------------------------------------------------------------------
 def _versions() -> str:
     return f"{_version('fastapi')}, {_version('starlette')}"

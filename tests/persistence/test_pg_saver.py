@@ -106,6 +106,66 @@ async def test_the_same_operations_leave_the_same_rows_and_read_the_same_as_lang
     assert len(reads[0][1]) == 5 and len(reads[0][3]) == 9 and len(reads[0][5]) == 1
 
 
+def _handed_to_threads(saver: ShardedPostgresSaver, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """What ``saver`` hands its threads from now on (each call's function)."""
+    handed: list[Any] = []
+    for _shard, thread in saver.shards:
+
+        def spied(fn: Any, /, *args: Any, _run: Any = thread.run, **kwargs: Any) -> Any:
+            handed.append(fn)
+            return _run(fn, *args, **kwargs)
+
+        monkeypatch.setattr(thread, "run", spied)
+    return handed
+
+
+def _reads(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ns}
+    return {"configurable": configurable if checkpoint_id is None else {**configurable, "checkpoint_id": checkpoint_id}}
+
+
+async def test_a_checkpoint_is_read_from_the_loop_as_langgraphs_saver_reads_it(
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read each run starts with goes by asyncpg from the loop, no thread (``pg_loop_reads``)."""
+    saver, reference = savers
+    for target in savers:  # checkpoints as a graph writes them (version 4)
+        await _write_history(target, "t-1", 3, version=4)
+        await _write_history(target, "t-2", 2, ns="child:1", version=4)
+    first = (await _alist(reference, _reads("t-1")))[-1][0]["configurable"]["checkpoint_id"]
+    handed = _handed_to_threads(saver, monkeypatch)
+    for config in (
+        _reads("t-1"),
+        _reads("t-1", checkpoint_id=first),
+        _reads("t-2", "child:1"),
+        _reads("t-2"),  # another namespace: none
+        _reads("nobody"),
+        _reads("t-1", checkpoint_id="no-such-checkpoint"),
+    ):
+        assert _plain(await saver.aget_tuple(config)) == _plain(await reference.aget_tuple(config)), config
+    assert handed == []
+
+
+async def test_a_checkpoint_langgraph_reads_more_for_and_reads_from_another_loop_go_to_the_thread(
+    databases: tuple[str, str],
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A checkpoint from before LangGraph's version 4 (it migrates pending sends, with a second
+    query) is read LangGraph's way, and so is any read from a loop the reads are not bound to."""
+    saver, reference = savers
+    for target in savers:
+        await _write_history(target, "old", 2, version=3)
+    handed = _handed_to_threads(saver, monkeypatch)
+    ours = await saver.aget_tuple(_reads("old"))
+    assert ours is not None and ours.checkpoint["v"] == 3
+    assert _plain(ours) == _plain(await reference.aget_tuple(_reads("old")))
+    assert handed == [saver.get_tuple]
+    from_elsewhere = await asyncio.to_thread(asyncio.run, saver.aget_tuple(_reads("old")))
+    assert _plain(from_elsewhere) == _plain(ours)
+    assert handed == [saver.get_tuple] * 2
+
+
 async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_over_all(
     savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
 ) -> None:

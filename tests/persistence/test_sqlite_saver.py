@@ -40,8 +40,10 @@ async def reference(tmp_path: Path) -> AsyncIterator[AsyncSqliteSaver]:
         yield opened
 
 
-def _checkpoint(n: int, value: Any) -> Any:
+def _checkpoint(n: int, value: Any, version: int | None = None) -> Any:
     checkpoint = empty_checkpoint()
+    if version is not None:  # the base class's is 2; a graph's own loop writes 4
+        checkpoint["v"] = version
     checkpoint["id"] = f"1f000000-0000-6000-8000-{n:012d}"
     checkpoint["ts"] = f"2026-12-01T00:00:{n % 60:02d}+00:00"
     checkpoint["channel_values"] = {"items": value}
@@ -49,14 +51,16 @@ def _checkpoint(n: int, value: Any) -> Any:
     return checkpoint
 
 
-async def _write_history(target: Any, thread_id: str, count: int, *, ns: str = "") -> None:
-    """``count`` checkpoints in a chain, each with two writes (one of them an error)."""
+async def _write_history(target: Any, thread_id: str, count: int, *, ns: str = "", version: int | None = None) -> None:
+    """``count`` checkpoints in a chain, each with two writes (one of them an error), of
+    checkpoint format ``version`` (by default ``empty_checkpoint``'s)."""
     parent: str | None = None
     for n in range(count):
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
         if parent:
             config["configurable"]["checkpoint_id"] = parent
-        saved = await target.aput(config, _checkpoint(n, [n, "x" * n]), {"step": n, "source": "loop"}, {"items": n})
+        checkpoint = _checkpoint(n, [n, "x" * n], version)
+        saved = await target.aput(config, checkpoint, {"step": n, "source": "loop"}, {"items": n})
         await target.aput_writes(
             saved, [("items", {"n": n}), ("__error__", "boom")], task_id=f"task-{n}", task_path="~"
         )

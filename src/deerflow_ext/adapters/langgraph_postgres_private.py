@@ -1,4 +1,5 @@
-"""langgraph-checkpoint-postgres's private cursor hook (``PostgresSaver._cursor``).
+"""langgraph-checkpoint-postgres's private cursor hook (``PostgresSaver._cursor``) and row
+loading (``PostgresSaver._load_checkpoint_tuple``).
 
 Used by the PostgreSQL checkpointer (``persistence/pg_saver.py``) to send the writes of
 several operations in one round trip. ``PostgresSaver.put`` and ``put_writes`` open
@@ -16,6 +17,14 @@ Fallback: when this LangGraph has no ``_cursor(pipeline=...)``, or its ``put``/`
 do anything else with the cursor (read a result, say), :meth:`RecordingPostgresSaver.record`
 raises :class:`NotRecordable` and the checkpointer runs that operation as LangGraph does,
 one round trip each.
+
+Reads: ``get_tuple`` sends ``SELECT_SQL`` (public) with a ``WHERE`` of its own and turns the
+row into a tuple with ``_load_checkpoint_tuple``. :meth:`RecordingPostgresSaver.read_statement`
+is that query and :meth:`RecordingPostgresSaver.loaded` that tuple, so the checkpointer can
+send the query from the event loop (``persistence/pg_loop_reads.py``) and LangGraph still
+decodes every row. A row LangGraph would read more for (a checkpoint from before version 4,
+whose pending sends it migrates with a second query), or a LangGraph without the loader,
+raises :class:`NotRecordable`: that read runs as LangGraph runs it.
 """
 
 from __future__ import annotations
@@ -27,12 +36,14 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
-__all__ = ["NotRecordable", "RecordingPostgresSaver", "Statement", "recording_available"]
+__all__ = ["NotRecordable", "RecordingPostgresSaver", "Statement", "loading_available", "recording_available"]
 
 T = TypeVar("T")
 
@@ -54,7 +65,8 @@ class Statement:
 
 
 class NotRecordable(Exception):
-    """The operation used its cursor for more than writes; run it as LangGraph does."""
+    """The operation cannot be made this way (a write used its cursor for more than writes,
+    a read needs more than its one row); run it as LangGraph does."""
 
 
 class _Recorder:
@@ -86,7 +98,13 @@ def recording_available() -> bool:
         return False
 
 
+def loading_available() -> bool:
+    """Whether this LangGraph's ``PostgresSaver`` makes a tuple of a row in ``_load_checkpoint_tuple``."""
+    return callable(getattr(PostgresSaver, "_load_checkpoint_tuple", None))
+
+
 _AVAILABLE = recording_available()
+_LOADS = loading_available()
 
 
 class RecordingPostgresSaver(PostgresSaver):
@@ -108,6 +126,28 @@ class RecordingPostgresSaver(PostgresSaver):
         finally:
             self._recording.recorder = None
         return result, recorder.statements
+
+    def read_statement(self, config: RunnableConfig) -> Statement:
+        """The query ``get_tuple(config)`` sends: the checkpoint ``config`` names, or else the
+        newest of its thread and namespace."""
+        configurable = config["configurable"]
+        thread_id, namespace = configurable["thread_id"], configurable.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            where = "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+            return Statement(self.SELECT_SQL + where, ((thread_id, namespace, checkpoint_id),), False)
+        where = "WHERE thread_id = %s AND checkpoint_ns = %s ORDER BY checkpoint_id DESC LIMIT 1"
+        return Statement(self.SELECT_SQL + where, ((thread_id, namespace),), False)
+
+    def loaded(self, row: dict[str, Any]) -> CheckpointTuple:
+        """The tuple ``get_tuple`` makes of ``row`` (of :meth:`read_statement`, as psycopg's
+        dict rows hold it); :class:`NotRecordable` when it would read more first."""
+        if not _LOADS:
+            raise NotRecordable("PostgresSaver has no _load_checkpoint_tuple")
+        if row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"]:
+            raise NotRecordable("a checkpoint from before version 4: LangGraph migrates its pending sends")
+        loaded: CheckpointTuple = self._load_checkpoint_tuple(row)
+        return loaded
 
     @contextmanager
     def _cursor(self, *, pipeline: bool = False) -> Iterator[Cursor[DictRow]]:

@@ -112,7 +112,8 @@ class LoopStatements:
     statement cancelled half-way goes back too: asyncpg asks PostgreSQL to cancel it, and
     the connection's next statement waits for that first.
 
-    Bound to the loop of its first statement (asyncpg's connections are).
+    Bound to the loop of its first statement (asyncpg's connections are): :meth:`serves`
+    says whether a caller's loop is it.
     """
 
     def __init__(
@@ -124,6 +125,10 @@ class LoopStatements:
         for _ in range(connections):
             self._slots.put_nowait(None)
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
+        return self._loop is None or self._loop is loop
 
     @classmethod
     def for_engine(cls, engine: AsyncEngine) -> LoopStatements | None:
@@ -159,6 +164,7 @@ class LoopStatements:
         (the checkpointer's writes, ``pg_loop_writes``)."""
         if self._closed:
             raise RuntimeError(f"{self._name} PostgreSQL connections are closed")
+        self._loop = asyncio.get_running_loop()
         connection = await self._slots.get()
         try:
             if connection is None or connection.is_closed():

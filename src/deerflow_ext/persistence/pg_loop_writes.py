@@ -23,64 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
 from asyncpg.exceptions import OperatorInterventionError, PostgresConnectionError
-from psycopg.types.json import Json, Jsonb
 
 from ..adapters.langgraph_postgres_private import Statement
+from .asyncpg_form import asyncpg_form, numbered
 from .loop_statements import LoopStatements
 from .one_thread import BATCH_LIMIT
 
-__all__ = ["PgLoopWrites", "numbered"]
-
-_PLACEHOLDER = re.compile(r"%%|%s|%")
-
-
-@functools.cache
-def numbered(query: str) -> str:
-    """A psycopg query's ``%s`` placeholders as asyncpg's ``$1, $2, ...`` (``%%`` as ``%``);
-    ``ValueError`` for any other ``%`` (a named placeholder, which LangGraph's writes do not use)."""
-    count = 0
-
-    def swap(match: re.Match[str]) -> str:
-        nonlocal count
-        if match.group() == "%%":
-            return "%"
-        if match.group() == "%":
-            raise ValueError(f"a query with placeholders other than %s: {query!r}")
-        count += 1
-        return f"${count}"
-
-    return _PLACEHOLDER.sub(swap, query)
-
-
-def _value(value: Any, text: bool) -> Any:
-    """A psycopg parameter as asyncpg takes it. JSON wrappers unwrapped: the connection's
-    codecs write JSON as ``json.dumps``, as psycopg's default does. A number for a text
-    column as its text: psycopg sends it as a number and PostgreSQL's assignment cast makes
-    it text (a channel version may be an int), asyncpg wants the text itself."""
-    if isinstance(value, Json | Jsonb):
-        return value.obj
-    if text and isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return value
-
-
-_TEXT_TYPES = frozenset({"text", "varchar", "bpchar"})
-_texts: dict[str, tuple[bool, ...]] = {}
-"""Which parameters of each query (asyncpg's form) are text: fixed by the schema, asked once."""
-
-
-async def _text_parameters(connection: asyncpg.Connection, query: str) -> tuple[bool, ...]:
-    texts = _texts.get(query)
-    if texts is None:
-        prepared = await connection.prepare(query)
-        texts = _texts[query] = tuple(parameter.name in _TEXT_TYPES for parameter in prepared.get_parameters())
-    return texts
+__all__ = ["PgLoopWrites"]
 
 
 async def _send(statements: Sequence[Statement], connection: asyncpg.Connection) -> None:
@@ -88,11 +42,7 @@ async def _send(statements: Sequence[Statement], connection: asyncpg.Connection)
     for statement in statements:
         grouped.setdefault(statement.query, []).extend(statement.rows)
     for query, rows in grouped.items():
-        sql = numbered(query)
-        texts = await _text_parameters(connection, sql)
-        await connection.executemany(
-            sql, [tuple(_value(value, text) for value, text in zip(row, texts, strict=True)) for row in rows]
-        )
+        await connection.executemany(*await asyncpg_form(connection, query, rows))
 
 
 def _lost(exc: Exception) -> bool:

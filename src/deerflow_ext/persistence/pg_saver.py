@@ -1,6 +1,8 @@
 """The PostgreSQL checkpointer: LangGraph's ``PostgresSaver`` on a connection of its own, on
-a thread of its own, every read one hop to that thread; its writes made by LangGraph on the
-event loop and sent from there, those waiting together in one batch (``pg_loop_writes``).
+a thread of its own; its writes made by LangGraph on the event loop and sent from there,
+those waiting together in one batch (``pg_loop_writes``), and its read of one checkpoint
+(each run's first) sent from there too (``pg_loop_reads``). Every other read is one hop to
+the thread.
 
 Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 16):
 
@@ -48,6 +50,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import psycopg
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
@@ -55,6 +59,7 @@ from psycopg_pool import ConnectionPool
 from ..adapters.langgraph_postgres_private import NotRecordable, RecordingPostgresSaver, Statement
 from .liveness import closed_by_server
 from .one_thread import OneThread, Outcome
+from .pg_loop_reads import PgLoopReads
 from .pg_loop_writes import PgLoopWrites
 from .threaded_saver import OnThreads, Shard
 
@@ -62,7 +67,8 @@ __all__ = ["CONNECTIONS", "ShardedPostgresSaver", "open_postgres_saver"]
 
 CONNECTIONS = 1
 """Read connections (and threads) of one process's checkpointer (see the module docstring);
-its writes from the loop have one more connection of their own (``pg_loop_writes``).
+its writes from the loop have one more connection of their own (``pg_loop_writes``), and
+its reads from the loop two (``pg_loop_reads``).
 
 A read takes its turn on its shard's thread (and so does a write from another loop: it
 waits for the batch in flight there, then goes in the next). More connections would
@@ -81,13 +87,19 @@ _CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0
 class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
     """``PostgresSaver`` whose async reads run on the shard of their LangGraph thread, and
     whose async writes are made on the loop and sent by :attr:`loop_writes` with those
-    waiting beside them (from any other loop: batched on the shard's thread).
+    waiting beside them (from any other loop: batched on the shard's thread), and whose
+    ``aget_tuple`` reads from the loop with :attr:`loop_reads` (from any other: on the thread).
 
     The saver itself is the first shard (its pool, lock and :attr:`thread`): the synchronous
     methods, ``setup`` and whatever names no thread use it.
     """
 
-    def __init__(self, shards: Sequence[tuple[DictPool, OneThread]], loop_writes: PgLoopWrites | None = None) -> None:
+    def __init__(
+        self,
+        shards: Sequence[tuple[DictPool, OneThread]],
+        loop_writes: PgLoopWrites | None = None,
+        loop_reads: PgLoopReads | None = None,
+    ) -> None:
         (pool, thread), *rest = shards
         super().__init__(pool)
         self.pool = pool
@@ -95,11 +107,22 @@ class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
         others = ((RecordingPostgresSaver(p, serde=self.serde), t) for p, t in rest)
         self.shards: tuple[Shard, ...] = ((self, thread), *others)
         self.loop_writes = loop_writes
+        self.loop_reads = loop_reads
 
     def _shard(self, thread_id: Any) -> Shard:
         if thread_id is None:
             return self.shards[0]
         return self.shards[zlib.crc32(str(thread_id).encode()) % len(self.shards)]
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        reads = self.loop_reads
+        if reads is not None and reads.serves(asyncio.get_running_loop()):
+            saver, _ = self._shard_of(config)
+            try:
+                return await reads.get_tuple(saver, config)
+            except NotRecordable:
+                pass  # LangGraph reads more for this row: its own way, on the thread
+        return await super().aget_tuple(config)
 
     async def _write(self, shard: Shard, name: str, args: tuple[Any, ...]) -> Any:
         """Made by LangGraph here, sent from this loop (``pg_loop_writes``); from any other
@@ -249,6 +272,8 @@ async def open_postgres_saver(
             shards.append((pool, thread))
         writes = PgLoopWrites.to(conninfo)
         stack.push_async_callback(writes.aclose)  # before the threads: a fallback write may wait there
-        saver = ShardedPostgresSaver(shards, writes)
+        reads = PgLoopReads.to(conninfo)
+        stack.push_async_callback(reads.aclose)
+        saver = ShardedPostgresSaver(shards, writes, reads)
         await saver.thread.run(_setup, saver, lock_key)
         yield saver

@@ -1,0 +1,79 @@
+"""A statement LangGraph wrote for psycopg, in the form asyncpg takes.
+
+The PostgreSQL checkpointer sends LangGraph's own SQL from the event loop (its writes,
+``pg_loop_writes``; its reads of one checkpoint, ``pg_loop_reads``). LangGraph writes that
+SQL for psycopg: ``%s`` placeholders, JSON values wrapped in ``Json``/``Jsonb``, and any
+Python value bound wherever, left to PostgreSQL's casts. asyncpg numbers its placeholders
+(``$1``), encodes by each parameter's type as the server describes it, and casts nothing.
+This module is that translation, in one place for both directions of traffic.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import asyncpg
+from psycopg.types.json import Json, Jsonb
+
+__all__ = ["asyncpg_form", "numbered"]
+
+_PLACEHOLDER = re.compile(r"%%|%s|%")
+
+
+@functools.cache
+def numbered(query: str) -> str:
+    """A psycopg query's ``%s`` placeholders as asyncpg's ``$1, $2, ...`` (``%%`` as ``%``);
+    ``ValueError`` for any other ``%`` (a named placeholder, which LangGraph's checkpoint
+    statements do not use)."""
+    count = 0
+
+    def swap(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%"
+        if match.group() == "%":
+            raise ValueError(f"a query with placeholders other than %s: {query!r}")
+        count += 1
+        return f"${count}"
+
+    return _PLACEHOLDER.sub(swap, query)
+
+
+def _value(value: Any, text: bool) -> Any:
+    """A psycopg parameter as asyncpg takes it. JSON wrappers unwrapped: the connection's
+    codecs write JSON as ``json.dumps``, as psycopg's default does. A number for a text
+    parameter as its text: psycopg sends it as a number and PostgreSQL's assignment cast
+    makes it text (a channel version may be an int), asyncpg wants the text itself."""
+    if isinstance(value, Json | Jsonb):
+        return value.obj
+    if text and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+_TEXT_TYPES = frozenset({"text", "varchar", "bpchar"})
+_texts: dict[str, tuple[bool, ...]] = {}
+"""Which parameters of each query (asyncpg's form) are text: fixed by the schema, asked once."""
+
+
+async def _text_parameters(connection: asyncpg.Connection, query: str) -> tuple[bool, ...]:
+    texts = _texts.get(query)
+    if texts is None:
+        prepared = await connection.prepare(query)
+        texts = _texts[query] = tuple(parameter.name in _TEXT_TYPES for parameter in prepared.get_parameters())
+    return texts
+
+
+async def asyncpg_form(
+    connection: asyncpg.Connection, query: str, rows: Iterable[Sequence[Any]]
+) -> tuple[str, list[tuple[Any, ...]]]:
+    """``query`` (psycopg's) numbered, and each row of its parameters as asyncpg takes them.
+
+    The first time a query is seen, its parameters' types are asked of the server over
+    ``connection`` (one prepare, the statement asyncpg would prepare anyway)."""
+    sql = numbered(query)
+    texts = await _text_parameters(connection, sql)
+    return sql, [tuple(_value(value, text) for value, text in zip(row, texts, strict=True)) for row in rows]
