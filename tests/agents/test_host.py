@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 from agent_helpers import Recorder, make_config, make_host, recording_extensions
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
 import deerflow_ext.agents.middlewares.summarization as summarization_module
 from deerflow_ext.agents.context import build_run_context
-from deerflow_ext.agents.host import LeadRunRequest, TokenUsage
+from deerflow_ext.agents.host import AgentHost, LeadRunRequest, TokenUsage
 from deerflow_ext.agents.lead import make_lead_agent
 from deerflow_ext.agents.prompts import SUMMARY_MESSAGE_PREFIX
 from deerflow_ext.client import DeerFlowClient
@@ -124,6 +127,30 @@ async def test_token_usage_is_per_run() -> None:
     assert first.token_usage.total_tokens == first.token_usage.input_tokens + first.token_usage.output_tokens
     # The second run's input includes the first exchange, but not the first run's usage.
     assert second.token_usage.total_tokens < first.token_usage.total_tokens + second.token_usage.input_tokens
+
+
+class _ScopedSaver(InMemorySaver):
+    """A checkpointer with a run scope (as PostgreSQL's, ``persistence.checkpointer.run_writes``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[str] = []
+
+    @asynccontextmanager
+    async def writes_behind(self) -> AsyncIterator[None]:
+        self.scopes.append("enter")
+        yield
+        self.scopes.append(f"exit after {len(self.storage)} thread(s) written")
+
+
+@pytest.mark.parametrize(("durability", "scoped"), [(None, True), ("async", True), ("exit", True), ("sync", False)])
+async def test_a_runs_graph_runs_in_its_checkpointers_scope_unless_it_asked_for_sync_writes(
+    durability: str | None, scoped: bool
+) -> None:
+    saver = _ScopedSaver()
+    host = AgentHost(make_config(memory={"enabled": False}, title={"enabled": False}), checkpointer=saver)
+    await host.run_lead(_request("hi", durability=durability), extensions=LoadedExtensions(), task_store=None)
+    assert saver.scopes == (["enter", "exit after 1 thread(s) written"] if scoped else [])
 
 
 async def test_stream_events_are_forwarded() -> None:

@@ -476,3 +476,65 @@ def test_every_async_method_langgraphs_async_saver_has_is_ours_too() -> None:
         if getattr(ShardedPostgresSaver, name).__qualname__.startswith(("ShardedPostgresSaver.", "OnThreads."))
     }
     assert theirs - ours == set(), f"AsyncPostgresSaver has async methods we lack: {theirs - ours}"
+
+
+async def test_in_a_runs_scope_writes_are_acknowledged_once_queued_and_all_written_at_its_end(
+    databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
+) -> None:
+    saver, reference = savers
+    ours, theirs = databases
+    assert saver.loop_writes is not None
+    warm_up = _put("warm-up", 0)
+    await saver.aput(*warm_up)  # the connection is open
+    await reference.aput(*warm_up)
+    slots = saver.loop_writes._connection._slots
+    held = await slots.get()  # nothing goes out while the writes are made
+    async with saver.writes_behind():
+        # Each write acknowledged queued: waiting for its commit would wait for ever here.
+        await asyncio.wait_for(_write_history(saver, "behind", 3, version=4), 5)
+        assert [row[0] for row in _rows(ours)[0]] == ["warm-up"]
+        slots.put_nowait(held)
+    assert [row[0] for row in _rows(ours)[0]] == ["behind"] * 3 + ["warm-up"]  # all in at the end
+    await _write_history(reference, "behind", 3, version=4)
+    assert _rows(ours) == _rows(theirs)
+
+
+async def test_a_read_in_a_runs_scope_sees_the_writes_queued_before_it(
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
+) -> None:
+    saver, _ = savers
+    assert saver.loop_writes is not None
+    slots = saver.loop_writes._connection._slots
+    held = await slots.get()
+    async with saver.writes_behind():
+        saved = await saver.aput(*_put("seen", 1))
+        asyncio.get_running_loop().call_later(0.2, slots.put_nowait, held)
+        read = await saver.aget_tuple(_reads("seen"))
+        listed = await _alist(saver, _reads("seen"))
+    assert read is not None and read.config == saved
+    assert len(listed) == 1
+
+
+async def test_a_write_that_fails_in_a_runs_scope_fails_the_scope_and_its_later_writes_stay_unsent(
+    databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
+) -> None:
+    """As LangGraph sends no checkpoint after one that failed, and the run fails with it."""
+    saver, _ = savers
+    ours, _ = databases
+    assert saver.loop_writes is not None
+    await saver.aput(*_put("warm-up", 0))
+    slots = saver.loop_writes._connection._slots
+    held = await slots.get()  # the three go in one batch
+    with pytest.raises(asyncpg.PostgresError):  # NaN in a jsonb
+        async with saver.writes_behind():
+            await saver.aput(*_put("good-1", 1))
+            await saver.aput(*_put("bad-thread", 2, score=float("nan")))
+            await saver.aput(*_put("after-bad", 3))
+            slots.put_nowait(held)
+            await saver.loop_writes.idle()
+            with pytest.raises(RuntimeError, match="an earlier checkpoint write of this run failed"):
+                await saver.aput(*_put("later", 4))
+    await saver.aput(*_put("outside", 5))  # another scope's, or none: written as ever
+    with psycopg.connect(ours) as conn:
+        written = conn.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
+    assert written == [("good-1",), ("outside",), ("warm-up",)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from langgraph.types import Checkpointer
 from deerflow_ext.config.schema import AppConfig, ModelPurpose
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_ext.memory.manager import MemoryManager
+from deerflow_ext.persistence.checkpointer import run_writes
 from deerflow_ext.tokens import TokenUsage
 from deerflow_extension_api import ExtensionData
 
@@ -242,8 +244,8 @@ class AgentHost:
             values=values,
         )
 
-    @staticmethod
     async def _stream(
+        self,
         graph: Any,
         inputs: dict[str, Any] | None,
         run_config: dict[str, Any],
@@ -256,18 +258,22 @@ class AgentHost:
         if request.durability is not None:
             options["durability"] = request.durability
         values: dict[str, Any] = {}
-        async for item in graph.astream(inputs, run_config, **options):
-            namespace: tuple[str, ...] = ()
-            if request.subgraphs:
-                namespace, mode, chunk = item
-            else:
-                mode, chunk = item
-            if mode == "values" and not namespace:
-                values = chunk
-            if emit is not None:
-                pending = emit("|".join((mode, *namespace)), chunk)
-                if inspect.isawaitable(pending):
-                    await pending
+        # The graph's checkpoint writes are all in when this ends (before the run is marked
+        # ended); "sync" durability asks for each one before the next step, so it gets that.
+        writes = run_writes(self.checkpointer) if request.durability != "sync" else nullcontext()
+        async with writes:
+            async for item in graph.astream(inputs, run_config, **options):
+                namespace: tuple[str, ...] = ()
+                if request.subgraphs:
+                    namespace, mode, chunk = item
+                else:
+                    mode, chunk = item
+                if mode == "values" and not namespace:
+                    values = chunk
+                if emit is not None:
+                    pending = emit("|".join((mode, *namespace)), chunk)
+                    if inspect.isawaitable(pending):
+                        await pending
         return values
 
     async def aclose(self) -> None:

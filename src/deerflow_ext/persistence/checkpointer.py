@@ -11,7 +11,7 @@ the Gateway's lifespan alongside, not through, the SQLAlchemy engine.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 from sqlalchemy.engine import URL
@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL
 from .engine import SQLITE_SYNCHRONOUS, normalize_database_url, sqlite_path
 from .wal_checkpoints import WalCheckpoints
 
-__all__ = ["SETUP_LOCK_KEY", "open_checkpointer", "psycopg_conninfo"]
+__all__ = ["SETUP_LOCK_KEY", "open_checkpointer", "psycopg_conninfo", "run_writes"]
 
 SETUP_LOCK_KEY = 0x6465657266_636B70  # "deerf" "ckp"
 
@@ -28,6 +28,15 @@ def psycopg_conninfo(url: str | URL) -> str:
     """A libpq URL (``postgresql://...``) for psycopg from any spelling of a Postgres URL."""
     parsed = normalize_database_url(url).set(drivername="postgresql")
     return parsed.render_as_string(hide_password=False)
+
+
+def run_writes(checkpointer: Any) -> AbstractAsyncContextManager[None]:
+    """The scope a run's graph runs in. PostgreSQL's saver acknowledges the run's writes as
+    it queues them and has them all written by the scope's end (``pg_saver``: a write
+    acknowledged per commit made each checkpoint wait a round trip for the one before);
+    any other checkpointer writes as it always does, and the scope is empty."""
+    behind = getattr(checkpointer, "writes_behind", None)
+    return nullcontext() if behind is None else behind()
 
 
 @asynccontextmanager

@@ -45,13 +45,13 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
@@ -60,7 +60,7 @@ from ..adapters.langgraph_postgres_private import NotRecordable, RecordingPostgr
 from .liveness import closed_by_server
 from .one_thread import OneThread, Outcome
 from .pg_loop_reads import PgLoopReads
-from .pg_loop_writes import PgLoopWrites
+from .pg_loop_writes import PgLoopWrites, caught_up, writes_behind
 from .threaded_saver import OnThreads, Shard
 
 __all__ = ["CONNECTIONS", "ShardedPostgresSaver", "open_postgres_saver"]
@@ -114,7 +114,33 @@ class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
             return self.shards[0]
         return self.shards[zlib.crc32(str(thread_id).encode()) % len(self.shards)]
 
+    def writes_behind(self) -> AbstractAsyncContextManager[None]:
+        """The scope of a run's graph: its loop writes acknowledged once queued, all of them
+        written by its end (``pg_loop_writes.writes_behind``; ``persistence.checkpointer``)."""
+        return writes_behind()
+
+    # A read in a run's scope sees the run's writes: it waits for those still queued.
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        await caught_up()
+        async for item in super().alist(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        await caught_up()
+        return await super().aget_delta_channel_history(config=config, channels=channels)
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await caught_up()
         reads = self.loop_reads
         if reads is not None and reads.serves(asyncio.get_running_loop()):
             saver, _ = self._shard_of(config)
