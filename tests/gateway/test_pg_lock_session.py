@@ -97,6 +97,34 @@ async def test_a_free_thread_costs_one_statement_each_way_and_a_waiter_gets_it(
     assert await _scalar(engines[0], "SELECT count(*) FROM thread_leases") == 0
 
 
+async def test_holds_taken_together_have_their_statements_sent_back_to_back_in_order(processes: Any) -> None:
+    """One task sends the session's statements, each as soon as the one before answered
+    (no hand-over through each caller's wake-up), in the order they were asked for."""
+    a, _ = processes
+    await _enter(a, "r-warm", thread_id="warm")
+    session = a._shared
+    sent: list[tuple[str, str]] = []
+    driver = session._driver
+
+    class Spied:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(driver, name)
+
+        async def fetch(self, sql: str, *args: Any) -> Any:
+            task = asyncio.current_task()
+            sent.append(("give" if "unlock" in sql else "take", task.get_name() if task else "-"))
+            return await driver.fetch(sql, *args)
+
+    session._driver = Spied()
+    try:
+        await asyncio.gather(*(_enter(a, f"r-{n}", thread_id=f"t-{n}") for n in range(8)))
+    finally:
+        session._driver = driver
+    assert [kind for kind, _ in sent[:8]] == ["take"] * 8, sent  # all asked before any answered
+    assert {name for _, name in sent} == {"deerflow-lock-session"}, sent
+    assert len(sent) == 16
+
+
 async def test_free_threads_share_one_session_and_lose_it_together(engines: list[Any]) -> None:
     """When the shared session dies, every hold on it is fenced (its task cancelled), and
     the next hold opens a new one."""

@@ -206,7 +206,7 @@ class PostgresThreadCoordinator:
             raise
 
     async def _give_back(
-        self, session: LockSession, attempt: asyncio.Task[Any], thread_id: str, run_id: str, key: int
+        self, session: LockSession, attempt: asyncio.Future[Any], thread_id: str, run_id: str, key: int
     ) -> None:
         with contextlib.suppress(BaseException):
             await attempt  # the try-lock completes on the session whatever happened to us
