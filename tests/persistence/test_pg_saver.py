@@ -478,17 +478,22 @@ def test_every_async_method_langgraphs_async_saver_has_is_ours_too() -> None:
     assert theirs - ours == set(), f"AsyncPostgresSaver has async methods we lack: {theirs - ours}"
 
 
+async def _write_connection_held(saver: ShardedPostgresSaver) -> tuple[asyncio.Queue[Any], Any]:
+    """The saver's loop write connection, out of its slot: nothing is sent until it is back."""
+    assert saver.loop_writes is not None
+    slots = saver.loop_writes._connection._slots
+    return slots, await slots.get()
+
+
 async def test_in_a_runs_scope_writes_are_acknowledged_once_queued_and_all_written_at_its_end(
     databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
 ) -> None:
     saver, reference = savers
     ours, theirs = databases
-    assert saver.loop_writes is not None
     warm_up = _put("warm-up", 0)
     await saver.aput(*warm_up)  # the connection is open
     await reference.aput(*warm_up)
-    slots = saver.loop_writes._connection._slots
-    held = await slots.get()  # nothing goes out while the writes are made
+    slots, held = await _write_connection_held(saver)  # nothing goes out while the writes are made
     async with saver.writes_behind():
         # Each write acknowledged queued: waiting for its commit would wait for ever here.
         await asyncio.wait_for(_write_history(saver, "behind", 3, version=4), 5)
@@ -503,9 +508,7 @@ async def test_a_read_in_a_runs_scope_sees_the_writes_queued_before_it(
     savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
 ) -> None:
     saver, _ = savers
-    assert saver.loop_writes is not None
-    slots = saver.loop_writes._connection._slots
-    held = await slots.get()
+    slots, held = await _write_connection_held(saver)
     async with saver.writes_behind():
         saved = await saver.aput(*_put("seen", 1))
         asyncio.get_running_loop().call_later(0.2, slots.put_nowait, held)
@@ -521,10 +524,8 @@ async def test_a_write_that_fails_in_a_runs_scope_fails_the_scope_and_its_later_
     """As LangGraph sends no checkpoint after one that failed, and the run fails with it."""
     saver, _ = savers
     ours, _ = databases
-    assert saver.loop_writes is not None
     await saver.aput(*_put("warm-up", 0))
-    slots = saver.loop_writes._connection._slots
-    held = await slots.get()  # the three go in one batch
+    slots, held = await _write_connection_held(saver)  # the three go in one batch
     with pytest.raises(asyncpg.PostgresError):  # NaN in a jsonb
         async with saver.writes_behind():
             await saver.aput(*_put("good-1", 1))
