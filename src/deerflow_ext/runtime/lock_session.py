@@ -13,11 +13,11 @@ Statements take turns on the connection (asyncpg runs one at a time), sent one a
 another by one task as soon as the one before has answered, rather than each by its caller
 in turn behind a lock: then each hand-over was one more wake-up of a busy event loop with
 the connection idle, and at 8 clients a run waited 9 ms to take its thread (issue 16).
-Each statement runs whatever happens to its caller: a lock granted while its caller was being cancelled is then known
-to the caller, who gives it back, rather than lost on a live session. When the connection
-dies every lock on it is gone; the holds' heartbeats notice and fence their runs, as they do
-for a connection of their own. A session dropped on purpose (a lock could not be given
-back) fences its holders at once: their locks go with it.
+Each statement runs whatever happens to its caller: a lock granted while its caller was
+being cancelled is then known to the caller, who gives it back, rather than lost on a live
+session. When the connection dies every lock on it is gone; the holds' heartbeats notice
+and fence their runs, as they do for a connection of their own. A session dropped on
+purpose (a lock could not be given back) fences its holders at once: their locks go with it.
 """
 
 from __future__ import annotations
@@ -77,14 +77,13 @@ class LockSession:
         """:meth:`send`'s statement, queued for its turn: a future that outlives its caller's
         cancellation, for a caller that must know what it did (a lock it took) even then."""
         compiled = compile_statement(statement, frozenset(parameters))
-        future = self._queued(self._driver.fetch, compiled.sql, *compiled.values(parameters))
-        future.add_done_callback(_retrieved)
-        return future
+        return self._queued(self._driver.fetch, compiled.sql, *compiled.values(parameters))
 
     def _queued(self, send: Callable[..., Awaitable[Any]], *args: Any) -> asyncio.Future[Any]:
         """``send(*args)`` in its turn, on a live session: its result's future."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
+        future.add_done_callback(_retrieved)
         self._queue.append((send, args, future))
         if self._sender is None:
             self._sender = loop.create_task(self._drain(), name="deerflow-lock-session")
@@ -106,7 +105,7 @@ class LockSession:
                         result, error = await send(*args), None
                     except Exception as exc:
                         result, error = None, exc
-                if not future.done():  # a caller of send/execute stopped waiting (it is shielded)
+                if not future.done():  # only its holder could have cancelled it
                     if error is None:
                         future.set_result(result)
                     else:
@@ -114,7 +113,7 @@ class LockSession:
                 future = None
         finally:
             self._sender = None
-            stopped = LockSessionLostError("the lock session stopped before this statement was sent")
+            stopped = LockSessionLostError("the lock session's sender stopped; this statement may not have run")
             leftover = [waiting for _, _, waiting in self._queue]
             if future is not None:  # this task was cancelled while it was being sent
                 leftover.append(future)
