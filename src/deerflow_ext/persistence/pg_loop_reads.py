@@ -47,8 +47,8 @@ class PgLoopReads:
         return self._connections.serves(loop)
 
     async def get_tuple(self, saver: RecordingPostgresSaver, config: RunnableConfig) -> CheckpointTuple | None:
-        """What ``saver.get_tuple(config)`` answers; ``NotRecordable`` (nothing else read)
-        when LangGraph would read more for this row."""
+        """What ``saver.get_tuple(config)`` answers; ``NotRecordable`` when LangGraph would
+        read more for the row (the caller then reads LangGraph's own way)."""
         statement = saver.read_statement(config)
 
         async def read(connection: asyncpg.Connection) -> asyncpg.Record | None:
