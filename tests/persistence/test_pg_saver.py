@@ -191,6 +191,13 @@ async def test_one_threads_operations_stay_on_one_connection_and_threads_spread_
         assert parents == [item[0]["configurable"]["checkpoint_id"] for item in items[1:]]
 
 
+async def _write_connection_held(saver: ShardedPostgresSaver) -> tuple[asyncio.Queue[Any], Any]:
+    """The saver's loop write connection, out of its slot: nothing is sent until it is back."""
+    assert saver.loop_writes is not None
+    slots = saver.loop_writes._connection._slots
+    return slots, await slots.get()
+
+
 async def test_writes_waiting_on_the_loop_go_in_one_batch_and_leave_langgraphs_rows(
     databases: tuple[str, str],
     savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
@@ -207,11 +214,10 @@ async def test_writes_waiting_on_the_loop_go_in_one_batch_and_leave_langgraphs_r
 
     monkeypatch.setattr(pg_loop_writes, "_send", counted)
     # The connection busy while the first writes queue up behind it.
-    connection = saver.loop_writes._connection
-    held = await connection._slots.get()
+    slots, held = await _write_connection_held(saver)
 
     async def release() -> None:
-        connection._slots.put_nowait(held)
+        slots.put_nowait(held)
 
     await _write_held_back(databases, saver, reference, release)
     # The 16 first puts (a blobs and a checkpoint statement each) went in at most two
@@ -345,10 +351,8 @@ async def test_a_write_refused_in_a_loop_batch_fails_alone_and_the_others_are_wr
     ours, _ = databases
     good = {"configurable": {"thread_id": "good-1", "checkpoint_ns": "", "checkpoint_id": "c-1"}}
     async with open_postgres_saver(ours, lock_key=LOCK_KEY) as saver:
-        assert saver.loop_writes is not None
-        connection = saver.loop_writes._connection
         await saver.aput(*_put("warm-up", 0))  # the connection is open and idle
-        held = await connection._slots.get()  # the four below wait, then go in one batch
+        slots, held = await _write_connection_held(saver)  # the four below wait, then go in one batch
         writing = asyncio.gather(
             saver.aput(*_put("good-1", 1)),
             saver.aput(*refused),
@@ -357,7 +361,7 @@ async def test_a_write_refused_in_a_loop_batch_fails_alone_and_the_others_are_wr
             return_exceptions=True,
         )
         await asyncio.sleep(0.05)
-        connection._slots.put_nowait(held)
+        slots.put_nowait(held)
         outcomes = await writing
     assert [not isinstance(outcome, BaseException) for outcome in outcomes] == [True, False, True, True], outcomes
     assert isinstance(outcomes[1], asyncpg.PostgresError)
@@ -476,13 +480,6 @@ def test_every_async_method_langgraphs_async_saver_has_is_ours_too() -> None:
         if getattr(ShardedPostgresSaver, name).__qualname__.startswith(("ShardedPostgresSaver.", "OnThreads."))
     }
     assert theirs - ours == set(), f"AsyncPostgresSaver has async methods we lack: {theirs - ours}"
-
-
-async def _write_connection_held(saver: ShardedPostgresSaver) -> tuple[asyncio.Queue[Any], Any]:
-    """The saver's loop write connection, out of its slot: nothing is sent until it is back."""
-    assert saver.loop_writes is not None
-    slots = saver.loop_writes._connection._slots
-    return slots, await slots.get()
 
 
 async def test_in_a_runs_scope_writes_are_acknowledged_once_queued_and_all_written_at_its_end(

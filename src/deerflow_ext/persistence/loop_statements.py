@@ -130,6 +130,12 @@ class LoopStatements:
     def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
         return self._loop is None or self._loop is loop
 
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Bound to ``loop`` from now on, unless bound already: for a caller that queues its
+        statements for a task to send later (``pg_loop_writes``)."""
+        if self._loop is None:
+            self._loop = loop
+
     @classmethod
     def for_engine(cls, engine: AsyncEngine) -> LoopStatements | None:
         """Loop statements on ``engine``'s PostgreSQL database (its URL read as its asyncpg
@@ -164,7 +170,7 @@ class LoopStatements:
         (the checkpointer's writes, ``pg_loop_writes``)."""
         if self._closed:
             raise RuntimeError(f"{self._name} PostgreSQL connections are closed")
-        self._loop = asyncio.get_running_loop()
+        self.bind(asyncio.get_running_loop())
         connection = await self._slots.get()
         try:
             if connection is None or connection.is_closed():

@@ -138,7 +138,6 @@ class PgLoopWrites:
 
     def __init__(self, connection: LoopStatements) -> None:
         self._connection = connection
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: list[_Waiting] = []
         self._sender: asyncio.Task[None] | None = None
 
@@ -148,7 +147,7 @@ class PgLoopWrites:
         return cls(LoopStatements({"dsn": conninfo}, connections=1, name="the checkpointer's"))
 
     def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
-        return self._loop is None or self._loop is loop
+        return self._connection.serves(loop)
 
     @staticmethod
     def takes(statements: Sequence[Statement]) -> bool:
@@ -169,7 +168,8 @@ class PgLoopWrites:
         unsent = _unsent(scope)
         if unsent is not None:
             raise unsent
-        loop = self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        self._connection.bind(loop)  # now, not when the sender first uses the connection
         future: asyncio.Future[None] = loop.create_future()
         self._waiting.append((statements, future, scope))
         if self._sender is None:
