@@ -204,3 +204,60 @@ async def test_a_hold_whose_shared_session_just_died_takes_a_new_one(
         await _enter(a, "r-1")
     assert a._shared is not None and a._shared is not dead
     assert not [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+
+
+async def test_a_statement_whose_caller_stopped_waiting_still_runs_and_reports_how_it_ended(
+    engines: list[Any], processes: Any
+) -> None:
+    """Callers await a statement's future directly (no shield: each is a turn of a busy
+    loop); cancelling it stops only the wait. The statement still runs, and ``abandoned``
+    is told how it ended."""
+    a, _ = processes
+    await _enter(a, "r-warm", thread_id="warm")
+    session = a._shared
+    ended: list[BaseException | None] = []
+    took = session.start(text("SELECT pg_sleep(0.05), pg_advisory_lock(:k)"), {"k": 4242}, abandoned=ended.append)
+    failing = session.start(text("SELECT 1 / (CAST(:k AS int) - 1)"), {"k": 1}, abandoned=ended.append)
+    took.cancel()
+    failing.cancel()
+    await wait_until(lambda: len(ended) == 2)
+    assert ended[0] is None and "division by zero" in str(ended[1])
+    granted = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted"
+    assert await _scalar(engines[0], granted) == 1, "the cancelled caller's statement did not run"
+
+
+async def test_a_give_back_that_fails_after_its_holder_was_cancelled_still_ends_the_session(
+    processes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The holder awaits its give-back directly; cancelled meanwhile, it leaves the
+    statement's end to the session's ``abandoned`` callback, which ends the session when the
+    give-back failed (its lock may still be held), so the thread is free for others."""
+    a, b = processes
+    await _enter(a, "r-warm", thread_id="warm")
+    session = a._shared
+    driver = session._driver
+    unlocking, fail = asyncio.Event(), asyncio.Event()
+
+    class Failing:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(driver, name)
+
+        async def fetch(self, sql: str, *args: Any) -> Any:
+            if "unlock" in sql:
+                unlocking.set()
+                await fail.wait()
+                raise ConnectionError("the give-back was refused")
+            return await driver.fetch(sql, *args)
+
+    session._driver = Failing()
+    holder = asyncio.create_task(_enter(a, "r-1"))
+    await unlocking.wait()
+    holder.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await holder
+    assert session.alive
+    fail.set()
+    await wait_until(lambda: not session.alive)
+    assert "releasing its hold failed" in caplog.text
+    async with asyncio.timeout(5):  # the lock went with the session
+        await _enter(b, "b-1")

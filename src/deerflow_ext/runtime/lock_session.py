@@ -13,11 +13,16 @@ Statements take turns on the connection (asyncpg runs one at a time), sent one a
 another by one task as soon as the one before has answered, rather than each by its caller
 in turn behind a lock: then each hand-over was one more wake-up of a busy event loop with
 the connection idle, and at 8 clients a run waited 9 ms to take its thread (issue 16).
-Each statement runs whatever happens to its caller: a lock granted while its caller was
-being cancelled is then known to the caller, who gives it back, rather than lost on a live
-session. When the connection dies every lock on it is gone; the holds' heartbeats notice
-and fence their runs, as they do for a connection of their own. A session dropped on
-purpose (a lock could not be given back) fences its holders at once: their locks go with it.
+Each statement runs whatever happens to its caller. A caller awaits the statement's future
+itself, not a shield around it: every future between the answer and the caller is one more
+turn of a busy loop (a shield was two, 4-5 ms a hold at 8 clients). A caller cancelled
+meanwhile therefore cancels only its wait: the statement still runs, a lock it took is given
+back by a give-back the caller queues behind it, and an ``abandoned`` callback learns how a
+statement nobody awaits any more ended.
+
+When the connection dies every lock on it is gone; the holds' lease refreshes notice and
+fence their runs, as they do for a connection of their own. A session dropped on purpose
+(a lock could not be given back) fences its holders at once: their locks go with it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..persistence.loop_statements import compile_statement
 
-__all__ = ["LockSession", "LockSessionLostError"]
+__all__ = ["Abandoned", "LockSession", "LockSessionLostError"]
 
 
 class LockSessionLostError(ConnectionError):
@@ -45,7 +50,7 @@ class LockSession:
     def __init__(self, conn: AsyncConnection, driver: Any) -> None:
         self._conn = conn
         self._driver = driver
-        self._queue: deque[tuple[Callable[..., Awaitable[Any]], tuple[Any, ...], asyncio.Future[Any]]] = deque()
+        self._queue: deque[_Queued] = deque()
         self._sender: asyncio.Task[None] | None = None
         self._holders: set[asyncio.Task[Any]] = set()
         self._dropped = False
@@ -70,31 +75,39 @@ class LockSession:
         """As :meth:`execute`, for a hold's own statements (a take, a give-back): sent by
         asyncpg itself (``loop_statements``' compiled form), rows as asyncpg's records.
         SQLAlchemy's async layer around each was most of their cost to the event loop: 4%
-        of its busy time at 32 clients (issue 16)."""
-        return await asyncio.shield(self.start(statement, parameters))
+        of its busy time at 32 clients (issue 16). A caller cancelled meanwhile stops
+        waiting; the statement still runs."""
+        return await self.start(statement, parameters)
 
-    def start(self, statement: Any, parameters: Mapping[str, Any]) -> asyncio.Future[list[Any]]:
-        """:meth:`send`'s statement, queued for its turn: a future that outlives its caller's
-        cancellation, for a caller that must know what it did (a lock it took) even then."""
+    def start(
+        self, statement: Any, parameters: Mapping[str, Any], *, abandoned: Abandoned | None = None
+    ) -> asyncio.Future[list[Any]]:
+        """:meth:`send`'s statement, queued for its turn: its future, to await directly.
+        Cancelling the future (its caller was cancelled) does not stop the statement; if it
+        was cancelled, ``abandoned`` is called with the statement's error (``None``: it ran)
+        once it has ended, for a caller that must not lose a failure even then."""
         compiled = compile_statement(statement, frozenset(parameters))
-        return self._queued(self._driver.fetch, compiled.sql, *compiled.values(parameters))
+        return self._queued(self._driver.fetch, compiled.sql, *compiled.values(parameters), abandoned=abandoned)
 
-    def _queued(self, send: Callable[..., Awaitable[Any]], *args: Any) -> asyncio.Future[Any]:
+    def _queued(
+        self, send: Callable[..., Awaitable[Any]], *args: Any, abandoned: Abandoned | None = None
+    ) -> asyncio.Future[Any]:
         """``send(*args)`` in its turn, on a live session: its result's future."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         future.add_done_callback(_retrieved)
-        self._queue.append((send, args, future))
+        self._queue.append((send, args, future, abandoned))
         if self._sender is None:
             self._sender = loop.create_task(self._drain(), name="deerflow-lock-session")
         return future
 
     async def _drain(self) -> None:
         """Send the queued statements in turn, each as soon as the one before has answered."""
-        future: asyncio.Future[Any] | None = None
+        queued: _Queued | None = None
         try:
             while self._queue:
-                send, args, future = self._queue.popleft()
+                queued = self._queue.popleft()
+                send, args = queued[0], queued[1]
                 if not self.alive:
                     result: Any = None
                     error: BaseException | None = LockSessionLostError(
@@ -105,22 +118,17 @@ class LockSession:
                         result, error = await send(*args), None
                     except Exception as exc:
                         result, error = None, exc
-                if not future.done():  # only its holder could have cancelled it
-                    if error is None:
-                        future.set_result(result)
-                    else:
-                        future.set_exception(error)
-                future = None
+                _settle(queued, result, error)
+                queued = None
         finally:
             self._sender = None
             stopped = LockSessionLostError("the lock session's sender stopped; this statement may not have run")
-            leftover = [waiting for _, _, waiting in self._queue]
-            if future is not None:  # this task was cancelled while it was being sent
-                leftover.append(future)
+            leftover = list(self._queue)
+            if queued is not None:  # this task was cancelled while it was being sent
+                leftover.append(queued)
             self._queue.clear()
             for waiting in leftover:
-                if not waiting.done():
-                    waiting.set_exception(stopped)
+                _settle(waiting, None, stopped)
 
     def holding(self, task: asyncio.Task[Any] | None) -> None:
         """``task`` holds a thread on this session: fenced if the session is dropped."""
@@ -147,6 +155,25 @@ class LockSession:
                 await self._conn.invalidate()
         with contextlib.suppress(Exception):
             await self._conn.close()
+
+
+Abandoned = Callable[[BaseException | None], None]
+"""Told how a statement ended whose caller stopped waiting: its error, or ``None``."""
+
+_Queued = tuple[Callable[..., Awaitable[Any]], tuple[Any, ...], asyncio.Future[Any], Abandoned | None]
+"""A statement waiting for its turn: how to send it, its arguments, its future, and who to
+tell how it ended if its caller stopped waiting."""
+
+
+def _settle(queued: _Queued, result: Any, error: BaseException | None) -> None:
+    _send, _args, future, abandoned = queued
+    if future.cancelled():  # its caller stopped waiting
+        if abandoned is not None:
+            abandoned(error)
+    elif error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -39,6 +40,7 @@ from sqlalchemy.exc import DBAPIError
 from ..persistence.engine import create_engine
 from ..persistence.records import PROCESS_OWNER
 from .coordinator import LocalThreadCoordinator, advisory_key
+from .lease_refresh import LeaseRefresh
 from .lock_session import LockSession, LockSessionLostError
 from .presence import ProcessPresence
 
@@ -148,6 +150,8 @@ class PostgresThreadCoordinator:
         self._presence = ProcessPresence(self._engine, owner=owner, lease_seconds=self.lease_seconds)
         self._shared: LockSession | None = None
         self._opening = asyncio.Lock()
+        # Give-backs whose holder was cancelled while they ran, seen to their end.
+        self._releasing: set[asyncio.Future[None]] = set()
 
     # -- holding ---------------------------------------------------------------------------
     @asynccontextmanager
@@ -169,17 +173,11 @@ class PostgresThreadCoordinator:
                 session.holding(holder)
             else:
                 target = await self._wait_for(thread_id, run_id, key, lease)
-            stop = asyncio.Event()
-            heartbeat = asyncio.create_task(
-                self._heartbeat(target, thread_id, run_id, stop, holder), name=f"deerflow-lease-{thread_id}"
-            )
+            refresh = self._lease_refresh(target, thread_id, run_id, holder)
             try:
                 yield
             finally:
-                stop.set()
-                if target is session:
-                    session.released(holder)
-                await asyncio.shield(self._release(target, heartbeat, thread_id, run_id, key))
+                await self._let_go(target, refresh, holder, thread_id, run_id, key)
 
     async def _shared_session(self) -> LockSession:
         async with self._opening:
@@ -195,7 +193,9 @@ class PostgresThreadCoordinator:
         """Take a free thread on the shared session, in one round trip: whether it was free."""
         attempt = session.start(_TRY_LOCK_AND_LEASE, {"k": key, **lease})
         try:
-            [(got, leased)] = await asyncio.shield(attempt)
+            # Awaited directly (lock_session): a cancel stops only this wait, and the give-back
+            # below is queued behind the try-lock, so a lock it took is given back.
+            [(got, leased)] = await attempt
             if got and not leased:
                 await self._claim(session, thread_id, run_id, lease)
             return bool(got)
@@ -286,54 +286,76 @@ class PostgresThreadCoordinator:
             ", ".join(interrupted) or "none",
         )
 
-    async def _heartbeat(
-        self, conn: Any, thread_id: str, run_id: str, stop: asyncio.Event, holder: asyncio.Task[Any] | None
-    ) -> None:
-        """Refresh the lease on the lock's own connection; a failed refresh fences the holder."""
-        interval = self.lease_seconds / 3
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
-            if stop.is_set():
-                return
-            error: Exception | None
-            try:
-                refreshed = (
-                    await conn.execute(_REFRESH, {"t": thread_id, "r": run_id, "s": self.lease_seconds})
-                ).rowcount
-            except Exception as exc:
-                refreshed, error = 0, exc
-            else:
-                error = None
-            if refreshed:
-                continue
-            logger.error(
-                "run %s lost its hold on thread %s (%s); interrupting it",
-                run_id,
-                thread_id,
-                error or "lease taken over",
-            )
-            if holder is not None and not stop.is_set():
-                holder.cancel()
-            return
+    def _lease_refresh(
+        self, target: LockSession | _OwnConnection, thread_id: str, run_id: str, holder: asyncio.Task[Any] | None
+    ) -> LeaseRefresh:
+        """The lease refreshed on the lock's own connection; a failed refresh fences the holder."""
+        params = {"t": thread_id, "r": run_id, "s": self.lease_seconds}
 
-    async def _release(
-        self, target: LockSession | _OwnConnection, heartbeat: asyncio.Task[None], thread_id: str, run_id: str, key: int
+        async def refresh() -> bool:
+            return bool((await target.execute(_REFRESH, params)).rowcount)
+
+        def lost(error: BaseException | None) -> None:
+            reason = error or "lease taken over"
+            logger.error("run %s lost its hold on thread %s (%s); interrupting it", run_id, thread_id, reason)
+            if holder is not None:
+                holder.cancel()
+
+        return LeaseRefresh(refresh, self.lease_seconds / 3, lost, name=f"deerflow-lease-{thread_id}")
+
+    async def _let_go(
+        self,
+        target: LockSession | _OwnConnection,
+        refresh: LeaseRefresh,
+        holder: asyncio.Task[Any] | None,
+        thread_id: str,
+        run_id: str,
+        key: int,
     ) -> None:
-        await heartbeat
-        try:
-            await target.send(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
-        except LockSessionLostError as exc:
-            logger.warning("thread %s: its lock ended with its session (%s)", thread_id, exc)
-            return
-        except Exception:
-            # Ending the session releases the lock; a leftover lease row names a run that is
-            # already persisted as finished, so a takeover changes nothing.
-            logger.exception("thread %s: releasing its hold failed; dropping the connection", thread_id)
-            await target.drop()
-            return
+        """Give the thread back; the statement runs whatever happens to the holder meanwhile."""
+        refreshing = refresh.stop()
+        params = {"t": thread_id, "r": run_id, "k": key}
         if isinstance(target, _OwnConnection):
-            await target.aclose()
+            await asyncio.shield(self._release_own(target, refreshing, params, thread_id))
+            return
+        target.released(holder)
+        # Queued now, with no turn of the loop before it (behind a refresh queued there), and
+        # awaited directly (lock_session): a holder cancelled meanwhile leaves its end to
+        # ``abandoned``.
+        abandoned = functools.partial(self._abandoned_give_back, target, thread_id)
+        try:
+            await target.start(_UNLEASE_AND_UNLOCK, params, abandoned=abandoned)
+        except Exception as exc:
+            await self._not_given_back(target, thread_id, exc)
+
+    async def _release_own(
+        self, target: _OwnConnection, refreshing: asyncio.Task[None] | None, params: dict[str, Any], thread_id: str
+    ) -> None:
+        if refreshing is not None:
+            await asyncio.wait((refreshing,))  # a connection of its own runs one statement at a time
+        try:
+            await target.send(_UNLEASE_AND_UNLOCK, params)
+        except Exception as exc:
+            await self._not_given_back(target, thread_id, exc)
+            return
+        await target.aclose()
+
+    def _abandoned_give_back(self, session: LockSession, thread_id: str, error: BaseException | None) -> None:
+        if error is not None:
+            task = asyncio.ensure_future(self._not_given_back(session, thread_id, error))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
+
+    async def _not_given_back(
+        self, target: LockSession | _OwnConnection, thread_id: str, error: BaseException
+    ) -> None:
+        if isinstance(error, LockSessionLostError):
+            logger.warning("thread %s: its lock ended with its session (%s)", thread_id, error)
+            return
+        # Ending the session releases the lock; a leftover lease row names a run that is
+        # already persisted as finished, so a takeover changes nothing.
+        logger.error("thread %s: releasing its hold failed; dropping the connection", thread_id, exc_info=error)
+        await target.drop()
 
     # -- the sweeper -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -391,6 +413,8 @@ class PostgresThreadCoordinator:
                 await self._sweeper
             self._sweeper = None
         await self._presence.aclose()
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
         if self._shared is not None:
             await self._shared.aclose()
         await self._engine.dispose()
