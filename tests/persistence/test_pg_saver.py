@@ -536,3 +536,35 @@ async def test_a_write_that_fails_in_a_runs_scope_fails_the_scope_and_its_later_
     with psycopg.connect(ours) as conn:
         written = conn.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id").fetchall()
     assert written == [("good-1",), ("outside",), ("warm-up",)]
+
+
+async def test_a_scope_over_two_write_connections_waits_for_both_whichever_settles_last(
+    databases: tuple[str, str],
+) -> None:
+    """A scope's end awaits its last write directly, since one connection settles writes in
+    the order they were queued; writes of another connection settle in no such order, and
+    the end still waits for every one of them."""
+    ours, _ = databases
+    with psycopg.connect(ours, autocommit=True) as conn:
+        conn.execute("CREATE TABLE marks (v int)")
+    first, second = pg_loop_writes.PgLoopWrites.to(ours), pg_loop_writes.PgLoopWrites.to(ours)
+
+    def mark(value: int) -> list[Statement]:
+        return [Statement("INSERT INTO marks (v) VALUES (%s)", ((value,),), False)]
+
+    try:
+        await first.send(mark(0))  # both connections open
+        await second.send(mark(0))
+        slots = first._connection._slots
+        held = await slots.get()  # the first connection's write waits
+        async with asyncio.timeout(10):
+            async with pg_loop_writes.writes_behind():
+                await first.send(mark(1))
+                await second.send(mark(2))  # the last queued, written at once
+                await second.idle()
+                asyncio.get_running_loop().call_later(0.2, slots.put_nowait, held)
+        with psycopg.connect(ours) as conn:
+            assert sorted(v for (v,) in conn.execute("SELECT v FROM marks")) == [0, 0, 1, 2]
+    finally:
+        await first.aclose()
+        await second.aclose()

@@ -33,6 +33,7 @@ only when used) is sent once more on a new connection; lost again, it fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -51,13 +52,20 @@ __all__ = ["PgLoopWrites", "caught_up", "writes_behind"]
 
 
 class _Behind:
-    """The writes of one :func:`writes_behind` scope not settled yet, and its first failure."""
+    """The writes of one :func:`writes_behind` scope not settled yet, the last one queued,
+    and the scope's first failure."""
 
-    __slots__ = ("failure", "pending")
+    __slots__ = ("failure", "last", "pending")
 
     def __init__(self) -> None:
         self.pending: set[asyncio.Future[None]] = set()
+        self.last: asyncio.Future[None] | None = None
         self.failure: BaseException | None = None
+
+    def queued(self, future: asyncio.Future[None]) -> None:
+        self.pending.add(future)
+        self.last = future
+        future.add_done_callback(self.settle)
 
     def settle(self, future: asyncio.Future[None]) -> None:
         self.pending.discard(future)
@@ -66,8 +74,19 @@ class _Behind:
             self.failure = self.failure or failure
 
     async def settled(self) -> None:
+        """Wait for every write of the scope. One connection sends and settles writes in
+        the order they were queued, so awaiting the last is awaiting them all, and doing so
+        directly costs one turn of the loop where ``asyncio.wait`` costs two (at 8 clients a
+        turn is 1-2 ms of a run, issue 16); their ``settle`` callbacks, scheduled first, have
+        run when this wakes. Writes on several connections (shards) settle in no such
+        order: then whatever is still pending is waited for as a set."""
         while self.pending:
-            await asyncio.wait(list(self.pending))
+            last = self.last
+            if last is None or last.done():
+                await asyncio.wait(list(self.pending))
+                continue
+            with contextlib.suppress(Exception):  # its failure is the scope's, taken by ``settle``
+                await last
 
 
 _scope: ContextVar[_Behind | None] = ContextVar("deerflow_checkpoint_writes_behind", default=None)
@@ -177,8 +196,7 @@ class PgLoopWrites:
         if scope is None:
             await future
             return
-        scope.pending.add(future)
-        future.add_done_callback(scope.settle)
+        scope.queued(future)
 
     async def idle(self) -> None:
         """Wait until every write handed over has been sent."""
