@@ -279,7 +279,7 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
         await measure(server, 8, 4)  # warm-up: imports, first compilation, connection pools
     peer = next((s for s in servers if s.name == "peer"), None)
     by_name = {s.name: s for s in servers}
-    print(f"{'clients':>7} {'arm':<20}{'runs/s':>9}{'p50 ms':>9}{'p95 ms':>9}   ratios (runs/s; p50)")
+    print(f"{'clients':>7} {'arm':<20}{'runs/s':>9}{'p50 ms':>9}{'p95 ms':>9}   ratios (runs/s (by round); p50)")
     for clients in args.clients:
         total = max(args.runs, clients * WAVES)
         for round_ in range(args.rounds):
@@ -301,10 +301,21 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
             for label, other in others:
                 if other is not None and other is not server:
                     ratio = rate / statistics.median(other.rates[clients])
-                    line += f"   /{label} {ratio:.2f}x; {p50 / (_pct(other.latencies[clients], 0.5) * 1e3):.2f}x"
+                    paired = _paired(server.rates[clients], other.rates[clients])
+                    their_p50 = _pct(other.latencies[clients], 0.5) * 1e3
+                    line += f"   /{label} {ratio:.2f}x ({paired}); {p50 / their_p50:.2f}x"
             print(line, flush=True)
         rounds = ", ".join(f"{s.name} " + "/".join(f"{r:.1f}" for r in s.rates[clients]) for s in servers)
         print(f"        per round: {rounds}; load {_load()}", flush=True)
+
+
+def _paired(mine: list[float], theirs: list[float]) -> str:
+    """The range of two arms' per-round runs/s ratios. Arms measured one after the other in a
+    round share that round's machine load, which drifts by tens of percent between rounds on
+    a shared 2-core machine: a difference every round agrees on (a range on one side of 1.00)
+    means more than the ratio of the medians alone."""
+    ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+    return f"{min(ratios):.2f}-{max(ratios):.2f} by round"
 
 
 def _peer_path(option: str | None) -> str | None:
