@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from deerflow_ext.runtime.lease_refresh import LeaseRefresh
+from deerflow_ext.testing import wait_until
 
 TICK = 0.02
 
@@ -68,8 +69,7 @@ async def test_stopping_during_a_refresh_hands_it_over_and_its_failure_fences_no
     calls = Calls(ConnectionError("refused"))
     calls.gate = asyncio.Event()
     refresh = calls.refresher()
-    while calls.made == 0:
-        await asyncio.sleep(TICK / 4)
+    await wait_until(lambda: calls.made == 1)
     in_flight = refresh.stop()
     assert in_flight is not None and not in_flight.done()
     calls.gate.set()
