@@ -45,13 +45,13 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
@@ -119,30 +119,14 @@ class ShardedPostgresSaver(OnThreads, RecordingPostgresSaver):
         written by its end (``pg_loop_writes.writes_behind``; ``persistence.checkpointer``)."""
         return writes_behind()
 
-    # A read in a run's scope sees the run's writes: it waits for those still queued.
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
+    async def _before_read(self) -> None:
+        """A read in a run's scope sees the run's writes: it waits for those still queued."""
         await caught_up()
-        async for item in super().alist(config, filter=filter, before=before, limit=limit):
-            yield item
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        await caught_up()
-        return await super().aget_delta_channel_history(config=config, channels=channels)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        await caught_up()
         reads = self.loop_reads
         if reads is not None and reads.serves(asyncio.get_running_loop()):
+            await self._before_read()
             saver, _ = self._shard_of(config)
             try:
                 return await reads.get_tuple(saver, config)

@@ -76,7 +76,12 @@ class OnThreads:
     def _shard_of(self, config: RunnableConfig | None) -> Shard:
         return self._shard(None if config is None else config["configurable"].get("thread_id"))
 
+    async def _before_read(self) -> None:
+        """Awaited first by every read. Nothing here: a saver that acknowledges writes before
+        they are written makes its reads wait for them (``pg_saver``)."""
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._before_read()
         saver, thread = self._shard_of(config)
         return await thread.run(saver.get_tuple, config)
 
@@ -92,6 +97,7 @@ class OnThreads:
         # hop reads one bounded page to the end and the next page starts `before` the last
         # row. Checkpoint ids order rows only within one thread and namespace: any other
         # query is read whole in one hop.
+        await self._before_read()
         saver, thread = self._shard_of(config)
         pageable = (
             config is not None
@@ -162,5 +168,6 @@ class OnThreads:
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
+        await self._before_read()
         saver, thread = self._shard_of(config)
         return await thread.run(saver.get_delta_channel_history, config=config, channels=channels)
