@@ -28,6 +28,8 @@ from deerflow_ext.adapters import (
     langgraph_private,
     langsmith_private,
 )
+from deerflow_ext.persistence.asyncpg_form import numbered
+from deerflow_ext.persistence.joined_upserts import upsert
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "deerflow_ext"
 
@@ -127,6 +129,8 @@ def test_langgraph_postgres_saver_writes_only_through_its_pipelined_cursor_in_up
     assert [len(statement.rows) for statement in writes + special] == [2, 1], f"{where}.put_writes"
     for statement in put + writes + special:
         assert "ON CONFLICT" in statement.query, f"{where} sends a statement that is no upsert: {statement.query}"
+        # A batch goes as one statement only when every statement is of the form it joins.
+        assert upsert(numbered(statement.query)) is not None, f"{where}: not joinable: {statement.query}"
 
 
 def test_langgraph_postgres_saver_reads_a_checkpoint_with_the_query_and_row_loader_we_mirror() -> None:

@@ -206,11 +206,12 @@ async def test_writes_waiting_on_the_loop_go_in_one_batch_and_leave_langgraphs_r
     saver, reference = savers
     assert saver.loop_writes is not None
     batches: list[int] = []
+    calls: list[str] = []
     send = pg_loop_writes._send
 
     async def counted(statements: Any, connection: Any) -> None:
         batches.append(len(statements))
-        await send(statements, connection)
+        await send(statements, _Counting(connection, calls))
 
     monkeypatch.setattr(pg_loop_writes, "_send", counted)
     # The connection busy while the first writes queue up behind it.
@@ -224,6 +225,27 @@ async def test_writes_waiting_on_the_loop_go_in_one_batch_and_leave_langgraphs_r
     # batches, and the writes in four or more a batch on the whole.
     assert sum(batches[:2]) >= 2 * len(BATCHED), batches
     assert len(batches) <= WRITES // 4, (len(batches), WRITES)
+    # Each batch in one statement (joined_upserts), whatever it held.
+    assert calls == ["execute"] * len(batches), calls
+
+
+class _Counting:
+    """An asyncpg connection that notes which of its statement methods are called."""
+
+    def __init__(self, connection: asyncpg.Connection, calls: list[str]) -> None:
+        self._connection = connection
+        self._calls = calls
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+    async def execute(self, *args: Any) -> Any:
+        self._calls.append("execute")
+        return await self._connection.execute(*args)
+
+    async def executemany(self, *args: Any) -> Any:
+        self._calls.append("executemany")
+        return await self._connection.executemany(*args)
 
 
 @pytest.mark.parametrize("savers", [CONNECTIONS, SHARDS], indirect=True, ids=["gateway-default", "sharded"])

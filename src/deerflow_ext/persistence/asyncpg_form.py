@@ -16,9 +16,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import asyncpg
+from asyncpg.types import Type
 from psycopg.types.json import Json, Jsonb
 
-__all__ = ["asyncpg_form", "numbered"]
+__all__ = ["asyncpg_form", "numbered", "parameter_types"]
 
 _PLACEHOLDER = re.compile(r"%%|%s|%")
 
@@ -55,25 +56,31 @@ def _value(value: Any, text: bool) -> Any:
 
 
 _TEXT_TYPES = frozenset({"text", "varchar", "bpchar"})
-_texts: dict[str, tuple[bool, ...]] = {}
-"""Which parameters of each query (asyncpg's form) are text: fixed by the schema, asked once."""
+_types: dict[str, tuple[Type, ...]] = {}
+"""Each query's parameter types (asyncpg's form): fixed by the schema, asked once."""
 
 
-async def _text_parameters(connection: asyncpg.Connection, query: str) -> tuple[bool, ...]:
-    texts = _texts.get(query)
-    if texts is None:
+async def parameter_types(connection: asyncpg.Connection, query: str) -> tuple[Type, ...]:
+    """The types of ``query``'s parameters (asyncpg's form), as the server describes them;
+    the first time a query is seen they are asked over ``connection`` (one prepare, the
+    statement asyncpg would prepare anyway), then remembered."""
+    types = _types.get(query)
+    if types is None:
         prepared = await connection.prepare(query)
-        texts = _texts[query] = tuple(parameter.name in _TEXT_TYPES for parameter in prepared.get_parameters())
-    return texts
+        types = _types[query] = tuple(prepared.get_parameters())
+    return types
+
+
+@functools.cache
+def _texts(types: tuple[Type, ...]) -> tuple[bool, ...]:
+    return tuple(parameter.name in _TEXT_TYPES for parameter in types)
 
 
 async def asyncpg_form(
     connection: asyncpg.Connection, query: str, rows: Iterable[Sequence[Any]]
 ) -> tuple[str, list[tuple[Any, ...]]]:
-    """``query`` (psycopg's) numbered, and each row of its parameters as asyncpg takes them.
-
-    The first time a query is seen, its parameters' types are asked of the server over
-    ``connection`` (one prepare, the statement asyncpg would prepare anyway)."""
+    """``query`` (psycopg's) numbered, and each row of its parameters as asyncpg takes them
+    (which are text: :func:`parameter_types`)."""
     sql = numbered(query)
-    texts = await _text_parameters(connection, sql)
+    texts = _texts(await parameter_types(connection, sql))
     return sql, [tuple(_value(value, text) for value, text in zip(row, texts, strict=True)) for row in rows]

@@ -7,11 +7,12 @@ between its round trips. LangGraph still makes every row: its ``put`` and ``put_
 run on the loop with a recorder for a cursor (``adapters.langgraph_postgres_private``),
 and this module sends the statements they recorded, over one asyncpg connection.
 
-Writes that arrive while a batch is in flight wait for the next one. A batch sends each
-statement LangGraph used, in the order they first appear, with all its rows in one
-``executemany`` (asyncpg sends the rows together; each call is atomic): as many round trips
-as there are kinds of statement (at most four), however many writes. A checkpoint's blobs
-come before the checkpoint in its ``put``, so they are in before any reader can see it.
+Writes that arrive while a batch is in flight wait for the next one. A batch is one
+statement (``joined_upserts``): every kind of statement LangGraph used, each with all its
+rows, in one round trip and one commit, however many writes; a checkpoint's blobs are in
+when the checkpoint is. Statements that cannot be joined go one kind after another, in the
+order they first appear, each kind's rows in one ``executemany`` (each call atomic, the
+blobs first).
 
 Inside :func:`writes_behind` (a run's graph, ``agents.host``) a write is acknowledged as soon
 as it is queued, not when PostgreSQL has committed it, and the scope's end waits for all of
@@ -44,7 +45,8 @@ import asyncpg
 from asyncpg.exceptions import OperatorInterventionError, PostgresConnectionError
 
 from ..adapters.langgraph_postgres_private import Statement
-from .asyncpg_form import asyncpg_form, numbered
+from .asyncpg_form import asyncpg_form, numbered, parameter_types
+from .joined_upserts import joined
 from .loop_statements import LoopStatements
 from .one_thread import BATCH_LIMIT
 
@@ -132,8 +134,13 @@ async def _send(statements: Sequence[Statement], connection: asyncpg.Connection)
     grouped: dict[str, list[tuple[Any, ...]]] = {}
     for statement in statements:
         grouped.setdefault(statement.query, []).extend(statement.rows)
-    for query, rows in grouped.items():
-        await connection.executemany(*await asyncpg_form(connection, query, rows))
+    forms = [await asyncpg_form(connection, query, rows) for query, rows in grouped.items()]
+    one = joined([(sql, await parameter_types(connection, sql), rows) for sql, rows in forms])
+    if one is not None:
+        await connection.execute(one.sql, *one.arrays)
+        return
+    for sql, rows in forms:
+        await connection.executemany(sql, rows)
 
 
 def _lost(exc: Exception) -> bool:
