@@ -14,6 +14,7 @@ starting together set the tables up once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
@@ -535,6 +536,87 @@ async def test_a_read_in_a_runs_scope_sees_the_writes_queued_before_it(
         listed = await _alist(saver, _reads("seen"))
     assert read is not None and read.config == saved
     assert len(listed) == 1
+
+
+def _checkpointed(conninfo: str) -> list[str]:
+    with psycopg.connect(conninfo) as conn:
+        return [thread for (thread,) in conn.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id")]
+
+
+def _batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many statements each batch sent from now on carries."""
+    batches: list[int] = []
+    send = pg_loop_writes._send
+
+    async def counted(statements: Any, connection: Any) -> None:
+        batches.append(len(statements))
+        await send(statements, connection)
+
+    monkeypatch.setattr(pg_loop_writes, "_send", counted)
+    return batches
+
+
+async def test_in_a_runs_scope_writes_wait_to_go_together_until_something_waits_for_them(
+    databases: tuple[str, str],
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saver, _ = savers
+    ours, _ = databases
+    assert saver.loop_writes is not None
+    saver.loop_writes.gather = 60.0  # sent only when something waits for them
+    await asyncio.wait_for(saver.aput(*_put("outside", 0)), 5)  # no scope: its caller waits, so at once
+    batches = _batches(monkeypatch)
+    async with asyncio.timeout(10):
+        async with saver.writes_behind():
+            for n in (1, 2):
+                await saver.aput(*_put(f"gathered-{n}", n))
+            await asyncio.sleep(0.2)
+            assert _checkpointed(ours) == ["outside"]  # still gathering
+            assert await saver.aget_tuple(_reads("gathered-2")) is not None  # a read sends them
+            assert _checkpointed(ours) == ["gathered-1", "gathered-2", "outside"]
+            await saver.aput(*_put("gathered-3", 3))
+            await asyncio.sleep(0.2)
+            assert "gathered-3" not in _checkpointed(ours)
+        assert "gathered-3" in _checkpointed(ours)  # the scope's end sent the last
+    assert batches == [4, 2], batches  # a put: its blob and its checkpoint
+
+
+async def test_a_write_outside_any_scope_takes_the_gathered_writes_along(
+    databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
+) -> None:
+    saver, _ = savers
+    ours, _ = databases
+    assert saver.loop_writes is not None
+    saver.loop_writes.gather = 60.0
+    await saver.aput(*_put("warm-up", 0))
+
+    async def in_a_scope() -> None:
+        async with saver.writes_behind():
+            await saver.aput(*_put("scoped", 1))
+            await asyncio.sleep(60)  # the run goes on; its write waits to be gathered
+
+    run = asyncio.create_task(in_a_scope())
+    await asyncio.sleep(0.1)
+    await asyncio.wait_for(saver.aput(*_put("unscoped", 2)), 5)
+    assert _checkpointed(ours) == ["scoped", "unscoped", "warm-up"]
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+
+
+async def test_gathered_writes_go_once_the_gathering_time_is_up_with_nobody_waiting(
+    databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
+) -> None:
+    saver, _ = savers
+    ours, _ = databases
+    assert saver.loop_writes is not None
+    saver.loop_writes.gather = 0.1
+    async with asyncio.timeout(10):
+        async with saver.writes_behind():
+            await saver.aput(*_put("on-time", 1))
+            while _checkpointed(ours) != ["on-time"]:  # noqa: ASYNC110  (another connection: nobody waits for it)
+                await asyncio.sleep(0.05)
 
 
 async def test_a_write_that_fails_in_a_runs_scope_fails_the_scope_and_its_later_writes_stay_unsent(
