@@ -556,15 +556,22 @@ def _batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return batches
 
 
+def _gathering(
+    savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver], databases: tuple[str, str], seconds: float
+) -> tuple[ShardedPostgresSaver, str]:
+    """Our saver, its loop writes gathered for ``seconds``, and its database."""
+    saver, _ = savers
+    assert saver.loop_writes is not None
+    saver.loop_writes.gather = seconds
+    return saver, databases[0]
+
+
 async def test_in_a_runs_scope_writes_wait_to_go_together_until_something_waits_for_them(
     databases: tuple[str, str],
     savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    saver, _ = savers
-    ours, _ = databases
-    assert saver.loop_writes is not None
-    saver.loop_writes.gather = 60.0  # sent only when something waits for them
+    saver, ours = _gathering(savers, databases, 60.0)  # sent only when something waits for them
     await asyncio.wait_for(saver.aput(*_put("outside", 0)), 5)  # no scope: its caller waits, so at once
     batches = _batches(monkeypatch)
     async with asyncio.timeout(10):
@@ -585,10 +592,7 @@ async def test_in_a_runs_scope_writes_wait_to_go_together_until_something_waits_
 async def test_a_write_outside_any_scope_takes_the_gathered_writes_along(
     databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
 ) -> None:
-    saver, _ = savers
-    ours, _ = databases
-    assert saver.loop_writes is not None
-    saver.loop_writes.gather = 60.0
+    saver, ours = _gathering(savers, databases, 60.0)
     await saver.aput(*_put("warm-up", 0))
 
     async def in_a_scope() -> None:
@@ -608,10 +612,7 @@ async def test_a_write_outside_any_scope_takes_the_gathered_writes_along(
 async def test_gathered_writes_go_once_the_gathering_time_is_up_with_nobody_waiting(
     databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
 ) -> None:
-    saver, _ = savers
-    ours, _ = databases
-    assert saver.loop_writes is not None
-    saver.loop_writes.gather = 0.1
+    saver, ours = _gathering(savers, databases, 0.1)
     async with asyncio.timeout(10):
         async with saver.writes_behind():
             await saver.aput(*_put("on-time", 1))
