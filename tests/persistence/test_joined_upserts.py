@@ -183,6 +183,10 @@ def test_what_cannot_be_joined_is_refused_for_the_caller_to_send_as_it_is(databa
     # A parameter of an array type: unnest would flatten it.
     listed = "INSERT INTO listed (k, tags) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING"
     assert joined([(listed, database.run(parameter_types(connection, listed)), [(1, ["a", "b"])])]) is None
+    # A kind with no rows (an executemany of none) is left out; with nothing left, nothing is joined.
+    with_none = joined([(KEPT, types[KEPT], []), (LATEST, types[LATEST], [(1, "a", "b", None)])])
+    assert with_none is not None and "kept" not in with_none.sql and len(with_none.arrays) == 4
+    assert joined([(KEPT, types[KEPT], [])]) is None
     # And one kind alone is joined: one statement, no WITH.
     one = joined([(KEPT, types[KEPT], rows + rows)])
     assert one is not None and not one.sql.startswith("WITH") and one.arrays == [[1], ["a"], ["x"]]

@@ -538,6 +538,21 @@ async def test_a_read_in_a_runs_scope_sees_the_writes_queued_before_it(
     assert len(listed) == 1
 
 
+async def test_a_write_of_no_rows_in_a_batch_sends_nothing_and_fails_nothing(
+    databases: tuple[str, str], savers: tuple[ShardedPostgresSaver, AsyncPostgresSaver]
+) -> None:
+    """``put_writes`` of no writes records an ``executemany`` of no rows: joined with the
+    other writes of its batch, it must be left out, not sent as a kind with no arrays."""
+    saver, _ = savers
+    put = _put("quiet", 1)  # one checkpoint (its timestamp) for both
+    for target in savers:
+        async with target.writes_behind() if target is saver else contextlib.nullcontext():
+            saved = await target.aput(*put)
+            await target.aput_writes(saved, [], "task", "")
+    ours, theirs = databases
+    assert _rows(ours) == _rows(theirs)
+
+
 def _checkpointed(conninfo: str) -> list[str]:
     with psycopg.connect(conninfo) as conn:
         return [thread for (thread,) in conn.execute("SELECT thread_id FROM checkpoints ORDER BY thread_id")]

@@ -98,10 +98,12 @@ class Joined:
 def joined(parts: Sequence[tuple[str, Sequence[Type], Sequence[tuple[Any, ...]]]]) -> Joined | None:
     """The statements ``parts`` (each: asyncpg's numbered SQL, its parameters' types and its
     rows, in the order they are to be sent) as one; ``None`` when they cannot be joined
-    (see the module docstring), for the caller to send them as they are."""
+    (see the module docstring) or have no rows, for the caller to send them as they are."""
     forms: list[tuple[Upsert, tuple[Type, ...]]] = []
     arrays: list[list[Any]] = []
     for sql, types, rows in parts:
+        if not rows:
+            continue  # an ``executemany`` of no rows sends nothing
         form = upsert(sql)
         if form is None or any(parameter.kind != "scalar" for parameter in types):
             return None
@@ -111,7 +113,7 @@ def joined(parts: Sequence[tuple[str, Sequence[Type], Sequence[tuple[Any, ...]]]
             return None
         forms.append((form, tuple(types)))
         arrays += [list(column) for column in zip(*merged, strict=True)]
-    if len({form.table for form, _ in forms}) != len(forms):
+    if not forms or len({form.table for form, _ in forms}) != len(forms):
         return None
     return Joined(_statement(tuple(forms)), arrays)
 
