@@ -2,10 +2,10 @@
 
 Why (issue 16): a batch of the checkpointer's writes (``pg_loop_writes``) sent each kind of
 statement LangGraph uses as its own ``executemany``: up to three round trips and three
-commits a batch, each call ~90 us of the event loop's CPU. Measured alone (scratch,
-2026-12-04, a checkpoint with two blobs and three writes): three ``executemany`` cost the
-client 236-377 us of CPU and PostgreSQL ~470 us, the same rows as one statement 130-161
-and 220-300 us, in half the wall time.
+commits a batch, and a commit is most of what a statement costs PostgreSQL. One trivial
+run's writes as one statement cost the client 0.60x the CPU, PostgreSQL 0.59x, in 0.54x
+the wall time (``benchmarks/pg_write_batches.py``, 2026-12-04). It pays in the Gateway only
+because a run's writes are also gathered into one batch (``pg_loop_writes``).
 
 Only one form is joined, the form of LangGraph's four write statements::
 
@@ -20,7 +20,8 @@ first, ``DO UPDATE`` the first's other columns and the last's updated ones (the 
 inserts, the others update). Not joined, and sent as before: a statement of any other form;
 two kinds into one table (their rows could meet, and the parts of one statement all see
 the same snapshot, not each other's rows); a parameter whose type is an array (``unnest``
-would flatten it); a key whose values cannot be compared in Python (not hashable).
+would flatten it); a key whose values cannot be compared in Python (not hashable). A kind
+with no rows (an ``executemany`` of none) is left out: it sends nothing.
 """
 
 from __future__ import annotations
