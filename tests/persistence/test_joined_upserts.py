@@ -189,4 +189,4 @@ def test_what_cannot_be_joined_is_refused_for_the_caller_to_send_as_it_is(databa
     assert joined([(KEPT, types[KEPT], [])]) is None
     # And one kind alone is joined: one statement, no WITH.
     one = joined([(KEPT, types[KEPT], rows + rows)])
-    assert one is not None and not one.sql.startswith("WITH") and one.arrays == [[1], ["a"], ["x"]]
+    assert one is not None and not one.sql.startswith("WITH") and one.arrays == ([1], ["a"], ["x"])

@@ -93,7 +93,7 @@ class Joined:
     """One statement for several upserts' rows, and its arguments: one array per column."""
 
     sql: str
-    arrays: list[list[Any]]
+    arrays: tuple[list[Any], ...]
 
 
 def joined(parts: Sequence[tuple[str, Sequence[Type], Sequence[tuple[Any, ...]]]]) -> Joined | None:
@@ -116,7 +116,7 @@ def joined(parts: Sequence[tuple[str, Sequence[Type], Sequence[tuple[Any, ...]]]
         arrays += [list(column) for column in zip(*merged, strict=True)]
     if not forms or len({form.table for form, _ in forms}) != len(forms):
         return None
-    return Joined(_statement(tuple(forms)), arrays)
+    return Joined(_statement(tuple(forms)), tuple(arrays))
 
 
 def _merged(form: Upsert, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
