@@ -19,7 +19,7 @@ import asyncpg
 from asyncpg.types import Type
 from psycopg.types.json import Json, Jsonb
 
-__all__ = ["asyncpg_form", "numbered", "parameter_types"]
+__all__ = ["asyncpg_form", "asyncpg_rows", "numbered", "parameter_types"]
 
 _PLACEHOLDER = re.compile(r"%%|%s|%")
 
@@ -76,11 +76,16 @@ def _texts(types: tuple[Type, ...]) -> tuple[bool, ...]:
     return tuple(parameter.name in _TEXT_TYPES for parameter in types)
 
 
+def asyncpg_rows(rows: Iterable[Sequence[Any]], types: tuple[Type, ...]) -> list[tuple[Any, ...]]:
+    """Each row of a query's parameters (psycopg's values) as asyncpg takes them, given the
+    query's parameter ``types`` (:func:`parameter_types`)."""
+    texts = _texts(types)
+    return [tuple(_value(value, text) for value, text in zip(row, texts, strict=True)) for row in rows]
+
+
 async def asyncpg_form(
     connection: asyncpg.Connection, query: str, rows: Iterable[Sequence[Any]]
 ) -> tuple[str, list[tuple[Any, ...]]]:
-    """``query`` (psycopg's) numbered, and each row of its parameters as asyncpg takes them
-    (which are text: :func:`parameter_types`)."""
+    """``query`` (psycopg's) numbered, and each row of its parameters as asyncpg takes them."""
     sql = numbered(query)
-    texts = _texts(await parameter_types(connection, sql))
-    return sql, [tuple(_value(value, text) for value, text in zip(row, texts, strict=True)) for row in rows]
+    return sql, asyncpg_rows(rows, await parameter_types(connection, sql))

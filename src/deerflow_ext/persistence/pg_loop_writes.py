@@ -52,7 +52,7 @@ import asyncpg
 from asyncpg.exceptions import OperatorInterventionError, PostgresConnectionError
 
 from ..adapters.langgraph_postgres_private import Statement
-from .asyncpg_form import asyncpg_form, numbered, parameter_types
+from .asyncpg_form import asyncpg_rows, numbered, parameter_types
 from .joined_upserts import joined
 from .loop_statements import LoopStatements
 from .one_thread import BATCH_LIMIT
@@ -151,12 +151,16 @@ async def _send(statements: Sequence[Statement], connection: asyncpg.Connection)
     grouped: dict[str, list[tuple[Any, ...]]] = {}
     for statement in statements:
         grouped.setdefault(statement.query, []).extend(statement.rows)
-    forms = [await asyncpg_form(connection, query, rows) for query, rows in grouped.items()]
-    one = joined([(sql, await parameter_types(connection, sql), rows) for sql, rows in forms])
+    forms = []
+    for query, rows in grouped.items():
+        sql = numbered(query)
+        types = await parameter_types(connection, sql)
+        forms.append((sql, types, asyncpg_rows(rows, types)))
+    one = joined(forms)
     if one is not None:
         await connection.execute(one.sql, *one.arrays)
         return
-    for sql, rows in forms:
+    for sql, _types, rows in forms:
         await connection.executemany(sql, rows)
 
 
