@@ -51,6 +51,9 @@ async def _enter(coordinator: PostgresThreadCoordinator, run_id: str, thread_id:
         pass
 
 
+_HELD = "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+
+
 async def _scalar(engine: Any, sql: str) -> Any:
     async with engine.connect() as probe:
         return (await probe.execute(text(sql))).scalar_one()
@@ -60,7 +63,7 @@ async def test_a_free_thread_costs_one_statement_each_way_and_a_waiter_gets_it(
     engines: list[Any], processes: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A process waiting for the lock gets it with no takeover of the releasing process,
-    whose lease row is deleted before the lock is let go, in that same statement."""
+    and a hold writes no row: the lock alone says who holds the thread."""
     a, b = processes
     await _enter(a, "r-warm", thread_id="warm")  # the shared session is open
     through_sqlalchemy: list[str] = []
@@ -95,6 +98,7 @@ async def test_a_free_thread_costs_one_statement_each_way_and_a_waiter_gets_it(
         await asyncio.wait_for(asyncio.gather(first, second), 10)
     assert not [r for r in caplog.records if "taken over" in r.getMessage()]
     assert await _scalar(engines[0], "SELECT count(*) FROM thread_leases") == 0
+    assert await _scalar(engines[0], _HELD.replace("DISTINCT pid", "count(*)")) == 0
 
 
 async def test_holds_taken_together_have_their_statements_sent_back_to_back_in_order(processes: Any) -> None:
@@ -145,14 +149,14 @@ async def _share_and_lose(engine: Any, a: PostgresThreadCoordinator) -> None:
 
     holders = [asyncio.create_task(hold_forever(f"t{i}")) for i in range(5)]
     await wait_until(lambda: len(inside) == 5)
-    pid = await _scalar(engine, "SELECT DISTINCT backend_pid FROM thread_leases")  # five threads, one session
+    pid = await _scalar(engine, _HELD)  # five threads, one session
     await _scalar(engine, f"SELECT pg_terminate_backend({int(pid)})")
     done, pending = await asyncio.wait(holders, timeout=5)
     assert not pending, "a hold outlived the session its lock was on"
     assert all(task.cancelled() for task in done)
 
     async with a.hold("t0", "after"):  # on a new session
-        assert await _scalar(engine, "SELECT backend_pid FROM thread_leases WHERE run_id = 'after'") != pid
+        assert await _scalar(engine, _HELD) != pid
 
 
 async def test_a_hold_cancelled_while_taking_gives_the_lock_back(processes: Any) -> None:

@@ -11,7 +11,7 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, MetaData, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -93,11 +93,16 @@ class ThreadRow(Base):
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict, nullable=False)
 
 
+_LIVE = text("status IN ('pending', 'running')")
+
+
 class RunRow(Base):
     __tablename__ = "runs"
     __table_args__ = (
         Index("ix_runs_thread_id_created_at", "thread_id", "created_at"),
         Index("ix_runs_status", "status"),
+        # A thread's live runs alone: what a PostgreSQL take reads (migration 0005).
+        Index("ix_runs_live_thread_id", "thread_id", postgresql_where=_LIVE, sqlite_where=_LIVE),
     )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -122,14 +127,15 @@ class RunRow(Base):
 
 
 class ThreadLeaseRow(Base):
-    """Who holds a thread across Gateway processes, and until when (PostgreSQL only).
+    """Who held a thread across Gateway processes, and until when: written by Gateways of
+    earlier releases only (PostgreSQL).
 
-    The session advisory lock is what excludes; this row is what makes a dead holder
-    detectable. The owner refreshes ``expires_at`` while it holds the thread; a waiter that
-    finds it expired terminates ``backend_pid`` (the holder's lock session, which may be a
-    lingering TCP connection of a dead host) and takes over. A row still present when the
-    next holder acquires the lock means the previous holder never released: its run is
-    marked interrupted. See ``deerflow_ext.runtime.pg_coordinator``.
+    Those wrote a row when they took a thread and deleted it when they gave it back; a waiter
+    that found it expired terminated ``backend_pid``, and a row still present when the next
+    holder got the lock meant the last one never released. Holds now write nothing: the
+    lock's session names its process (``application_name``) and that process's
+    ``gateway_processes`` row says whether it is alive (``deerflow_ext.runtime.pg_coordinator``).
+    The table stays while a deployment may still run a process of an earlier release.
     """
 
     __tablename__ = "thread_leases"
@@ -146,8 +152,10 @@ class GatewayProcessRow(Base):
     """One Gateway process sharing the database, alive until ``expires_at`` (PostgreSQL only).
 
     Each process refreshes its row every third of the lease; a row past ``expires_at`` is a
-    process that died (or froze) before it could clean up, and the runs it had queued but
-    never started are failed by the others. See ``deerflow_ext.runtime.presence``.
+    process that died (or froze) before it could clean up: the runs it had queued but never
+    started are failed by the others (``deerflow_ext.runtime.presence``), the sessions holding
+    its threads' locks may be ended, and the runs it left running are interrupted
+    (``deerflow_ext.runtime.pg_coordinator``).
     """
 
     __tablename__ = "gateway_processes"

@@ -7,9 +7,9 @@ once, and a follow-up never observes a half-finalized predecessor.
 
 The interface is deliberately just "hold this thread": :class:`LocalThreadCoordinator` is
 an asyncio lock per thread (one process, SQLite: no database round trip, no extra cost), and
-``pg_coordinator.PostgresThreadCoordinator`` takes a session advisory lock backed by an
-expiring lease row, so the same guarantee holds across Gateway processes sharing one
-PostgreSQL database, and a dead holder gives the thread up within the lease bound.
+``pg_coordinator.PostgresThreadCoordinator`` takes a session advisory lock whose holder's
+process is known by its heartbeat, so the same guarantee holds across Gateway processes
+sharing one PostgreSQL database, and a dead holder gives the thread up within the lease bound.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A thread hold's lease refresh: a timer, not a task, since most holds end before it is due.
+"""A thread hold's periodic check: a timer, not a task, since most holds end before it is due.
 
 Why (issue 16): every PostgreSQL hold started a task that waited, inside ``asyncio.wait_for``
 (a second task and a timer), for a third of the lease to pass or for the hold to end. A
@@ -8,10 +8,10 @@ at 8 clients a give-back took 4 ms where a statement takes 2. Here the refresh i
 ``loop.call_later`` timer that starts a task only when it fires, and stopping is cancelling
 the timer, with no await.
 
-What a refresh is and what losing the lease means stay the coordinator's
-(``pg_coordinator``): this module only keeps the rhythm. A refresh that raises or reports
-nothing refreshed calls ``lost`` once (the coordinator fences the holder), unless the hold
-was stopped meanwhile, and then no refresh follows.
+What a refresh checks (that the hold's session still holds its lock) and what losing it
+means stay the coordinator's (``pg_coordinator``): this module only keeps the rhythm. A
+refresh that raises or reports nothing refreshed calls ``lost`` once (the coordinator
+fences the holder), unless the hold was stopped meanwhile, and then no refresh follows.
 """
 
 from __future__ import annotations

@@ -1,26 +1,41 @@
-"""Cross-process thread holds on PostgreSQL: a session advisory lock plus an expiring lease.
+"""Cross-process thread holds on PostgreSQL: a session advisory lock, and who holds it.
 
-Why both. The advisory lock is what excludes: PostgreSQL grants it to one session, wakes the
-next waiter the moment it is released, and drops it by itself when the holder's connection
-closes — which is what happens when a process on the database's host is SIGKILLed. But a
-holder whose host vanished (power loss, partition, a frozen VM) leaves a TCP connection the
-server may keep for minutes, and the lock with it. The lease row in ``thread_leases`` bounds
-that: the holder refreshes ``expires_at`` every ``lease/3`` seconds *on the lock's own
-connection*, and a waiter that finds the lease expired terminates exactly that backend
-(``pg_terminate_backend`` of the pid recorded in the lease, and only while that pid still
-holds the lock), so the thread is handed over within the lease bound.
+Why a lock. PostgreSQL grants an advisory lock to one session, wakes the next waiter the
+moment it is released, and drops it by itself when the holder's connection closes — which
+is what happens when a process on the database's host is SIGKILLed. Taking a free thread is
+one statement that writes nothing; giving it back is one unlock.
 
-The lease row is deleted on a normal release. A row still present when the next holder
-gets the lock therefore means the previous holder died holding the thread: its runs on the
-thread that are still ``pending``/``running`` are marked ``interrupted`` (takeover). A
-sweeper task does the same for expired leases nobody is waiting for, so a killed run is
-persisted as interrupted even when no follow-up arrives.
+Who holds it. Every connection of a coordinator names its process in ``application_name``
+(:func:`application_name`: the md5 of the process's owner id, which SQL can compute from a
+``gateway_processes`` row too), and every process keeps that row's heartbeat
+(``presence``). So ``pg_locks`` and ``pg_stat_activity`` tell which process holds a thread,
+and its row whether that process is alive. A holder whose host vanished (power loss, a
+partition, a frozen VM) leaves a TCP connection the server may keep for minutes, and the
+lock with it: a waiter that finds the holding session belongs to a process whose heartbeat
+expired (or whose row is gone) terminates exactly that backend, so the thread is handed
+over within the lease bound (heartbeats every lease/3, expired after ``lease`` seconds).
 
-Fencing: a holder whose refresh fails (its backend was terminated, or the lease row is
-gone) cancels the task that holds the thread, so its run ends as ``interrupted`` instead of
-running on beside the new holder. The lease must therefore be longer than any stall of a
-Gateway's event loop. All times are the database's clock (``clock_timestamp()``), never a
-Gateway host's.
+Takeover. A holder persists its run's end before it lets go, so a run still ``running`` on
+a thread whose lock we now hold has no live holder: its process died or lost its session.
+The statement that takes the lock interrupts such runs, and the queued runs of their
+processes on the thread, in the same round trip; it writes nothing when there are none. A
+sweeper does the same every lease/2 for threads with such runs that nobody takes, so a
+killed run is persisted as interrupted even when no follow-up arrives.
+
+Fencing: a hold checks every lease/3 that its session still holds the lock; a session that
+died (terminated by a waiter, a restart) fails the check, and the task that held the thread
+is cancelled, so its run ends as ``interrupted`` instead of running on beside the new
+holder. The lease must therefore be longer than any stall of a Gateway's event loop. All
+times are the database's clock (``clock_timestamp()``), never a Gateway host's.
+
+Why no row per hold (issue 16). Holds used to write a lease row (``thread_leases``) when
+they took a thread and delete it when they gave it back: two commits a run, each a WAL
+flush; a take and a give-back cost the server 0.25 ms of CPU and 1.2 ms of wall time
+against 0.10 and 0.87 now. The heartbeat every process already kept names a dead holder
+just as well. Processes of an earlier release still write
+lease rows; they and these exclude each other by the same lock, but a vanished host of an
+earlier release is not detected here (it holds until its connection dies), so upgrade every
+process of a deployment together.
 """
 
 from __future__ import annotations
@@ -28,9 +43,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -44,13 +60,20 @@ from .lease_refresh import LeaseRefresh
 from .lock_session import LockSession, LockSessionLostError
 from .presence import ProcessPresence
 
-__all__ = ["DEFAULT_LEASE_SECONDS", "LEASE_ENV", "PostgresThreadCoordinator", "lease_seconds_from_env"]
+__all__ = [
+    "DEFAULT_LEASE_SECONDS",
+    "LEASE_ENV",
+    "PostgresThreadCoordinator",
+    "application_name",
+    "lease_seconds_from_env",
+]
 
 logger = logging.getLogger("deerflow_ext.runtime")
 
 DEFAULT_LEASE_SECONDS = 10.0
 LEASE_ENV = "DEERFLOW_THREAD_LEASE_SECONDS"
 _LOCK_NOT_AVAILABLE = "55P03"
+_APPLICATION = "deerflow-ext "
 
 
 def lease_seconds_from_env(default: float = DEFAULT_LEASE_SECONDS) -> float:
@@ -64,58 +87,63 @@ def lease_seconds_from_env(default: float = DEFAULT_LEASE_SECONDS) -> float:
     return value
 
 
-_CLAIM_STALE = text("SELECT run_id, owner FROM thread_leases WHERE thread_id = :t")
-_INTERRUPT_DEAD = text(
-    "UPDATE runs SET status = 'interrupted', outcome = 'aborted', finished_at = clock_timestamp(), "
-    "error = 'the process running it stopped before it finished (thread lease taken over)' "
-    "WHERE thread_id = :t AND status IN ('pending', 'running') AND id <> :me "
-    "AND (id = :dead_run OR owner = :dead_owner) RETURNING id"
+def application_name(owner: str) -> str:
+    """The ``application_name`` of a process's coordinator connections: its owner id's md5,
+    since an owner id (host, pid, token) may be longer than the 63 bytes PostgreSQL keeps."""
+    return _APPLICATION + hashlib.md5(owner.encode(), usedforsecurity=False).hexdigest()
+
+
+# Runs left running on a thread whose lock is held here, and the queued runs of their
+# processes on it, interrupted; the thread too, if it was busy. An UPDATE checks each row it
+# found against that row's newest version, so a run that ended (and whose thread was given
+# back) after the statement's snapshot was taken is left alone, and an update that matches
+# nothing writes nothing. It reads a thread's live runs alone (``ix_runs_live_thread_id``,
+# migration 0005). ``{held}`` makes it conditional on the lock just taken.
+_ORPHANS = (
+    "dead AS (UPDATE runs SET status = 'interrupted', outcome = 'aborted', finished_at = clock_timestamp(), "
+    "error = :why WHERE {held}thread_id = :t AND status = 'running' AND owner <> :o RETURNING id, owner), "
+    "queued AS (UPDATE runs SET status = 'interrupted', outcome = 'aborted', finished_at = clock_timestamp(), "
+    "error = :why WHERE thread_id = :t AND status = 'pending' AND id <> :r "
+    "AND owner IN (SELECT owner FROM dead) RETURNING id), "
+    "busy AS (UPDATE threads SET status = 'interrupted', updated_at = clock_timestamp() "
+    "WHERE id = :t AND status = 'busy' AND EXISTS (SELECT 1 FROM dead)) "
 )
-_THREAD_INTERRUPTED = text(
-    "UPDATE threads SET status = 'interrupted', updated_at = clock_timestamp() WHERE id = :t AND status = 'busy'"
-)
-_NEW_LEASE = (
-    "INSERT INTO thread_leases (thread_id, run_id, owner, backend_pid, acquired_at, expires_at) "
-    "VALUES (:t, :r, :o, pg_backend_pid(), clock_timestamp(), clock_timestamp() + make_interval(secs => :s)) "
-)
-_FIRST_LEASE = text(_NEW_LEASE + "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id")
+_INTERRUPTED = "ARRAY(SELECT id FROM dead) || ARRAY(SELECT id FROM queued), ARRAY(SELECT DISTINCT owner FROM dead)"
+_WHY = "the process running it stopped before it finished (its thread was taken over)"
 # A free thread, the common case, in one round trip: the try-lock, then (only if it was
-# granted: the insert reads the lock's row) the lease insert that ``_claim`` would do.
-_TRY_LOCK_AND_LEASE = text(
+# granted) the takeover of whatever the last holder left running.
+_TAKE = text(
     "WITH lock AS MATERIALIZED (SELECT pg_try_advisory_lock(:k) AS got), "
-    "lease AS (INSERT INTO thread_leases (thread_id, run_id, owner, backend_pid, acquired_at, expires_at) "
-    "SELECT :t, :r, :o, pg_backend_pid(), clock_timestamp(), clock_timestamp() + make_interval(secs => :s) "
-    "FROM lock WHERE got ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id) "
-    "SELECT got, EXISTS (SELECT 1 FROM lease) AS leased FROM lock"
+    + _ORPHANS.format(held="(SELECT got FROM lock) AND ")
+    + f"SELECT got, {_INTERRUPTED} FROM lock"
 )
-# A release in one round trip. The unlock reads the delete's output, so the lease row is
-# already deleted (uncommitted) when the next holder is woken: its insert waits for our
-# commit instead of finding a leftover row and taking over from a live process.
-_UNLEASE_AND_UNLOCK = text(
-    "WITH gone AS (DELETE FROM thread_leases WHERE thread_id = :t AND run_id = :r RETURNING 1) "
-    "SELECT pg_advisory_unlock(:k) FROM (SELECT count(*) FROM gone) AS deleted"
+_TAKE_OVER = text("WITH " + _ORPHANS.format(held="") + f"SELECT {_INTERRUPTED}")
+_UNLOCK = text("SELECT pg_advisory_unlock(:k)")
+_STILL_HELD = text(
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() "
+    "AND classid = :classid AND objid = :objid AND objsubid = 1"
 )
-_UPSERT_LEASE = text(
-    _NEW_LEASE + "ON CONFLICT (thread_id) DO UPDATE SET run_id = EXCLUDED.run_id, owner = EXCLUDED.owner, "
-    "backend_pid = EXCLUDED.backend_pid, acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at"
+# The backend holding a thread's lock, if it is a Gateway's whose heartbeat expired or whose
+# heartbeat row is gone (never this process's own).
+_DEAD_HOLDER = text(
+    "SELECT k.pid FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid "
+    "LEFT JOIN gateway_processes p ON a.application_name = :prefix || md5(p.owner) "
+    "WHERE k.locktype = 'advisory' AND k.granted AND k.classid = :classid AND k.objid = :objid AND k.objsubid = 1 "
+    "AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND starts_with(a.application_name, :prefix) AND a.application_name <> :mine "
+    "AND (p.owner IS NULL OR p.expires_at < clock_timestamp())"
 )
-_REFRESH = text(
-    "UPDATE thread_leases SET expires_at = clock_timestamp() + make_interval(secs => :s) "
-    "WHERE thread_id = :t AND run_id = :r AND backend_pid = pg_backend_pid()"
+# Threads with a run left running by a process that is gone (expired or forgotten heartbeat).
+_ABANDONED_THREADS = text(
+    "SELECT DISTINCT r.thread_id FROM runs r LEFT JOIN gateway_processes p ON p.owner = r.owner "
+    "WHERE r.status = 'running' AND r.owner <> :me AND (p.owner IS NULL OR p.expires_at < clock_timestamp())"
 )
-_EXPIRED_HOLDER = text(
-    "SELECT l.backend_pid FROM thread_leases l JOIN pg_locks k ON k.pid = l.backend_pid "
-    "WHERE l.thread_id = :t AND l.expires_at < clock_timestamp() AND k.locktype = 'advisory' "
-    "AND k.granted AND k.classid = :c AND k.objid = :o AND k.objsubid = 1 "
-    "AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-)
-_EXPIRED_LEASES = text("SELECT thread_id FROM thread_leases WHERE expires_at < clock_timestamp()")
 
 
 def _lock_parts(key: int) -> dict[str, int]:
     """``pg_locks`` shows a bigint advisory key as (classid = high 32 bits, objid = low 32 bits)."""
     unsigned = key & 0xFFFFFFFFFFFFFFFF
-    return {"c": unsigned >> 32, "o": unsigned & 0xFFFFFFFF}
+    return {"classid": unsigned >> 32, "objid": unsigned & 0xFFFFFFFF}
 
 
 def _is_lock_timeout(exc: DBAPIError) -> bool:
@@ -131,6 +159,9 @@ class PostgresThreadCoordinator:
     thread queue in FIFO order on the event loop instead of each pinning a connection while
     waiting, and never take one thread's lock twice on the shared session (where a second
     ``pg_try_advisory_lock`` would succeed: a session's advisory locks are re-entrant).
+
+    :meth:`start` it before the first hold: it writes this process's heartbeat, and the
+    session of a process without one is taken for a dead process's by other processes.
     """
 
     def __init__(self, engine: Any, *, owner: str = PROCESS_OWNER, lease_seconds: float | None = None) -> None:
@@ -138,15 +169,21 @@ class PostgresThreadCoordinator:
         # for the whole run, and the run itself needs the shared pool for its rows. Sharing
         # one bounded pool deadlocks as soon as there are as many such holds as pooled
         # connections. Made like the shared engine (persistence.engine): closed connections
-        # are replaced at checkout.
-        self._engine = create_engine(engine.url, pool_size=5, max_overflow=-1)
+        # are replaced at checkout. Its sessions say whose they are (application_name).
+        self._mine = application_name(owner)
+        self._engine = create_engine(
+            engine.url,
+            pool_size=5,
+            max_overflow=-1,
+            connect_args={"server_settings": {"application_name": self._mine}},
+        )
         self._local = LocalThreadCoordinator()
         self.owner = owner
         self.lease_seconds = lease_seconds if lease_seconds is not None else lease_seconds_from_env()
-        # How long one blocking lock attempt lasts before the waiter re-checks the lease.
+        # How long one blocking lock attempt lasts before the waiter re-checks the holder.
         self._poll = min(1.0, self.lease_seconds / 4)
         self._sweeper: asyncio.Task[None] | None = None
-        # The process-level lease: queued runs of a dead process never hold a thread lease.
+        # Every process's heartbeat: what tells a dead holder, and fails its queued runs.
         self._presence = ProcessPresence(self._engine, owner=owner, lease_seconds=self.lease_seconds)
         self._shared: LockSession | None = None
         self._opening = asyncio.Lock()
@@ -158,26 +195,25 @@ class PostgresThreadCoordinator:
     async def hold(self, thread_id: str, run_id: str) -> AsyncIterator[None]:
         key = advisory_key(thread_id)
         async with self._local.hold(thread_id, run_id):
-            lease = {"t": thread_id, "r": run_id, "o": self.owner, "s": self.lease_seconds}
             holder = asyncio.current_task()
             session = await self._shared_session()
             try:
-                took = await self._take_shared(session, thread_id, run_id, key, lease)
+                took = await self._take_shared(session, thread_id, run_id, key)
             except LockSessionLostError:
                 # It died before the statement ran (nothing was taken): once more, on a new one.
                 session = await self._shared_session()
-                took = await self._take_shared(session, thread_id, run_id, key, lease)
+                took = await self._take_shared(session, thread_id, run_id, key)
             target: LockSession | _OwnConnection
             if took:
                 target = session
                 session.holding(holder)
             else:
-                target = await self._wait_for(thread_id, run_id, key, lease)
-            refresh = self._lease_refresh(target, thread_id, run_id, holder)
+                target = await self._wait_for(thread_id, run_id, key)
+            check = self._lock_check(target, thread_id, run_id, key, holder)
             try:
                 yield
             finally:
-                await self._let_go(target, refresh, holder, thread_id, run_id, key)
+                await self._let_go(target, check, holder, thread_id, key)
 
     async def _shared_session(self) -> LockSession:
         async with self._opening:
@@ -187,44 +223,42 @@ class PostgresThreadCoordinator:
                 self._shared = await LockSession.open(self._engine)
             return self._shared
 
-    async def _take_shared(
-        self, session: LockSession, thread_id: str, run_id: str, key: int, lease: dict[str, Any]
-    ) -> bool:
+    def _orphans(self, thread_id: str, run_id: str) -> dict[str, Any]:
+        return {"t": thread_id, "r": run_id, "o": self.owner, "why": _WHY}
+
+    async def _take_shared(self, session: LockSession, thread_id: str, run_id: str, key: int) -> bool:
         """Take a free thread on the shared session, in one round trip: whether it was free."""
-        attempt = session.start(_TRY_LOCK_AND_LEASE, {"k": key, **lease})
+        attempt = session.start(_TAKE, {"k": key, **self._orphans(thread_id, run_id)})
         try:
             # Awaited directly (lock_session): a cancel stops only this wait, and the give-back
             # below is queued behind the try-lock, so a lock it took is given back.
-            [(got, leased)] = await attempt
-            if got and not leased:
-                await self._claim(session, thread_id, run_id, lease)
-            return bool(got)
+            [(got, interrupted, owners)] = await attempt
         except BaseException:
             # Cancelled or failed, perhaps with the lock taken: it is given back on the
             # session, which other holds' locks live on, instead of ending the session.
-            await asyncio.shield(self._give_back(session, attempt, thread_id, run_id, key))
+            await asyncio.shield(self._give_back(session, attempt, thread_id, key))
             raise
+        _report_takeover(thread_id, owners, interrupted)
+        return bool(got)
 
-    async def _give_back(
-        self, session: LockSession, attempt: asyncio.Future[Any], thread_id: str, run_id: str, key: int
-    ) -> None:
+    async def _give_back(self, session: LockSession, attempt: asyncio.Future[Any], thread_id: str, key: int) -> None:
         with contextlib.suppress(BaseException):
             await attempt  # the try-lock completes on the session whatever happened to us
         if not attempt.cancelled() and isinstance(attempt.exception(), LockSessionLostError):
             return  # it never ran, and the session's locks are gone anyway
         try:
             # Unlocking a lock the session does not hold only answers false.
-            await session.send(_UNLEASE_AND_UNLOCK, {"t": thread_id, "r": run_id, "k": key})
+            await session.send(_UNLOCK, {"k": key})
         except Exception:
             logger.exception("thread %s: could not give back its lock; ending the shared lock session", thread_id)
             await session.drop()
 
-    async def _wait_for(self, thread_id: str, run_id: str, key: int, lease: dict[str, Any]) -> _OwnConnection:
+    async def _wait_for(self, thread_id: str, run_id: str, key: int) -> _OwnConnection:
         """A thread another process holds: wait for it on a connection of its own."""
         conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
         try:
             await self._acquire(conn, thread_id, key)
-            await self._claim(conn, thread_id, run_id, lease)
+            await self._take_over(conn, thread_id, run_id)
         except BaseException:
             # Cancelled or failed mid-acquire: the session may hold the lock (granted as
             # the cancel arrived), so it must die rather than go back to the pool.
@@ -243,98 +277,81 @@ class PostgresThreadCoordinator:
             except DBAPIError as exc:
                 if not _is_lock_timeout(exc):
                     raise
-            await self._break_expired(conn, thread_id, key)
+            await self._break_dead_holder(conn, thread_id, key)
         await conn.execute(text("SELECT set_config('lock_timeout', '0', false)"))
 
-    async def _break_expired(self, conn: Any, thread_id: str, key: int) -> None:
-        """Terminate the lock session of a holder whose lease ran out (a dead or stalled process)."""
-        pid = (await conn.execute(_EXPIRED_HOLDER, {"t": thread_id, **_lock_parts(key)})).scalar()
+    async def _break_dead_holder(self, conn: Any, thread_id: str, key: int) -> None:
+        """Terminate the session holding the thread if its process's heartbeat expired."""
+        params = {"prefix": _APPLICATION, "mine": self._mine, **_lock_parts(key)}
+        pid = (await conn.execute(_DEAD_HOLDER, params)).scalar()
         if pid is None:
             return
         logger.warning(
-            "thread %s: the lease of its holder (backend %s) expired; terminating that session to take over",
+            "thread %s: the process holding it (backend %s) stopped its heartbeat; terminating that session",
             thread_id,
             pid,
         )
         await conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
 
-    async def _claim(self, conn: Any, thread_id: str, run_id: str, lease: dict[str, Any]) -> None:
-        """With the lock held: take over from a dead holder if there was one, then write our lease.
+    async def _take_over(self, conn: Any, thread_id: str, run_id: str) -> list[str]:
+        """With the lock held: interrupt what the last holder left running; their ids."""
+        [(interrupted, owners)] = (await conn.execute(_TAKE_OVER, self._orphans(thread_id, run_id))).all()
+        _report_takeover(thread_id, owners, interrupted)
+        return list(interrupted)
 
-        No lease row (the last holder released) is one round trip: the insert that writes
-        ours. A row left behind is read, taken over, then replaced.
-        """
-        if (await conn.execute(_FIRST_LEASE, lease)).first() is not None:
-            return
-        stale = (await conn.execute(_CLAIM_STALE, {"t": thread_id})).first()
-        if stale is not None and stale.run_id != run_id:
-            await self._take_over(conn, thread_id, stale.run_id, stale.owner, me=run_id)
-        await conn.execute(_UPSERT_LEASE, lease)
-
-    async def _take_over(self, conn: Any, thread_id: str, dead_run: str, dead_owner: str, *, me: str) -> None:
-        # A holder of this very process that failed to delete its row is alive: its runs end
-        # by themselves. Only another owner's leftovers are interrupted.
-        if dead_owner == self.owner:
-            return
-        params = {"t": thread_id, "dead_run": dead_run, "dead_owner": dead_owner, "me": me}
-        interrupted = (await conn.execute(_INTERRUPT_DEAD, params)).scalars().all()
-        await conn.execute(_THREAD_INTERRUPTED, {"t": thread_id})
-        logger.warning(
-            "thread %s taken over from %s, which stopped holding it; run(s) marked interrupted: %s",
-            thread_id,
-            dead_owner,
-            ", ".join(interrupted) or "none",
-        )
-
-    def _lease_refresh(
-        self, target: LockSession | _OwnConnection, thread_id: str, run_id: str, holder: asyncio.Task[Any] | None
+    def _lock_check(
+        self,
+        target: LockSession | _OwnConnection,
+        thread_id: str,
+        run_id: str,
+        key: int,
+        holder: asyncio.Task[Any] | None,
     ) -> LeaseRefresh:
-        """The lease refreshed on the lock's own connection; a failed refresh fences the holder."""
-        params = {"t": thread_id, "r": run_id, "s": self.lease_seconds}
+        """Every lease/3, whether the lock's own session still holds it; if not, the holder is fenced."""
+        params = _lock_parts(key)
 
-        async def refresh() -> bool:
-            return bool((await target.execute(_REFRESH, params)).rowcount)
+        async def still_held() -> bool:
+            return bool((await target.execute(_STILL_HELD, params)).scalar())
 
         def lost(error: BaseException | None) -> None:
-            reason = error or "lease taken over"
+            reason = error or "the lock is no longer held"
             logger.error("run %s lost its hold on thread %s (%s); interrupting it", run_id, thread_id, reason)
             if holder is not None:
                 holder.cancel()
 
-        return LeaseRefresh(refresh, self.lease_seconds / 3, lost, name=f"deerflow-lease-{thread_id}")
+        return LeaseRefresh(still_held, self.lease_seconds / 3, lost, name=f"deerflow-lease-{thread_id}")
 
     async def _let_go(
         self,
         target: LockSession | _OwnConnection,
-        refresh: LeaseRefresh,
+        check: LeaseRefresh,
         holder: asyncio.Task[Any] | None,
         thread_id: str,
-        run_id: str,
         key: int,
     ) -> None:
         """Give the thread back; the statement runs whatever happens to the holder meanwhile."""
-        refreshing = refresh.stop()
-        params = {"t": thread_id, "r": run_id, "k": key}
+        checking = check.stop()
+        params = {"k": key}
         if isinstance(target, _OwnConnection):
-            await asyncio.shield(self._release_own(target, refreshing, params, thread_id))
+            await asyncio.shield(self._release_own(target, checking, params, thread_id))
             return
         target.released(holder)
-        # Queued now, with no turn of the loop before it (behind a refresh queued there), and
+        # Queued now, with no turn of the loop before it (behind a check queued there), and
         # awaited directly (lock_session): a holder cancelled meanwhile leaves its end to
         # ``abandoned``.
         abandoned = functools.partial(self._abandoned_give_back, target, thread_id)
         try:
-            await target.start(_UNLEASE_AND_UNLOCK, params, abandoned=abandoned)
+            await target.start(_UNLOCK, params, abandoned=abandoned)
         except Exception as exc:
             await self._not_given_back(target, thread_id, exc)
 
     async def _release_own(
-        self, target: _OwnConnection, refreshing: asyncio.Task[None] | None, params: dict[str, Any], thread_id: str
+        self, target: _OwnConnection, checking: asyncio.Task[None] | None, params: dict[str, Any], thread_id: str
     ) -> None:
-        if refreshing is not None:
-            await asyncio.wait((refreshing,))  # a connection of its own runs one statement at a time
+        if checking is not None:
+            await asyncio.wait((checking,))  # a connection of its own runs one statement at a time
         try:
-            await target.send(_UNLEASE_AND_UNLOCK, params)
+            await target.send(_UNLOCK, params)
         except Exception as exc:
             await self._not_given_back(target, thread_id, exc)
             return
@@ -352,15 +369,15 @@ class PostgresThreadCoordinator:
         if isinstance(error, LockSessionLostError):
             logger.warning("thread %s: its lock ended with its session (%s)", thread_id, error)
             return
-        # Ending the session releases the lock; a leftover lease row names a run that is
-        # already persisted as finished, so a takeover changes nothing.
+        # Ending the session releases the lock; the run it held is already persisted as
+        # finished, so the next holder finds nothing to take over.
         logger.error("thread %s: releasing its hold failed; dropping the connection", thread_id, exc_info=error)
         await target.drop()
 
     # -- the sweeper -----------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the heartbeat (presence.py) and the sweeper: expired leases nobody waits for
-        are taken over and released."""
+        """Start the heartbeat (presence.py) and the sweeper: runs left running by dead
+        processes on threads nobody takes are interrupted."""
         await self._presence.start()
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep_forever(), name="deerflow-lease-sweeper")
@@ -374,11 +391,11 @@ class PostgresThreadCoordinator:
                 logger.exception("lease sweep failed; retrying")
 
     async def sweep(self) -> list[str]:
-        """Take over every thread whose lease has expired and nobody holds; returns them."""
+        """Take over every thread a dead process left a run running on; returns them."""
         async with self._engine.connect() as probe:
-            expired = (await probe.execute(_EXPIRED_LEASES)).scalars().all()
+            abandoned = (await probe.execute(_ABANDONED_THREADS, {"me": self.owner})).scalars().all()
         swept = []
-        for thread_id in expired:
+        for thread_id in abandoned:
             if await self._sweep_thread(thread_id):
                 swept.append(thread_id)
         return swept
@@ -389,20 +406,12 @@ class PostgresThreadCoordinator:
         try:
             got = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar()
             if not got:
-                await self._break_expired(conn, thread_id, key)
+                await self._break_dead_holder(conn, thread_id, key)
                 return False  # a waiter (or the next sweep) gets it once the session is gone
             try:
-                stale = (await conn.execute(_CLAIM_STALE, {"t": thread_id})).first()
-                if stale is None:
-                    return False
-                await self._take_over(conn, thread_id, stale.run_id, stale.owner, me="")
-                await conn.execute(
-                    text("DELETE FROM thread_leases WHERE thread_id = :t AND run_id = :r"),
-                    {"t": thread_id, "r": stale.run_id},
-                )
-                return True
+                return bool(await self._take_over(conn, thread_id, ""))
             finally:
-                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                await conn.execute(_UNLOCK, {"k": key})
         finally:
             await conn.close()
 
@@ -418,6 +427,16 @@ class PostgresThreadCoordinator:
         if self._shared is not None:
             await self._shared.aclose()
         await self._engine.dispose()
+
+
+def _report_takeover(thread_id: str, owners: Sequence[str], interrupted: Sequence[str]) -> None:
+    if interrupted:
+        logger.warning(
+            "thread %s taken over from %s, which stopped holding it; run(s) marked interrupted: %s",
+            thread_id,
+            ", ".join(owners),
+            ", ".join(interrupted),
+        )
 
 
 class _OwnConnection:

@@ -1,13 +1,13 @@
 """Which Gateway processes are alive: one heartbeat row each, failing the queued runs of the dead.
 
 A run is ``pending`` from the moment its process persists it until that process holds its
-thread. If the process dies in that window, nothing else can tell: the thread lease names the
-*holder* of a thread, and this run never held one, so neither takeover nor the lease sweeper
-ever looks at it. It used to stay ``pending`` until its host restarted (startup recovery
+thread. If the process dies in that window, nothing else can tell: a takeover and the
+coordinator's sweeper start from runs left *running*, and if this process left none, neither
+ever looks at this run. It used to stay ``pending`` until its host restarted (startup recovery
 only knows the pids of its own host).
 
 So every process sharing PostgreSQL keeps a row in ``gateway_processes`` whose ``expires_at``
-it pushes forward every ``lease/3`` seconds, on the database's clock, like a thread lease.
+it pushes forward every ``lease/3`` seconds, on the database's clock.
 Every ``lease/2`` seconds each process fails the ``pending`` runs of owners whose row has
 expired — ``interrupted``/``aborted``, never started, so no hooks — and forgets rows long
 expired. Bound: a dead process's queued runs are failed within lease + lease/2.
@@ -19,7 +19,9 @@ run a different set of extensions. The client sees a terminal run and may send i
 A process that was only frozen and comes back finds its queued runs ended: starting a run is
 conditional on it still being ``pending`` (``HostStore.mark_started``), so it never runs a
 run that another process has already failed. Its own row is written again on the next beat.
-Runs that *started* keep the thread-lease rules (``pg_coordinator``).
+Runs that *started* are the thread holds' (``pg_coordinator``), which read the same rows: a
+waiter ends the lock session of a process whose row expired, and a take or the sweeper
+interrupts what such a process left running.
 """
 
 from __future__ import annotations
