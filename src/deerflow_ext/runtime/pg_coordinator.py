@@ -293,11 +293,10 @@ class PostgresThreadCoordinator:
         )
         await conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
 
-    async def _take_over(self, conn: Any, thread_id: str, run_id: str) -> list[str]:
-        """With the lock held: interrupt what the last holder left running; their ids."""
+    async def _take_over(self, conn: Any, thread_id: str, run_id: str) -> None:
+        """With the lock held: interrupt what the last holder left running."""
         [(interrupted, owners)] = (await conn.execute(_TAKE_OVER, self._orphans(thread_id, run_id))).all()
         _report_takeover(thread_id, owners, interrupted)
-        return list(interrupted)
 
     def _lock_check(
         self,
@@ -404,12 +403,14 @@ class PostgresThreadCoordinator:
         key = advisory_key(thread_id)
         conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
         try:
-            got = (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar()
+            # The take every hold makes: the try-lock and, if granted, the takeover.
+            got, interrupted, owners = (await conn.execute(_TAKE, {"k": key, **self._orphans(thread_id, "")})).one()
             if not got:
                 await self._break_dead_holder(conn, thread_id, key)
                 return False  # a waiter (or the next sweep) gets it once the session is gone
             try:
-                return bool(await self._take_over(conn, thread_id, ""))
+                _report_takeover(thread_id, owners, interrupted)
+                return bool(interrupted)
             finally:
                 await conn.execute(_UNLOCK, {"k": key})
         finally:
