@@ -9,8 +9,8 @@ through SQLAlchemy's async engine on the loop instead they cost more (its greenl
 result layers: 0.9-0.96x the runs a second). asyncpg alone, on the loop, is a send and a
 receive on a socket the loop already watches: no thread, no hand-off.
 
-So a SQLAlchemy Core statement (``records`` builds each once) is compiled here once, for
-asyncpg's numbered placeholders, and every call binds its values in the compiled order and
+So a SQLAlchemy Core statement (``records`` builds each once) is compiled once
+(``compiled``), for asyncpg's numbered placeholders, and every call binds its values in the compiled order and
 sends it on one of this module's few asyncpg connections. asyncpg prepares a statement
 once per connection and then sends only its values. One statement is its own transaction
 (autocommit): the hot path's writes each join their rows in one data-modifying ``WITH``.
@@ -27,18 +27,17 @@ when the socket closes, and replaced by the next statement that takes its slot.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import asyncpg
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
-from sqlalchemy.sql.compiler import SQLCompiler
+
+from .compiled import Compiled, compile_for
 
 __all__ = ["LOOP_CONNECTIONS", "LoopStatements", "Row", "compile_statement"]
 
@@ -65,35 +64,10 @@ class Row(asyncpg.Record):
             raise AttributeError(name) from None
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    """A statement's text with ``$n`` placeholders, its parameters' names in that order, and
-    the values it bound itself (its literals)."""
-
-    sql: str
-    names: tuple[str, ...]
-    fixed: Mapping[str, Any]
-
-    def values(self, params: Mapping[str, Any]) -> list[Any]:
-        try:
-            return [params[name] if name in params else self.fixed[name] for name in self.names]
-        except KeyError as exc:
-            raise TypeError(f"no value for the statement's parameter {exc.args[0]!r}") from None
-
-
-@functools.cache
-def compile_statement(statement: ClauseElement, keys: frozenset[str]) -> _Compiled:
-    """``statement`` compiled for asyncpg, the parameters ``keys`` given at execution (an
-    INSERT or UPDATE without ``values`` sets the columns they name, as SQLAlchemy's
-    ``execute`` does). Cached: the hot path's statements are module constants."""
-    # A statement's compiler is SQLAlchemy's SQLCompiler, whose names and binds are read here.
-    compiled = cast(SQLCompiler, statement.compile(dialect=_DIALECT, column_keys=sorted(keys)))
-    if "POSTCOMPILE" in compiled.string:
-        raise ValueError("an expanding IN cannot be compiled once; bind its values another way")
-    names = tuple(compiled.positiontup or ())
-    # The values the statement holds itself; a parameter it leaves open must be given.
-    fixed = {name: value for name, value in compiled.params.items() if not compiled.binds[name].required}
-    return _Compiled(compiled.string, names, fixed)
+def compile_statement(statement: ClauseElement, keys: frozenset[str]) -> Compiled:
+    """``statement`` compiled for asyncpg (``compiled``), the parameters ``keys`` given at
+    execution. No bind processors: the connections' codecs write JSON as SQLAlchemy's would."""
+    return compile_for(_DIALECT, statement, keys, processed=False)
 
 
 async def _json_codecs(connection: asyncpg.Connection) -> None:
