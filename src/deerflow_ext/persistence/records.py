@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..tokens import TokenUsage
+from . import sqlite_statements
 from .engine import SessionFactory
 from .loop_statements import LoopStatements
 from .models import THREAD_STATUS_AFTER, RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
@@ -433,10 +434,10 @@ class HostStore:
             return bool(await self._pg.execute(_START_RUN_AND_THREAD, {"run_id": run_id, "now": now}))
 
         def tx(conn: Connection) -> bool:
-            started = conn.execute(_START_RUN, {"run_id": run_id, "now": now})
-            if not started.rowcount:
+            if not sqlite_statements.execute(conn, _START_RUN, {"run_id": run_id, "now": now}):
                 return False
-            conn.execute(_UPDATE_THREAD, {"status": ThreadStatus.BUSY.value, "updated_at": now, "thread_id": thread_id})
+            busy = {"status": ThreadStatus.BUSY.value, "updated_at": now, "thread_id": thread_id}
+            sqlite_statements.execute(conn, _UPDATE_THREAD, busy)
             return True
 
         return await self._tx.write(tx)
@@ -662,6 +663,8 @@ def _metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -
 
 
 _LOCK_THREAD = _SELECT_THREAD.with_for_update()
+# A run's insert on SQLite reads only this (its writer holds the database's one write lock).
+_THREAD_METADATA = select(_THREADS.c.metadata).where(_THREADS.c.id == bindparam("thread_id"))
 _SET_THREAD_METADATA = (
     update(_THREADS)
     .where(_THREADS.c.id == bindparam("thread_id"))
@@ -670,7 +673,7 @@ _SET_THREAD_METADATA = (
 
 
 def _execute(conn: Connection, statement: Any, params: dict[str, Any]) -> None:
-    conn.execute(statement, params)
+    sqlite_statements.execute(conn, statement, params)
 
 
 def _first_row(conn: Connection, statement: Any, params: dict[str, Any]) -> Row[Any] | None:
@@ -684,26 +687,26 @@ def _sqlite_insert_run(
     defaults filled in, the run inserted, and with an ``action`` the stop request on the
     thread's older live runs; how many were marked, or ``None`` without the thread."""
     thread_id = older["on_thread"]
-    found = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).first()
+    found = sqlite_statements.first(conn, _THREAD_METADATA, {"thread_id": thread_id})
     if found is None:
         return None
-    have = found.metadata or {}
+    have = found[0] or {}
     missing = {key: value for key, value in (thread_defaults or {}).items() if key not in have}
     if missing:
         _set_metadata(conn, thread_id, {**have, **missing})
-    conn.execute(_INSERT_RUN, {**new_run, "thread_id": thread_id})
+    sqlite_statements.execute(conn, _INSERT_RUN, {**new_run, "thread_id": thread_id})
     if older["action"] is None:
         return 0
-    return int(conn.execute(_INTERRUPT_OLDER, older).rowcount)
+    return sqlite_statements.execute(conn, _INTERRUPT_OLDER, older)
 
 
 def _sqlite_finish_run(
     conn: Connection, run_id: str, values: dict[str, Any], thread_id: str | None, thread: dict[str, Any] | None
 ) -> None:
     """SQLite's end of a run (``HostStore.finish_run``): the run's row, then its thread's."""
-    conn.execute(_UPDATE_RUN, {**values, "run_id": run_id})
+    sqlite_statements.execute(conn, _UPDATE_RUN, {**values, "run_id": run_id})
     if thread is not None:
-        conn.execute(_UPDATE_THREAD, {**thread, "thread_id": thread_id})
+        sqlite_statements.execute(conn, _UPDATE_THREAD, {**thread, "thread_id": thread_id})
 
 
 def _merge_metadata(conn: Connection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
@@ -720,7 +723,7 @@ def _merge_metadata(conn: Connection, thread_id: str, patch: dict[str, Any]) -> 
 def _set_metadata(conn: Connection, thread_id: str, metadata: dict[str, Any]) -> datetime:
     """Write a locked thread's whole metadata; returns its new ``updated_at``."""
     now = utcnow()
-    conn.execute(_SET_THREAD_METADATA, {"thread_id": thread_id, "merged": metadata, "now": now})
+    sqlite_statements.execute(conn, _SET_THREAD_METADATA, {"thread_id": thread_id, "merged": metadata, "now": now})
     return now
 
 
