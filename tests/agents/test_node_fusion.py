@@ -132,6 +132,19 @@ def test_only_runs_of_host_hooks_fuse_and_extensions_split_them() -> None:
     assert fuse_host_node_hooks(stack, host=[]) == stack  # nothing of the host's: unchanged
 
 
+def test_stacks_of_one_shape_fuse_alike_each_over_its_own_middlewares() -> None:
+    first, first_host, _ = _stacks()
+    second, second_host, _ = _stacks()
+    fused = [fuse_host_node_hooks(first, first_host), fuse_host_node_hooks(second, second_host)]
+    for stack, result in zip((first, second), fused, strict=True):
+        nodes = [m for m in result if m.name == "a+b"]
+        assert [member for node in nodes for member in node._members] == stack[:2]
+    renamed, renamed_host, _ = _stacks()
+    renamed[0]._label = "z"  # the same classes, another name: another plan
+    names = {m.name for m in fuse_host_node_hooks(renamed, renamed_host)}
+    assert "z+b" in names and "a+b" not in names
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("jump", [None, "a", "b"])
 async def test_a_fused_graph_reads_writes_and_jumps_as_separate_nodes_do(mode: str, jump: str | None) -> None:
