@@ -156,3 +156,40 @@ async def test_a_closed_sqlite_store_refuses_work_and_its_thread_is_gone(tmp_pat
         await store.get_thread("t")
     await engine.dispose()
 
+
+
+async def test_the_sqlite_twin_keeps_its_connection_between_transactions_and_gives_it_back_on_an_error(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "db.sqlite"
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    await upgrade_head(engine)
+    tx = transactions_for(engine)
+    assert isinstance(tx, ThreadTransactions)
+    pool = tx.engine.pool
+
+    def raw(conn: Connection) -> int:
+        return id(conn.connection.dbapi_connection)
+
+    try:
+        first = await tx.write(raw)
+        assert await tx.read(raw) == first == await tx.write(raw)
+        assert pool.checkedout() == 1  # kept between transactions: no checkout per transaction
+        with pytest.raises(RuntimeError, match="after the insert"):
+            await tx.write(_insert_then, "undone", True)
+        assert pool.checkedout() == 0  # the error gave it back (the pool reset it)...
+        await tx.write(_insert_then, "kept", False)  # ...and the next transaction took it again
+        assert await tx.read(raw) == first
+        # A read ends what it began: the next write begins its own transaction, and another
+        # connection's checkpoint is not held back by a snapshot.
+        await tx.read(lambda conn: conn.execute(text("SELECT id FROM threads")).first())
+        await tx.write(_insert_then, "after a read", False)
+        other = sqlite3.connect(path)
+        try:
+            assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        finally:
+            other.close()
+    finally:
+        await tx.aclose()
+    assert pool.checkedout() == 0
+    await engine.dispose()
