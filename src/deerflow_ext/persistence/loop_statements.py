@@ -10,10 +10,11 @@ result layers: 0.9-0.96x the runs a second). asyncpg alone, on the loop, is a se
 receive on a socket the loop already watches: no thread, no hand-off.
 
 So a SQLAlchemy Core statement (``records`` builds each once) is compiled once
-(``compiled``), for asyncpg's numbered placeholders, and every call binds its values in the compiled order and
-sends it on one of this module's few asyncpg connections. asyncpg prepares a statement
-once per connection and then sends only its values. One statement is its own transaction
-(autocommit): the hot path's writes each join their rows in one data-modifying ``WITH``.
+(``compiled``), for asyncpg's numbered placeholders, and every call binds its values in the
+compiled order and sends it on one of this module's few asyncpg connections. asyncpg
+prepares a statement once per connection and then sends only its values. One statement is
+its own transaction (autocommit): the hot path's writes each join their rows in one
+data-modifying ``WITH``.
 
 Values go to asyncpg as they are (str, int, aware datetime, list); JSON and JSONB columns
 are written and read with ``json.dumps`` / ``json.loads``, as SQLAlchemy's JSON type does.

@@ -663,7 +663,8 @@ def _metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -
 
 
 _LOCK_THREAD = _SELECT_THREAD.with_for_update()
-# A run's insert on SQLite reads only this (its writer holds the database's one write lock).
+# A run's insert on SQLite reads only this: a process's SQLite transactions run one at a
+# time (``transactions``), so nothing changes the row before the insert's own writes.
 _THREAD_METADATA = select(_THREADS.c.metadata).where(_THREADS.c.id == bindparam("thread_id"))
 _SET_THREAD_METADATA = (
     update(_THREADS)

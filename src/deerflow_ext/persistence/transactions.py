@@ -13,9 +13,10 @@ database, synchronous driver) on a thread of its own (:class:`~.one_thread.OneTh
 one hand-off a transaction.
 
 - SQLite: pysqlite, one connection, the same pragmas, kept checked out between
-  transactions (``_Held``); the write lock is held only while a transaction runs. Its thread is loop-first (``one_thread``): a transaction runs right on
-  the event loop when nothing is queued for the thread, and goes to the thread when
-  something is, or when another connection holds the lock (this connection waits for none).
+  transactions (``_Held``); the write lock is held only while a transaction runs. Its
+  thread is loop-first (``one_thread``): a transaction runs right on the event loop when
+  nothing is queued for the thread, and goes to the thread when something is, or when
+  another connection holds the lock (this connection waits for none).
 - PostgreSQL: psycopg, :data:`POSTGRES_THREADS` threads taking transactions from one queue,
   each on a connection of the twin's pool, so a transaction that waits for a row lock holds
   up only its own thread. A pooled connection the server closed is replaced at checkout
@@ -145,13 +146,12 @@ class _Held:
     def read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         conn = self._conn if self._conn is not None else self._open()
         try:
-            return fn(conn, *args)
+            found = fn(conn, *args)
+            conn.rollback()  # ends what SQLAlchemy began for the read, as a check-in did
+            return found
         except BaseException:
             self.close()
             raise
-        finally:
-            if self._conn is not None:
-                conn.rollback()  # the read's snapshot ends with it, as a returned connection's did
 
     def _open(self) -> Connection:
         self._conn = self._engine.connect()
