@@ -277,7 +277,7 @@ class HostStore:
         if self._pg is not None:
             await self._pg.execute(_INSERT_THREAD, row)
         else:
-            await self._tx.write(_execute, _INSERT_THREAD, row)
+            await self._tx.write(sqlite_statements.execute, _INSERT_THREAD, row)
         return record
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
@@ -671,10 +671,6 @@ _SET_THREAD_METADATA = (
     .where(_THREADS.c.id == bindparam("thread_id"))
     .values(metadata=bindparam("merged"), updated_at=bindparam("now"))
 )
-
-
-def _execute(conn: Connection, statement: Any, params: dict[str, Any]) -> None:
-    sqlite_statements.execute(conn, statement, params)
 
 
 def _first_row(conn: Connection, statement: Any, params: dict[str, Any]) -> Row[Any] | None:

@@ -135,7 +135,7 @@ class _Held:
         self._conn: Connection | None = None
 
     def write(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        conn = self._conn if self._conn is not None else self._open()
+        conn = self._connection()
         try:
             with conn.begin():
                 return fn(conn, *args)
@@ -144,7 +144,7 @@ class _Held:
             raise
 
     def read(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        conn = self._conn if self._conn is not None else self._open()
+        conn = self._connection()
         try:
             found = fn(conn, *args)
             conn.rollback()  # ends what SQLAlchemy began for the read, as a check-in did
@@ -153,8 +153,9 @@ class _Held:
             self.close()
             raise
 
-    def _open(self) -> Connection:
-        self._conn = self._engine.connect()
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            self._conn = self._engine.connect()
         return self._conn
 
     def close(self) -> None:
