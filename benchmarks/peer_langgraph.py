@@ -52,7 +52,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,6 +169,8 @@ def start_ours(
     workers: int,
     python: str,
     tree: Path = ROOT,
+    prefix: Sequence[str] = (),
+    ready_timeout: float = 120,
 ) -> Server:
     lines = []
     if io:
@@ -187,12 +189,12 @@ def start_ours(
         DEERFLOW_LOG_LEVEL="WARNING",
     )
     log = home / "server.log"
-    command = [python, "-m", "deerflow_ext.cli", "serve", "--port", str(port)]
+    command = [*prefix, python, "-m", "deerflow_ext.cli", "serve", "--port", str(port)]
     if workers > 1:
         command += ["--workers", str(workers)]
     proc = subprocess.Popen(command, cwd=home, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     base = f"http://127.0.0.1:{port}"
-    _wait_ready(proc, f"{base}/health", log)
+    _wait_ready(proc, f"{base}/health", log, ready_timeout)
     return Server(name, f"{base}/api", "lead_agent", proc, log)
 
 

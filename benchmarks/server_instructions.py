@@ -1,0 +1,83 @@
+"""What a served trivial run costs the Gateway's process, counted in instructions.
+
+Run: ``PYTHONPATH=src python benchmarks/server_instructions.py [--runs N] [--clients N]
+[--baseline DIR]``. Needs valgrind (Debian's ``valgrind``); not a test. Prints the
+instructions per run of ``deerflow-ext serve`` from this checkout and, with ``--baseline``,
+from another, and their ratio.
+
+Why: on a shared 2-core VM the CPU a served run costs spread by half within one arm in one
+run (issue 16, twenty-first pass), so ``cpu_per_run.py`` cannot tell a 2% change from the
+noise, and most of what is left to take out of a run is in pieces of 1-2%. Callgrind counts
+the instructions the whole process executes (every thread), which no load changes.
+
+Each arm is ``deerflow-ext serve`` as ``peer_langgraph.py`` starts it (title and memory off,
+the embedded model, SQLite) under callgrind with counting off. ``WARMUP`` runs first, then
+counting goes on for ``--runs`` runs (``threads.create`` + ``runs.wait`` by ``langgraph_sdk``
+at ``--clients``) and off again. The hash seed is fixed. What is not fixed is what the
+process does by the clock (the WAL's checkpoint thread once a second, timers): under
+callgrind a run takes ~50 times as long, so that work is counted per second of a slowed run
+in both arms alike; the same tree counts within ~1% from run to run (issue 16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from peer_langgraph import ROOT, measure, start_ours  # the sibling script
+
+WARMUP = 30
+
+
+def _count(tree: Path, runs: int, clients: int, tmp: Path, name: str) -> float:
+    out = tmp / f"{name}.out"
+    (tmp / name).mkdir()
+    prefix = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+    os.environ["PYTHONHASHSEED"] = "0"  # start_ours hands the environment on
+    server = start_ours(
+        tmp / name, "ours", defaults=False, io=False, database_url=None, workers=1,
+        python=sys.executable, tree=tree, prefix=prefix, ready_timeout=900,
+    )  # fmt: skip
+    try:
+        asyncio.run(measure(server, WARMUP, clients))
+        switch = ["callgrind_control", "-i"]
+        subprocess.run([*switch, "on", str(server.proc.pid)], check=True, capture_output=True)
+        asyncio.run(measure(server, runs, clients))
+        subprocess.run([*switch, "off", str(server.proc.pid)], check=True, capture_output=True)
+    finally:
+        server.stop()
+    totals = re.search(r"^totals: (\d+)", out.read_text() if out.exists() else "", re.MULTILINE)
+    if totals is None:
+        raise SystemExit(f"server_instructions: {name} wrote no totals; its log: {server.log}")
+    return int(totals.group(1)) / runs
+
+
+def main(runs: int, clients: int, baseline: str | None) -> None:
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("server_instructions: valgrind is not installed (apt-get install valgrind)")
+    trees = {"this checkout": ROOT}
+    if baseline:
+        trees["baseline"] = Path(baseline).resolve()
+    with tempfile.TemporaryDirectory() as name:
+        counts = {arm: _count(tree, runs, clients, Path(name), f"arm{i}") for i, (arm, tree) in enumerate(trees.items())}
+    print(f"python {sys.version.split()[0]}; {runs} runs at {clients} clients after {WARMUP}, under callgrind")
+    for arm, count in counts.items():
+        print(f"{arm:<16}{count:>14,.0f} instructions a run")
+    if "baseline" in counts:
+        print(f"this checkout / baseline: {counts['this checkout'] / counts['baseline']:.3f}x")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100, help="counted runs per arm")
+    parser.add_argument("--clients", type=int, default=1, help="concurrent clients")
+    parser.add_argument("--baseline", help="another checkout (`git archive` of the commit before) to count alike")
+    args = parser.parse_args()
+    main(args.runs, args.clients, args.baseline)
