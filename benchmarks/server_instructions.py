@@ -66,7 +66,8 @@ def main(runs: int, clients: int, baseline: str | None) -> None:
     if baseline:
         trees["baseline"] = Path(baseline).resolve()
     with tempfile.TemporaryDirectory() as name:
-        counts = {arm: _count(tree, runs, clients, Path(name), f"arm{i}") for i, (arm, tree) in enumerate(trees.items())}
+        tmp = Path(name)
+        counts = {arm: _count(tree, runs, clients, tmp, f"arm{i}") for i, (arm, tree) in enumerate(trees.items())}
     print(f"python {sys.version.split()[0]}; {runs} runs at {clients} clients after {WARMUP}, under callgrind")
     for arm, count in counts.items():
         print(f"{arm:<16}{count:>14,.0f} instructions a run")

@@ -419,6 +419,21 @@ def test_dropping_a_stream_with_on_disconnect_cancel_cancels_the_run(client: Any
     wait_for(lambda: run_status(client, thread_id, run_id) == "interrupted")
 
 
+def test_dropping_a_wait_with_on_disconnect_cancel_cancels_the_run(client: Any, server: SdkServer) -> None:
+    """The client leaving a ``/wait`` is noticed while the run still works, not at the next
+    heartbeat's write (``gateway.streaming``): the run is cancelled, and the Gateway serves on."""
+    thread_id = client.threads.create()["thread_id"]
+    gate = server.gate()
+    body = {"assistant_id": "lead_agent", "input": human(f"cancel my wait gate:{gate}"), "on_disconnect": "cancel"}
+    with httpx.stream("POST", f"{server.url}/threads/{thread_id}/runs/wait", json=body, timeout=10) as response:
+        assert response.status_code == 200
+        (run,) = client.runs.list(thread_id)
+        wait_for(lambda: run_status(client, thread_id, run["run_id"]) == "running")
+    # the client has closed its connection, the run still waits at its gate
+    wait_for(lambda: run_status(client, thread_id, run["run_id"]) == "interrupted")
+    assert client.runs.wait(thread_id, "lead_agent", input=human("still serving"))["messages"][-1]["type"] == "ai"
+
+
 # ---------------------------------------------------------------------------- resume
 
 

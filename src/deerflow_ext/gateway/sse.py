@@ -21,12 +21,11 @@ import json
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
-from fastapi.responses import StreamingResponse
-
 from ..persistence.models import RunStatus
 from ..runtime.stream import END_EVENT, IDLE, Missed, StreamEvent, follow_batches
 from ..runtime.stream_modes import mode_of_event
 from .state import GatewayRuntime
+from .streaming import ListeningStreamingResponse
 
 __all__ = [
     "HEARTBEAT",
@@ -142,5 +141,5 @@ async def run_events(
             on_disconnect()
 
 
-def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> StreamingResponse:
-    return StreamingResponse(body, media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})})
+def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> ListeningStreamingResponse:
+    return ListeningStreamingResponse(body, media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})})

@@ -29,6 +29,7 @@ from ...runtime.worker import LeadRunSpec
 from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, THREAD_ID_PATTERN, RunCreate, RunOut, selected
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
+from ..streaming import ListeningStreamingResponse
 
 __all__ = ["SSE_DOC", "router"]
 
@@ -230,7 +231,7 @@ async def wait_run(request: Request, thread_id: str, body: RunCreate) -> Streami
     runtime, handle, following = await _new_run(request, thread_id, body, WAIT_STREAM_MODES)
     body_bytes = _await_then_values(runtime, thread_id, handle.run_id, handle, handle.wait(), **following)
     headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/join"}
-    return StreamingResponse(body_bytes, media_type="application/json", headers=headers)
+    return ListeningStreamingResponse(body_bytes, media_type="application/json", headers=headers)
 
 
 @router.get("", response_model=None, responses={200: {"model": list[RunOut]}})
@@ -309,7 +310,7 @@ async def join_run(
         heartbeat=_heartbeat(request),
         on_disconnect=_cancel_on_disconnect(runtime, run_id, cancel_on_disconnect),
     )
-    return StreamingResponse(body_bytes, media_type="application/json")
+    return ListeningStreamingResponse(body_bytes, media_type="application/json")
 
 
 def _modes(stream_mode: list[str] | None) -> frozenset[str] | None:
