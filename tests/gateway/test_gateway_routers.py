@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import httpx
 import pytest
 
@@ -9,6 +12,7 @@ from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.config.settings import Settings
 from deerflow_ext.extensions.gateway import RouteKey, route_keys
 from deerflow_ext.gateway import create_app
+from deerflow_ext.gateway.routes import HOST_ROUTERS, threads_router
 
 CASES = {
     "shadowing": ("install_shadowing", "conflicts with the earlier route /api/threads/{thread_id}"),
@@ -77,6 +81,21 @@ def test_host_routes_come_first(settings) -> None:
     paths = [key.path for key in route_keys(app.router.routes)]
     assert paths.index("/health") < paths.index("/acme/ping")
     assert paths.index("/api/threads/{thread_id}/runs/{run_id}/cancel") < paths.index("/acme/ping")
+
+
+def _clashes(routers: list[Any]) -> list[tuple[str, str]]:
+    """Paths of different routers one request path could reach, whatever its method."""
+    keys = [[dataclasses.replace(key, methods=frozenset({"ANY"})) for key in route_keys(r.routes)] for r in routers]
+    pairs = [(a, b) for i, mine in enumerate(keys) for other in keys[i + 1 :] for a in mine for b in other]
+    return [(a.path, b.path) for a, b in pairs if a.overlaps(b)]
+
+
+def test_host_routers_are_disjoint_so_their_order_decides_only_speed() -> None:
+    """``HOST_ROUTERS`` puts the hottest first (issue 16); no path of one may be a path of
+    another, or the order would decide which route answers (or which 405 it gives)."""
+    assert sum(len(route_keys(r.routes)) for r in HOST_ROUTERS) >= 30  # every host route is seen
+    assert _clashes(list(HOST_ROUTERS)) == []
+    assert _clashes([threads_router, threads_router])  # the check sees a clash where there is one
 
 
 @pytest.mark.parametrize(
