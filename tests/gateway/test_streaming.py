@@ -87,6 +87,27 @@ async def test_a_cancellation_from_outside_still_propagates() -> None:
         await serving
 
 
+async def test_a_receive_that_fails_ends_the_stream_and_the_response_raises_its_error() -> None:
+    client = Client()
+    closed: list[str] = []
+
+    async def broken() -> dict[str, Any]:
+        await asyncio.sleep(0)
+        raise RuntimeError("the server's receive broke")
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield b"first"
+            await asyncio.Event().wait()
+            yield b"never"
+        finally:
+            closed.append("finally")
+
+    with pytest.raises(RuntimeError, match="receive broke"):
+        await asyncio.wait_for(ListeningStreamingResponse(body())(SCOPE, broken, client.send), 5)
+    assert closed == ["finally"]
+
+
 async def test_under_asgi_spec_2_4_no_listener_is_started() -> None:
     client = Client()
 
