@@ -101,6 +101,20 @@ def test_threads_create_get_update_search_count_delete(client: Any) -> None:
         client.threads.get(second["thread_id"])
 
 
+def test_a_threads_metadata_comes_back_whole_whatever_its_keys(client: Any, server: SdkServer) -> None:
+    """Keys starting with ``_sa`` included: FastAPI's response encoder drops those (its guard
+    for SQLAlchemy objects); thread answers are sent as made (``routes.threads._answer``)."""
+    tag = SdkServer.gate()
+    metadata = {"suite": tag, "_sa_note": "kept", "nested": {"_sa": 1}}
+    made = client.threads.create(metadata=metadata)
+    assert made["metadata"] == metadata
+    assert client.threads.get(made["thread_id"])["metadata"] == metadata
+    assert client.threads.update(made["thread_id"], metadata={"n": 1})["metadata"] == {**metadata, "n": 1}
+    assert [t["metadata"] for t in client.threads.search(metadata={"suite": tag})] == [{**metadata, "n": 1}]
+    listed = httpx.get(f"{server.url}/threads", params={"limit": 1000}, timeout=10).json()  # the SDK has no list
+    assert {**metadata, "n": 1} in [t["metadata"] for t in listed]
+
+
 def test_thread_create_with_id_and_if_exists(client: Any) -> None:
     thread_id = f"t-{SdkServer.gate()}"
     made = client.threads.create(thread_id=thread_id, metadata={"a": 1})
