@@ -11,8 +11,8 @@ When the client leaves, the listener cancels the request's task, which ends the 
 it waits (the body's generator sees ``CancelledError``, as under starlette, and its
 ``finally`` runs); the response then ends normally, as starlette's does. A ``receive`` that
 raises ends the stream the same way, and the response raises its error, as the task group
-did. Any other cancellation (the server shutting down) propagates. With an ASGI server of spec 2.4 or
-later, or a websocket, this is starlette's own response: no listener at all.
+did. Any other cancellation (the server shutting down) propagates. With an ASGI server of
+spec 2.4 or later, or a websocket, this is starlette's own response: no listener at all.
 """
 
 from __future__ import annotations
