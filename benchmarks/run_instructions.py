@@ -27,13 +27,12 @@ import argparse
 import asyncio
 import gc
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from callgrind import command, instrument, require, seeded_environment, totals
 from run_overhead import _every_kind, _routers_services, build
 
 from deerflow_ext.client import DeerFlowClient
@@ -48,11 +47,6 @@ ARMS = {
 WARMUP = 10
 
 
-def _instrument(on: bool) -> None:
-    switch = "on" if on else "off"
-    subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
-
-
 async def _child(arm: str, runs: int) -> None:
     client = DeerFlowClient(AppConfig.model_validate({"memory": {"enabled": False}}), extensions=ARMS[arm]())
     for i in range(WARMUP):
@@ -62,40 +56,25 @@ async def _child(arm: str, runs: int) -> None:
     # objects have grown by a quarter, and landing in one arm's 40 runs or not moved it by 1M
     # a run (2026-12-03). The collections of each run's own garbage are still counted.
     gc.collect()
-    _instrument(True)
+    instrument(os.getpid(), True)
     for i in range(runs):
         await client.arun(f"tell me about item {i}")  # a fresh thread per run, as in run_overhead
-    _instrument(False)
+    instrument(os.getpid(), False)
     await client.aclose()
 
 
 def _count(arm: str, runs: int, out: Path) -> int:
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        f"--callgrind-out-file={out}",
-        sys.executable,
-        __file__,
-        "--child",
-        arm,
-        "--runs",
-        str(runs),
-    ]
-    # One hash seed for every arm: string hashes decide dict and set layouts, and so a few
-    # instructions here and there; a fixed seed makes a count repeat.
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    totals = re.search(r"^totals: (\d+)", out.read_text() if out.exists() else "", re.MULTILINE)
-    if done.returncode != 0 or totals is None:
+    child = [sys.executable, __file__, "--child", arm, "--runs", str(runs)]
+    done = subprocess.run([*command(out), *child], capture_output=True, text=True, env=seeded_environment())
+    counted = totals(out)
+    if done.returncode != 0 or counted is None:
         tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
         raise SystemExit(f"run_instructions: arm {arm!r} failed under callgrind: {tail[0]}")
-    return int(totals.group(1))
+    return counted
 
 
 def main(runs: int) -> None:
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("run_instructions: valgrind is not installed (apt-get install valgrind)")
+    require("run_instructions")
     with tempfile.TemporaryDirectory() as tmp:
         counts = {arm: _count(arm, runs, Path(tmp) / f"arm{i}.out") / runs for i, arm in enumerate(ARMS)}
     print(f"python {sys.version.split()[0]}; {runs} runs per arm under callgrind; instructions per lead run")

@@ -24,14 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from peer_langgraph import ROOT, measure, start_ours  # the sibling script
+from callgrind import against_baseline, command, instrument, report, require, seeded_environment, totals
+from peer_langgraph import measure, start_ours  # the sibling scripts
 
 WARMUP = 30
 
@@ -39,8 +36,7 @@ WARMUP = 30
 def _count(tree: Path, runs: int, clients: int, tmp: Path, name: str) -> float:
     out = tmp / f"{name}.out"
     (tmp / name).mkdir()
-    prefix = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    os.environ["PYTHONHASHSEED"] = "0"  # start_ours hands the environment on
+    os.environ.update(seeded_environment())  # start_ours hands this environment on
     server = start_ours(
         tmp / name,
         "ours",
@@ -50,37 +46,26 @@ def _count(tree: Path, runs: int, clients: int, tmp: Path, name: str) -> float:
         workers=1,
         python=sys.executable,
         tree=tree,
-        prefix=prefix,
+        prefix=command(out),
         ready_timeout=900,  # startup under callgrind: about a minute here
     )
     try:
         asyncio.run(measure(server, WARMUP, clients))
-        switch = ["callgrind_control", "-i"]
-        subprocess.run([*switch, "on", str(server.proc.pid)], check=True, capture_output=True)
+        instrument(server.proc.pid, True)
         asyncio.run(measure(server, runs, clients))
-        subprocess.run([*switch, "off", str(server.proc.pid)], check=True, capture_output=True)
+        instrument(server.proc.pid, False)
     finally:
         server.stop()
-    totals = re.search(r"^totals: (\d+)", out.read_text() if out.exists() else "", re.MULTILINE)
-    if totals is None:
+    counted = totals(out)
+    if counted is None:
         raise SystemExit(f"server_instructions: {name} wrote no totals; its log: {server.log}")
-    return int(totals.group(1)) / runs
+    return counted / runs
 
 
 def main(runs: int, clients: int, baseline: str | None) -> None:
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("server_instructions: valgrind is not installed (apt-get install valgrind)")
-    trees = {"this checkout": ROOT}
-    if baseline:
-        trees["baseline"] = Path(baseline).resolve()
-    with tempfile.TemporaryDirectory() as name:
-        tmp = Path(name)
-        counts = {arm: _count(tree, runs, clients, tmp, f"arm{i}") for i, (arm, tree) in enumerate(trees.items())}
-    print(f"python {sys.version.split()[0]}; {runs} runs at {clients} clients after {WARMUP}, under callgrind")
-    for arm, count in counts.items():
-        print(f"{arm:<16}{count:>14,.0f} instructions a run")
-    if "baseline" in counts:
-        print(f"this checkout / baseline: {counts['this checkout'] / counts['baseline']:.3f}x")
+    require("server_instructions")
+    counts = against_baseline(lambda tree, tmp, name: _count(tree, runs, clients, tmp, name), baseline)
+    report(counts, f"{runs} runs at {clients} clients after {WARMUP}, under callgrind")
 
 
 if __name__ == "__main__":

@@ -22,20 +22,13 @@ import argparse
 import asyncio
 import gc
 import os
-import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from callgrind import against_baseline, command, instrument, report, require, seeded_environment, totals
+
 WARMUP = 300
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _instrument(on: bool) -> None:
-    switch = "on" if on else "off"
-    subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
 
 
 async def _child(runs: int, folder: str) -> None:
@@ -58,10 +51,10 @@ async def _child(runs: int, folder: str) -> None:
     for n in range(WARMUP):
         await run(n)
     gc.collect()
-    _instrument(True)
+    instrument(os.getpid(), True)
     for n in range(WARMUP, WARMUP + runs):
         await run(n)
-    _instrument(False)
+    instrument(os.getpid(), False)
     await store.aclose()
     await engine.dispose()
 
@@ -70,30 +63,20 @@ def _count(tree: Path, runs: int, tmp: Path, name: str) -> float:
     out = tmp / f"{name}.out"
     folder = tmp / name
     folder.mkdir()
-    command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    command += [sys.executable, __file__, "--child", str(folder), "--runs", str(runs)]
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(tree / "src")}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    totals = re.search(r"^totals: (\d+)", out.read_text() if out.exists() else "", re.MULTILINE)
-    if done.returncode != 0 or totals is None:
+    child = [sys.executable, __file__, "--child", str(folder), "--runs", str(runs)]
+    env = seeded_environment(PYTHONPATH=str(tree / "src"))
+    done = subprocess.run([*command(out), *child], capture_output=True, text=True, env=env)
+    counted = totals(out)
+    if done.returncode != 0 or counted is None:
         tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
         raise SystemExit(f"store_instructions: {name} failed under callgrind: {tail[0]}")
-    return int(totals.group(1)) / runs
+    return counted / runs
 
 
 def main(runs: int, baseline: str | None) -> None:
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("store_instructions: valgrind is not installed (apt-get install valgrind)")
-    trees = {"this checkout": ROOT}
-    if baseline:
-        trees["baseline"] = Path(baseline).resolve()
-    with tempfile.TemporaryDirectory() as name:
-        counts = {arm: _count(tree, runs, Path(name), f"arm{i}") for i, (arm, tree) in enumerate(trees.items())}
-    print(f"python {sys.version.split()[0]}; {runs} runs after {WARMUP} under callgrind; instructions per run")
-    for arm, count in counts.items():
-        print(f"{arm:<16}{count:>14,.0f}")
-    if "baseline" in counts:
-        print(f"this checkout / baseline: {counts['this checkout'] / counts['baseline']:.3f}x")
+    require("store_instructions")
+    counts = against_baseline(lambda tree, tmp, name: _count(tree, runs, tmp, name), baseline)
+    report(counts, f"{runs} runs after {WARMUP} under callgrind")
 
 
 if __name__ == "__main__":
