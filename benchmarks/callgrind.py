@@ -19,7 +19,17 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-__all__ = ["ROOT", "against_baseline", "command", "instrument", "report", "require", "seeded_environment", "totals"]
+__all__ = [
+    "ROOT",
+    "against_baseline",
+    "command",
+    "counted_run",
+    "instrument",
+    "report",
+    "require",
+    "seeded_environment",
+    "totals",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +55,17 @@ def totals(out: Path) -> int | None:
     """The instructions callgrind counted, from its file; ``None`` when it wrote none."""
     found = re.search(r"^totals: (\d+)", out.read_text() if out.exists() else "", re.MULTILINE)
     return int(found.group(1)) if found else None
+
+
+def counted_run(script: str, label: str, out: Path, argv: list[str], env: Mapping[str, str]) -> int:
+    """The instructions ``argv`` counted under callgrind (into ``out``); a run that fails or
+    counts nothing stops ``script`` with ``label`` and its last line of error output."""
+    done = subprocess.run([*command(out), *argv], capture_output=True, text=True, env=dict(env))
+    counted = totals(out)
+    if done.returncode != 0 or counted is None:
+        tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"{script}: {label} failed under callgrind: {tail[0]}")
+    return counted
 
 
 def against_baseline(count: Callable[[Path, Path, str], float], baseline: str | None) -> dict[str, float]:

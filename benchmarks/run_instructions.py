@@ -27,12 +27,11 @@ import argparse
 import asyncio
 import gc
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from callgrind import command, instrument, require, seeded_environment, totals
+from callgrind import counted_run, instrument, require, seeded_environment
 from run_overhead import _every_kind, _routers_services, build
 
 from deerflow_ext.client import DeerFlowClient
@@ -65,12 +64,7 @@ async def _child(arm: str, runs: int) -> None:
 
 def _count(arm: str, runs: int, out: Path) -> int:
     child = [sys.executable, __file__, "--child", arm, "--runs", str(runs)]
-    done = subprocess.run([*command(out), *child], capture_output=True, text=True, env=seeded_environment())
-    counted = totals(out)
-    if done.returncode != 0 or counted is None:
-        tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        raise SystemExit(f"run_instructions: arm {arm!r} failed under callgrind: {tail[0]}")
-    return counted
+    return counted_run("run_instructions", f"arm {arm!r}", out, child, seeded_environment())
 
 
 def main(runs: int) -> None:

@@ -22,11 +22,10 @@ import argparse
 import asyncio
 import gc
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-from callgrind import against_baseline, command, instrument, report, require, seeded_environment, totals
+from callgrind import against_baseline, counted_run, instrument, report, require, seeded_environment
 
 WARMUP = 300
 
@@ -60,17 +59,11 @@ async def _child(runs: int, folder: str) -> None:
 
 
 def _count(tree: Path, runs: int, tmp: Path, name: str) -> float:
-    out = tmp / f"{name}.out"
     folder = tmp / name
     folder.mkdir()
     child = [sys.executable, __file__, "--child", str(folder), "--runs", str(runs)]
     env = seeded_environment(PYTHONPATH=str(tree / "src"))
-    done = subprocess.run([*command(out), *child], capture_output=True, text=True, env=env)
-    counted = totals(out)
-    if done.returncode != 0 or counted is None:
-        tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
-        raise SystemExit(f"store_instructions: {name} failed under callgrind: {tail[0]}")
-    return counted / runs
+    return counted_run("store_instructions", name, tmp / f"{name}.out", child, env) / runs
 
 
 def main(runs: int, baseline: str | None) -> None:
