@@ -103,6 +103,40 @@ def test_langgraph_state_channels_are_the_graphs_own() -> None:
     assert {k: type(v) for k, v in channels.items()} == {k: type(graph_channels[k]) for k in channels}, where
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_langgraph_create_agent_model_node_can_be_bracketed(mode: str) -> None:
+    """``create_agent``'s ``model`` node is a ``RunnableCallable`` of two functions taking
+    ``runtime``; a bracket around it gets that node's function, the state and the runtime."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from deerflow_ext.agents.model import EmbeddedChatModel
+
+    where = f"{_version('langgraph')}, {_version('langchain')}: the model node"
+    assert langgraph_private.can_bracket_nodes(), f"{where}: RunnableCallable is gone: nothing is bracketed"
+    graph = create_agent(EmbeddedChatModel(), [], checkpointer=InMemorySaver())
+    seen: list[Any] = []
+
+    def run(node: Any, state: Any, runtime: Any) -> Any:
+        seen.append((len(state["messages"]), runtime.context))
+        return node(state, runtime)
+
+    async def arun(node: Any, state: Any, runtime: Any) -> Any:
+        seen.append((len(state["messages"]), runtime.context))
+        return await node(state, runtime)
+
+    assert langgraph_private.bracket_node(graph, "model", run, arun), f"{where} is no longer a bracketable runnable"
+    payload, config = {"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "t"}}
+    if mode == "sync":
+        final = graph.invoke(payload, config, context={"k": 1})
+    else:
+        final = await graph.ainvoke(payload, config, context={"k": 1})
+    assert seen == [(1, {"k": 1})], where
+    assert final["messages"][-1].content == "Here is my answer to: hello", where
+    assert not langgraph_private.bracket_node(graph, "no such node", run, arun)
+
+
 def test_langgraph_postgres_saver_writes_only_through_its_pipelined_cursor_in_upserts() -> None:
     """The checkpointer batches what ``put``/``put_writes`` send (``pg_saver``): they must
     still write through ``_cursor(pipeline=True)`` with ``execute``/``executemany`` alone,

@@ -13,7 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow_ext.agents.host import LeadRunRequest
 from deerflow_ext.agents.model import EmbeddedChatModel
-from deerflow_ext.agents.node_fusion import fuse_host_node_hooks
+from deerflow_ext.agents.node_fusion import ModelBracket, bracket_model_node, fuse_host_node_hooks
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import MiddlewarePlacement, Placement
 
@@ -101,7 +101,8 @@ class WrapOnly(AgentMiddleware):
 
 
 def _graph(middleware: list[AgentMiddleware]) -> Any:
-    return create_agent(EmbeddedChatModel(), [], middleware=middleware, checkpointer=InMemorySaver())
+    graph = create_agent(EmbeddedChatModel(), [], middleware=middleware, checkpointer=InMemorySaver())
+    return bracket_model_node(graph, middleware)
 
 
 def _stacks(jump: str | None = None) -> tuple[list[Any], list[Any], list[tuple[str, Any]]]:
@@ -125,8 +126,7 @@ def test_only_runs_of_host_hooks_fuse_and_extensions_split_them() -> None:
         "a+b+c_before_agent.before_agent",
         "a+b.before_model",  # Splitter's before_model splits the chain...
         "Splitter.before_model",
-        "c.before_model",  # ...and a run of one stays as it was
-        "a+b+c_after_model.after_model",
+        # ...c's, last before the model, and the whole after_model chain run in "model"
         "a+b+c_after_agent.after_agent",
     ])
     assert fuse_host_node_hooks(stack, host=[]) == stack  # nothing of the host's: unchanged
@@ -146,7 +146,7 @@ def test_stacks_of_one_shape_fuse_alike_each_over_its_own_middlewares() -> None:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("jump", [None, "a", "b"])
+@pytest.mark.parametrize("jump", [None, "a", "b", "c"])
 async def test_a_fused_graph_reads_writes_and_jumps_as_separate_nodes_do(mode: str, jump: str | None) -> None:
     results = []
     for fuse in (False, True):
@@ -169,8 +169,11 @@ async def test_a_fused_graph_reads_writes_and_jumps_as_separate_nodes_do(mode: s
         assert trail[-3:] == ["c.after_agent", "b.after_agent", "a.after_agent"]
         assert note == "a:after_agent"
     else:
-        assert f"{jump}.before_model" in [hook for hook, _ in log]
-        assert "c.before_model" not in [hook for hook, _ in log]  # the jump left the chain
+        hooks = [hook for hook, _ in log]
+        assert f"{jump}.before_model" in hooks
+        assert not any(hook.endswith("after_model") for hook in hooks)  # the model was skipped
+        if jump != "c":
+            assert "c.before_model" not in hooks  # the jump left the chain
 
 
 async def test_the_lead_graph_fuses_the_host_stack_and_keeps_its_answers() -> None:
@@ -182,7 +185,8 @@ async def test_the_lead_graph_fuses_the_host_stack_and_keeps_its_answers() -> No
     assert result.values["token_usage"]["total_tokens"] > 0  # ...and after_model counted
     (graph,) = (entry.graph for entry in host._graphs._entries.values())
     fused = [name for name in _nodes(graph) if "+" in name]
-    assert len(fused) == 4 and len(_nodes(graph)) == 6  # model, tools and four fused runs
+    # model, tools, the before_agent and after_agent runs; the model node calls the others
+    assert len(fused) == 2 and len(_nodes(graph)) == 4
 
 
 class _ContributesWrapOnly:
@@ -208,3 +212,87 @@ async def test_host_layers_that_carry_a_contributed_group_still_fuse() -> None:
     bare, contributed = graphs
     assert "MemoryMiddleware" in " ".join(_nodes(bare))
     assert sorted(_nodes(contributed)) == sorted(_nodes(bare))
+
+
+class Steady(Hooks):
+    """Host hooks whose before_model never jumps."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("before_model", state)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._step("before_model", state)
+
+
+class AfterSplitter(AgentMiddleware):
+    """An extension's after_model hook, last in the stack: it runs first after the model."""
+
+    def __init__(self, log: list[tuple[str, Any]]) -> None:
+        super().__init__()
+        self.log = log
+
+    def after_model(self, state: Any, runtime: Any) -> None:
+        self.log.append(("after_splitter.after_model", (state.get("note"), tuple(state.get("trail", ())))))
+
+    async def aafter_model(self, state: Any, runtime: Any) -> None:
+        self.after_model(state, runtime)
+
+
+def _split_after(kind: type[Hooks], jump: str | None) -> tuple[list[Any], list[Any], list[tuple[str, Any]]]:
+    log: list[tuple[str, Any]] = []
+    host = [kind(name, log, jump=name == jump) for name in ("a", "b", "c")]
+    return [host[0], host[1], WrapOnly(), host[2], AfterSplitter(log)], host, log
+
+
+@pytest.mark.parametrize(
+    ("kind", "jump", "in_model"),
+    [
+        # the after_model chain holds an extension's hook: it stays nodes, and so do the
+        # before_model hooks that may jump (the edge out of "model" would not read it)...
+        (Hooks, None, False),
+        (Hooks, "b", False),
+        # ...but hooks that cannot jump still run in the model node
+        (Steady, None, True),
+    ],
+)
+async def test_the_model_node_takes_only_hooks_whose_place_and_jumps_it_keeps(
+    kind: type[Hooks], jump: str | None, in_model: bool
+) -> None:
+    results = []
+    for fuse in (False, True):
+        stack, host, log = _split_after(kind, jump)
+        middleware = fuse_host_node_hooks(stack, host) if fuse else stack
+        graph = _graph(middleware)
+        payload = {"messages": [HumanMessage("hello", id="h1")]}
+        final = await graph.ainvoke(payload, {"configurable": {"thread_id": "t"}})
+        results.append((log, final.get("note"), final.get("trail"), [m.content for m in final["messages"]]))
+        if fuse:
+            nodes = _nodes(graph)
+            assert "a+b+c_after_model.after_model" in nodes  # the extension's hook splits nothing: one run
+            assert ("a+b+c_before_model.before_model" not in nodes) is in_model
+            assert any(isinstance(m, ModelBracket) for m in middleware) is in_model
+    separate, fused = results
+    assert fused == separate
+
+
+async def test_a_reused_graph_brackets_each_run_with_its_own_hooks() -> None:
+    from deerflow_ext.agents.reuse import CompiledGraphs
+
+    graphs, logs, saver = CompiledGraphs(), [], InMemorySaver()
+    for run in range(2):
+        stack, host, log = _stacks()
+        bound = graphs.bind(
+            fuse_host_node_hooks(stack, host),
+            model=EmbeddedChatModel(),
+            tools=(),
+            system_prompt="",
+            checkpointer=saver,
+            compile=_graph,
+        )
+        assert bound is not None
+        await bound.ainvoke({"messages": [HumanMessage(f"hello {run}")]}, {"configurable": {"thread_id": f"t{run}"}})
+        logs.append(log)
+    assert len(graphs) == 1  # one shape, one compiled graph
+    for log in logs:  # each run's own members were called, once each, in the model node too
+        hooks = [hook for hook, _ in log]
+        assert hooks.count("c.before_model") == 1 and hooks.count("a.after_model") == 1

@@ -1,4 +1,5 @@
-"""LangGraph's private state-schema reader (``langgraph.graph.state._get_channels``).
+"""LangGraph's private state-schema reader (``langgraph.graph.state._get_channels``) and
+node runnable (``langgraph._internal._runnable.RunnableCallable``).
 
 Used by node-hook fusion (``agents/node_fusion.py``): a fused node runs several middleware
 hooks in one graph step, so between two of them it must apply the first one's update the
@@ -9,16 +10,23 @@ one place that calls it.
 
 Fallback: without it (or when it stops answering in that shape) nothing is fused: every
 hook stays its own graph node, which only costs speed.
+
+Node fusion also calls hooks inside ``create_agent``'s ``model`` node (``ModelBracket``):
+the compiled graph's node is replaced by one that calls the bracket with the node's own
+function. ``create_agent`` makes that node a ``RunnableCallable(model_node, amodel_node)``
+whose functions take ``(state, runtime)``; the replacement is a ``RunnableCallable`` too,
+so LangGraph injects ``runtime`` into it as it did into the original. Without the class
+nothing is bracketed (:func:`can_bracket_nodes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langgraph.channels.base import BaseChannel
 
-__all__ = ["state_channels"]
+__all__ = ["bracket_node", "can_bracket_nodes", "state_channels"]
 
 
 def state_channels(schema: type) -> Mapping[str, BaseChannel[Any, Any, Any]] | None:
@@ -38,3 +46,53 @@ def state_channels(schema: type) -> Mapping[str, BaseChannel[Any, Any, Any]] | N
     if not all(isinstance(channel, BaseChannel) for channel in channels.values()):
         return None
     return channels
+
+
+Node = Callable[[Any, Any], Any]
+
+
+def can_bracket_nodes() -> bool:
+    """Whether :func:`bracket_node` can work with this LangGraph."""
+    try:
+        from langgraph._internal._runnable import RunnableCallable  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def bracket_node(
+    graph: Any,
+    name: str,
+    run: Callable[[Node, Any, Any], Any],
+    arun: Callable[[Node, Any, Any], Awaitable[Any]],
+) -> bool:
+    """Make node ``name`` of the compiled ``graph`` call ``run(node, state, runtime)`` (or
+    ``arun``) instead, where ``node(state, runtime)`` is the node's own function. ``False``
+    (nothing changed) when the node is not a runnable of both functions taking ``runtime``."""
+    try:
+        from langgraph._internal._runnable import RunnableCallable
+    except ImportError:
+        return False
+    node = getattr(graph, "nodes", {}).get(name)
+    bound = getattr(node, "bound", None)
+    if node is None or not isinstance(bound, RunnableCallable) or bound.func is None or bound.afunc is None:
+        return False
+    if "runtime" not in bound.func_accepts:
+        return False
+    func, afunc = bound.func, bound.afunc
+
+    def inner(state: Any, runtime: Any) -> Any:
+        return func(state, runtime=runtime)
+
+    async def ainner(state: Any, runtime: Any) -> Any:
+        return await afunc(state, runtime=runtime)
+
+    def bracketed(state: Any, runtime: Any) -> Any:
+        return run(inner, state, runtime)
+
+    async def abracketed(state: Any, runtime: Any) -> Any:
+        return await arun(ainner, state, runtime)
+
+    replacement = RunnableCallable(bracketed, abracketed, name=bound.name, trace=bound.trace)
+    graph.nodes[name] = node.copy({"bound": replacement})
+    return True

@@ -55,7 +55,7 @@ from .middlewares import (
     ToolErrorHandlingMiddleware,
 )
 from .models import create_chat_model, effective_model_name, model_name_for, public_model_parameters
-from .node_fusion import fuse_host_node_hooks
+from .node_fusion import bracket_model_node, fuse_host_node_hooks
 from .policy import project_policy
 from .prompts import LEAD_SYSTEM_PROMPT, SUBAGENT_SYSTEM_PROMPT
 from .reuse import CompiledGraphs
@@ -204,7 +204,7 @@ def build_agent(
         compiled = fuse_host_node_hooks(stack, host_layers(stack))
 
         def compile_over(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
-            return create_agent(
+            graph = create_agent(
                 model,
                 list(tools),
                 system_prompt=system_prompt,
@@ -212,6 +212,7 @@ def build_agent(
                 checkpointer=checkpointer,
                 context_schema=RunContext,
             )
+            return bracket_model_node(graph, middleware)
 
         graph = None
         if graphs is not None:

@@ -16,10 +16,20 @@ same reducers, e.g. ``add_messages``), stops at a member that jumps (as the jump
 would), and writes what the separate nodes would have written. Host hooks never
 interrupt, so re-running a fused node on resume re-runs nothing that had finished.
 
+The model's own step takes two runs more (:class:`ModelBracket`): the host's
+``before_model`` hooks that run last before the model and its ``after_model`` hooks that
+run first after it are called inside the ``model`` node, before and after the node's own
+work, when nothing could tell the difference from the graph's edges (see
+:func:`_bracketed`). A trivial lead run is then four graph steps instead of six (issue 16:
+each step is ~0.3 ms of a ~3 ms in-process run). A failed model call now also drops what
+the ``before_model`` hooks wrote in the same step, and a resumed ``model`` node calls them
+again; host hooks neither interrupt nor hold anything a second call would repeat wrongly.
+
 Only the compiled graph changes: the stack, its order, the descriptor and the placement
 anchors are the composed stack's (``agents/lead.py`` describes that, not this). What a
 client can see is the node names in ``updates`` events: one update named after the run
-(``ThreadDataMiddleware+SandboxLeaseMiddleware.before_agent``) instead of one per member.
+(``ThreadDataMiddleware+SandboxLeaseMiddleware.before_agent``) instead of one per member,
+and the bracketed hooks' writes in the ``model`` node's update.
 """
 
 from __future__ import annotations
@@ -35,10 +45,10 @@ from langgraph.channels.ephemeral_value import EphemeralValue
 from langgraph.channels.last_value import LastValue
 from langgraph.types import Command
 
-from deerflow_ext.adapters.langgraph_private import state_channels
+from deerflow_ext.adapters.langgraph_private import bracket_node, can_bracket_nodes, state_channels
 from deerflow_ext.extensions.hooks import ASYNC_HOOKS, STATE_HOOKS, adopt_graph_attributes, implemented_hooks
 
-__all__ = ["FUSED_KINDS", "fuse_host_node_hooks"]
+__all__ = ["FUSED_KINDS", "ModelBracket", "bracket_model_node", "fuse_host_node_hooks"]
 
 #: Each node-hook kind as (sync, async) hook names, and whether it runs in stack order.
 FUSED_KINDS: tuple[tuple[str, str, bool], ...] = (
@@ -47,6 +57,7 @@ FUSED_KINDS: tuple[tuple[str, str, bool], ...] = (
     ("after_model", "aafter_model", False),  # after_* hooks run from the stack's end
     ("after_agent", "aafter_agent", False),
 )
+_BEFORE_MODEL, _AFTER_MODEL = FUSED_KINDS[1], FUSED_KINDS[2]
 #: The channels whose semantics a fused node reproduces (all create_agent's state uses).
 _KNOWN_CHANNELS = (LastValue, BinaryOperatorAggregate, EphemeralValue)
 
@@ -56,7 +67,9 @@ Channel = BaseChannel[Any, Any, Any]
 
 def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]) -> list[Middleware]:
     """The middleware list to compile for ``stack``: ``stack`` itself when nothing fuses,
-    else each fused run of ``host`` middlewares' hooks as one node.
+    else each fused run of ``host`` middlewares' hooks as one node, and the hooks the
+    ``model`` node calls as a :class:`ModelBracket` at the end (compile the list, then
+    hand the graph to :func:`bracket_model_node`).
 
     A member of a run is given to the graph as a view that keeps all its other hooks,
     tools, state schema and name; the run's node is a middleware of its own, placed just
@@ -79,22 +92,32 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
     channels = _channels(stack)
     if channels is None:
         return list(stack)
+    steps, (before, after) = plan
     result: list[Middleware] = []
-    for middleware, (nodes, view) in zip(stack, plan, strict=True):
+    for middleware, (nodes, view) in zip(stack, steps, strict=True):
         result.extend(node(tuple(stack[at] for at in members), channels, name) for node, members, name in nodes)
         result.append(middleware if view is None else view(middleware))
+    if before or after:
+        result.append(ModelBracket(tuple(stack[at] for at in before), tuple(stack[at] for at in after), channels))
     return result
 
 
-def _plan(stack: Sequence[Middleware], host_ids: set[int]) -> tuple[_Step, ...] | None:
+def _plan(stack: Sequence[Middleware], host_ids: set[int]) -> _Plan | None:
     """What fuses in ``stack`` (by position), or ``None`` when nothing does."""
     hooks = [implemented_hooks(type(m)) for m in stack]
-    runs = [(kind, run) for kind in FUSED_KINDS for run in _runs(stack, hooks, kind, host_ids)]
-    if not runs:
+    before, after = _bracketed(stack, hooks, host_ids) if can_bracket_nodes() else ((), ())
+    bracketed = {_BEFORE_MODEL: set(before), _AFTER_MODEL: set(after)}
+    runs = [
+        (kind, run) for kind in FUSED_KINDS for run in _runs(stack, hooks, kind, host_ids, bracketed.get(kind, set()))
+    ]
+    if not runs and not before and not after:
         return None
     at = {id(m): i for i, m in enumerate(stack)}
     fused_away: dict[int, set[str]] = {}
-    before: dict[int, list[tuple[type[_Fused], tuple[int, ...], str]]] = {}
+    for (sync_hook, async_hook, _), positions in ((_BEFORE_MODEL, before), (_AFTER_MODEL, after)):
+        for position in positions:
+            fused_away.setdefault(position, set()).update((sync_hook, async_hook))
+    placed: dict[int, list[tuple[type[_Fused], tuple[int, ...], str]]] = {}
     joined = ["+".join(m.name for m in run) for _, run in runs]
     for ((sync_hook, async_hook, in_order), run), name in zip(runs, joined, strict=True):
         for member in run:
@@ -104,28 +127,70 @@ def _plan(stack: Sequence[Middleware], host_ids: set[int]) -> tuple[_Step, ...] 
         if joined.count(name) > 1:  # the same members fuse on two chains: names stay unique
             name = f"{name}_{sync_hook}"
         node = _fused_class(sync_hook, async_hook, jumps)
-        before.setdefault(at[id(run[0])], []).append((node, tuple(at[id(m)] for m in executed), name))
-    return tuple(
+        placed.setdefault(at[id(run[0])], []).append((node, tuple(at[id(m)] for m in executed), name))
+    steps = tuple(
         (
-            tuple(before.get(i, ())),
+            tuple(placed.get(i, ())),
             None if i not in fused_away else _view_class(type(m), frozenset(fused_away[i])),
         )
         for i, m in enumerate(stack)
     )
+    return steps, (before, after)
+
+
+def _fusible(middleware: Middleware, found: frozenset[str], kind: tuple[str, str, bool], host_ids: set[int]) -> bool:
+    """A host middleware (never an extension's, never a traced one) with both of ``kind``'s hooks."""
+    return id(middleware) in host_ids and {kind[0], kind[1]} <= found and middleware.trace_policy is None
+
+
+def _bracketed(
+    stack: Sequence[Middleware], hooks: Sequence[frozenset[str]], host_ids: set[int]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The positions whose ``before_model`` / ``after_model`` hooks the ``model`` node
+    calls, each in the order they run, when the graph could not tell.
+
+    ``before``: the fusible host hooks that run last before the model (a tail of the chain,
+    so no other hook ran between them and the model). ``after``: the whole ``after_model``
+    chain, when every hook on it is fusible. Only a jump to ``"end"`` is allowed: with no
+    ``after_model`` node left, the edge out of ``model`` reads ``jump_to`` and takes
+    ``"end"`` where the hook's own edge would have; a ``before`` jump needs that too, so
+    ``before`` hooks that may jump are only taken with the whole ``after`` chain."""
+
+    def chain(kind: tuple[str, str, bool]) -> list[int]:
+        return [i for i, found in enumerate(hooks) if kind[0] in found or kind[1] in found]
+
+    def takes(i: int, kind: tuple[str, str, bool]) -> bool:
+        jumps = _jumps((stack[i],), kind[0], kind[1])
+        return _fusible(stack[i], hooks[i], kind, host_ids) and set(jumps) <= {"end"}
+
+    after_chain = chain(_AFTER_MODEL)
+    after = tuple(reversed(after_chain)) if all(takes(i, _AFTER_MODEL) for i in after_chain) else ()
+    before: list[int] = []
+    for i in reversed(chain(_BEFORE_MODEL)):
+        if not takes(i, _BEFORE_MODEL):
+            break
+        before.insert(0, i)
+    if len(after) < len(after_chain) and any(_jumps((stack[i],), *_BEFORE_MODEL[:2]) for i in before):
+        before = []
+    return tuple(before), after
 
 
 def _runs(
-    stack: Sequence[Middleware], hooks: Sequence[frozenset[str]], kind: tuple[str, str, bool], host_ids: set[int]
+    stack: Sequence[Middleware],
+    hooks: Sequence[frozenset[str]],
+    kind: tuple[str, str, bool],
+    host_ids: set[int],
+    bracketed: set[int],
 ) -> list[list[Middleware]]:
-    """Maximal runs (two or more) of fusible host middlewares among those with ``kind``."""
+    """Maximal runs (two or more) of fusible host middlewares among those with ``kind``
+    (the ``bracketed`` positions are the model node's: they are not on the chain)."""
     sync_hook, async_hook, _ = kind
-    pair = {sync_hook, async_hook}
     runs: list[list[Middleware]] = []
     current: list[Middleware] = []
-    for middleware, found in zip(stack, hooks, strict=True):
-        if sync_hook not in found and async_hook not in found:
+    for i, (middleware, found) in enumerate(zip(stack, hooks, strict=True)):
+        if (sync_hook not in found and async_hook not in found) or i in bracketed:
             continue  # not on this chain: it neither joins nor splits a run
-        if id(middleware) in host_ids and pair <= found and middleware.trace_policy is None:
+        if _fusible(middleware, found, kind, host_ids):
             current.append(middleware)
             continue
         if len(current) > 1:
@@ -153,7 +218,9 @@ _UNSEEN: Any = object()
 _Step = tuple[tuple[tuple[type["_Fused"], tuple[int, ...], str], ...], type["_View"] | None]
 """Per middleware of a stack: the fused nodes placed before it (class, members' positions,
 name), and the view class it is given to the graph as, or ``None`` (itself)."""
-_plans: dict[tuple[Any, ...], tuple[_Step, ...] | None] = {}
+_Plan = tuple[tuple[_Step, ...], tuple[tuple[int, ...], tuple[int, ...]]]
+"""Each middleware's step, and the positions of the hooks the model node calls (before, after)."""
+_plans: dict[tuple[Any, ...], _Plan | None] = {}
 
 
 def _channels(stack: Sequence[Middleware]) -> Mapping[str, Channel] | None:
@@ -305,6 +372,92 @@ def _fused_class(sync_hook: str, async_hook: str, jumps: tuple[str, ...]) -> typ
         namespace[async_hook].__can_jump_to__ = list(jumps)
     with _class_lock:
         return _fused_classes.setdefault(key, type(f"Fused_{sync_hook}", (_Fused,), namespace))
+
+
+# -- the model node's bracket -----------------------------------------------------------------
+
+
+class ModelBracket(_Fused):
+    """The host hooks the ``model`` node calls: ``before_model`` ones before the node's own
+    work, ``after_model`` ones on the state the node leaves. A middleware with no hooks of
+    its own, so ``create_agent`` makes no node of it; :func:`bracket_model_node` installs it.
+
+    The node writes what the separate nodes would have, in their order: the ``before``
+    hooks' updates, the model node's commands, the ``after`` hooks' updates. A ``before``
+    hook that jumps skips the model, as its edge would have."""
+
+    NAME = "HostModelBracket"
+
+    def __init__(
+        self, before: tuple[Middleware, ...], after: tuple[Middleware, ...], channels: Mapping[str, Channel]
+    ) -> None:
+        super().__init__(before, channels, self.NAME)
+        self._after_members = after
+
+    def resolve(self, runtime: Any) -> ModelBracket:
+        """The bracket of the run (this one; a reused graph's slot answers with the run's)."""
+        return self
+
+    def run(self, node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, "before_model", member.before_model(view, runtime), view, updates)
+            if view is None:
+                return self._written(updates)
+        view = self._wrote(view, node(view, runtime), updates)
+        for member in self._after_members:
+            view = self._take(member, "after_model", member.after_model(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates)
+
+    async def arun(self, node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, "abefore_model", await member.abefore_model(view, runtime), view, updates)
+            if view is None:
+                return self._written(updates)
+        view = self._wrote(view, await node(view, runtime), updates)
+        for member in self._after_members:
+            view = self._take(member, "aafter_model", await member.aafter_model(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates)
+
+    def _wrote(self, view: dict[str, Any], written: Any, updates: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """Keep the model node's own writes (commands or dicts, in order) with the hooks'
+        (one step's writes: a plain key may be written once, see ``_written``); the state
+        the ``after`` hooks read."""
+        items = written if isinstance(written, list | tuple) else () if written is None else (written,)
+        for item in items:
+            if isinstance(item, Command) and (item.goto or item.graph is not None or item.resume is not None):
+                raise TypeError("the model node returned a command that routes; a bracket can only keep updates")
+            update = item.update if isinstance(item, Command) else item
+            pairs = [update] if isinstance(update, Mapping) else [{key: value} for key, value in update or ()]
+            for pair in pairs:
+                updates.append(pair)
+                view = self._after(view, pair)
+        return view
+
+
+def bracket_model_node(graph: Any, middleware: Sequence[Middleware]) -> Any:
+    """``graph`` (compiled by ``create_agent`` over ``middleware``) with its ``model`` node
+    calling the run's :class:`ModelBracket`, when ``middleware`` holds one (itself, or a
+    reused graph's slot for it: either resolves to the run's bracket)."""
+    stand_in: Any = next((m for m in middleware if m.name == ModelBracket.NAME), None)
+    if stand_in is None:
+        return graph
+
+    def run(node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        return stand_in.resolve(runtime).run(node, state, runtime)
+
+    async def arun(node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        return await stand_in.resolve(runtime).arun(node, state, runtime)
+
+    if not bracket_node(graph, "model", run, arun):
+        # The plan took these hooks off their nodes: without the bracket they would never run.
+        raise RuntimeError("create_agent's model node cannot be bracketed (adapters/langgraph_private.py)")
+    return graph
 
 
 # -- a member's view --------------------------------------------------------------------------

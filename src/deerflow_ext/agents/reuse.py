@@ -198,6 +198,11 @@ class _Slot(AgentMiddleware[Any, Any, Any]):
     def _target(self, runtime: Any) -> AgentMiddleware[Any, Any, Any]:
         return _run_stack(runtime).middleware[self._index]
 
+    def resolve(self, runtime: Any) -> Any:
+        """The run's middleware at this slot's position (for what calls a stand-in's
+        methods outside LangChain's hooks: node fusion's model bracket)."""
+        return self._target(runtime)
+
     def _request(self, request: Any, *, model_call: bool) -> tuple[AgentMiddleware[Any, Any, Any], Any]:
         run_stack = _run_stack(request.runtime)
         if model_call and self._swaps_model:
