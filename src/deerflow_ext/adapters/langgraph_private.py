@@ -26,6 +26,12 @@ from typing import Any
 
 from langgraph.channels.base import BaseChannel
 
+_RunnableCallable: Any
+try:
+    from langgraph._internal._runnable import RunnableCallable as _RunnableCallable
+except ImportError:  # another LangGraph: nothing is bracketed
+    _RunnableCallable = None
+
 __all__ = ["bracket_node", "can_bracket_nodes", "state_channels"]
 
 
@@ -53,11 +59,7 @@ Node = Callable[[Any, Any], Any]
 
 def can_bracket_nodes() -> bool:
     """Whether :func:`bracket_node` can work with this LangGraph."""
-    try:
-        from langgraph._internal._runnable import RunnableCallable  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _RunnableCallable is not None
 
 
 def bracket_node(
@@ -68,16 +70,15 @@ def bracket_node(
 ) -> bool:
     """Make node ``name`` of the compiled ``graph`` call ``run(node, state, runtime)`` (or
     ``arun``) instead, where ``node(state, runtime)`` is the node's own function. ``False``
-    (nothing changed) when the node is not a runnable of both functions taking ``runtime``."""
-    try:
-        from langgraph._internal._runnable import RunnableCallable
-    except ImportError:
+    (nothing changed) when the node is not a runnable of both functions taking ``state``
+    and ``runtime`` alone."""
+    if _RunnableCallable is None:
         return False
     node = getattr(graph, "nodes", {}).get(name)
     bound = getattr(node, "bound", None)
-    if node is None or not isinstance(bound, RunnableCallable) or bound.func is None or bound.afunc is None:
+    if node is None or not isinstance(bound, _RunnableCallable) or bound.func is None or bound.afunc is None:
         return False
-    if "runtime" not in bound.func_accepts:
+    if set(bound.func_accepts) != {"runtime"} or bound.kwargs:  # all the call is given is the runtime
         return False
     func, afunc = bound.func, bound.afunc
 
@@ -93,6 +94,6 @@ def bracket_node(
     async def abracketed(state: Any, runtime: Any) -> Any:
         return await arun(ainner, state, runtime)
 
-    replacement = RunnableCallable(bracketed, abracketed, name=bound.name, trace=bound.trace)
+    replacement = _RunnableCallable(bracketed, abracketed, name=bound.name, trace=bound.trace)
     graph.nodes[name] = node.copy({"bound": replacement})
     return True
