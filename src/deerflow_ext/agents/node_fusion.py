@@ -79,7 +79,8 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
     run's CPU), and stacks of one shape fuse alike: what fuses where is worked out once per
     shape (:func:`_plan`), and each call only wraps its own middlewares."""
     host_ids = {id(m) for m in host}
-    shape = tuple((type(m), id(m) in host_ids, m.trace_policy is None, m.name) for m in stack)
+    # (A list, then a tuple: cheaper than a generator, for every middleware of every construction.)
+    shape = tuple([(type(m), id(m) in host_ids, m.trace_policy is None, m.name, m.state_schema) for m in stack])
     plan = _plans.get(shape, _UNSEEN)
     if plan is _UNSEEN:
         plan = _plan(stack, host_ids)
@@ -89,13 +90,11 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
             _plans[shape] = plan
     if plan is None:
         return list(stack)
-    channels = _channels(stack)
-    if channels is None:
-        return list(stack)
-    steps, (before, after) = plan
+    steps, (before, after), channels = plan
     result: list[Middleware] = []
     for middleware, (nodes, view) in zip(stack, steps, strict=True):
-        result.extend(node(tuple(stack[at] for at in members), channels, name) for node, members, name in nodes)
+        for node, members, name in nodes:
+            result.append(node(tuple([stack[at] for at in members]), channels, name))
         result.append(middleware if view is None else view(middleware))
     if before or after:
         result.append(ModelBracket(tuple(stack[at] for at in before), tuple(stack[at] for at in after), channels))
@@ -103,7 +102,11 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
 
 
 def _plan(stack: Sequence[Middleware], host_ids: set[int]) -> _Plan | None:
-    """What fuses in ``stack`` (by position), or ``None`` when nothing does."""
+    """What fuses in ``stack`` (by position), or ``None`` when nothing does (or a state
+    key's channel is unknown here: see :func:`_merged`)."""
+    channels = _merged(tuple(dict.fromkeys(m.state_schema for m in stack)))
+    if channels is None:
+        return None
     hooks = [implemented_hooks(type(m)) for m in stack]
     before, after = _bracketed(stack, hooks, host_ids) if can_bracket_nodes() else ((), ())
     bracketed = {_BEFORE_MODEL: set(before), _AFTER_MODEL: set(after)}
@@ -135,7 +138,7 @@ def _plan(stack: Sequence[Middleware], host_ids: set[int]) -> _Plan | None:
         )
         for i, m in enumerate(stack)
     )
-    return steps, (before, after)
+    return steps, (before, after), channels
 
 
 def _fusible(middleware: Middleware, found: frozenset[str], kind: tuple[str, str, bool], host_ids: set[int]) -> bool:
@@ -213,29 +216,14 @@ def _jumps(members: Sequence[Middleware], sync_hook: str, async_hook: str) -> tu
 
 
 _cache_lock = threading.Lock()
-_schema_channels: dict[tuple[type, ...], Mapping[str, Channel] | None] = {}
 _UNSEEN: Any = object()
 _Step = tuple[tuple[tuple[type["_Fused"], tuple[int, ...], str], ...], type["_View"] | None]
 """Per middleware of a stack: the fused nodes placed before it (class, members' positions,
 name), and the view class it is given to the graph as, or ``None`` (itself)."""
-_Plan = tuple[tuple[_Step, ...], tuple[tuple[int, ...], tuple[int, ...]]]
-"""Each middleware's step, and the positions of the hooks the model node calls (before, after)."""
+_Plan = tuple[tuple[_Step, ...], tuple[tuple[int, ...], tuple[int, ...]], Mapping[str, "Channel"]]
+"""Each middleware's step, the positions of the hooks the model node calls (before, after),
+and every state key's channel over the stack's schemas (what the graph merges)."""
 _plans: dict[tuple[Any, ...], _Plan | None] = {}
-
-
-def _channels(stack: Sequence[Middleware]) -> Mapping[str, Channel] | None:
-    """Every state key's channel over the whole stack's schemas (what the graph merges),
-    or ``None`` (nothing fuses) when one is unknown here or two schemas disagree."""
-    schemas = tuple(dict.fromkeys(m.state_schema for m in stack))
-    cached = _schema_channels.get(schemas, _UNSEEN)
-    if cached is not _UNSEEN:
-        return cached
-    merged = _merged(schemas)
-    with _cache_lock:
-        if len(_schema_channels) >= 64:
-            _schema_channels.clear()
-        _schema_channels[schemas] = merged
-    return merged
 
 
 def _merged(schemas: Sequence[type]) -> dict[str, Channel] | None:
