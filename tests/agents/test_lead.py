@@ -260,3 +260,74 @@ def test_construction_binds_the_runs_snapshot_only_while_it_builds(restore_proce
     make_subagent(make_config(), extensions=run)
     assert during == [run, run] and all(seen is run for seen in during)
     assert build_extensions() is process_wide  # the binding has exited with construction
+
+
+@pytest.mark.parametrize("scope", [AgentScope.LEAD, AgentScope.SUBAGENT])
+def test_the_host_stack_describes_alike_for_one_config_scope_and_policy(scope: AgentScope) -> None:
+    # What lets a construction hand out the host's descriptors again (lead._describe_stack):
+    # of the rest build_host_stack is given, the models and which memory (not whether there
+    # is one: that is in the key) never show in a host descriptor.
+    from deerflow_ext.extensions.assembly import describe_middleware
+
+    config = make_config(title={"max_chars": 33}, retry={"max_retries": 4})
+
+    def described(memory: Any, **system: Any) -> list[tuple[str, dict[str, Any]]]:
+        stack = build_host_stack(
+            config,
+            scope=scope,
+            model=EmbeddedChatModel(),
+            policy=project_policy(config, scope, "general-purpose"),  # equal, not the same object
+            memory=memory,
+            system_models=system,
+        )
+        return [(d.name, dict(d.policy_parameters)) for d in map(describe_middleware, stack)]
+
+    first = described(object())
+    assert described(object(), title=EmbeddedChatModel(), summarization=EmbeddedChatModel()) == first
+    assert ("LLMErrorHandlingMiddleware", {"max_retries": 4}) in first
+    if scope is AgentScope.LEAD:
+        assert ("TitleMiddleware", {"enabled": True, "max_chars": 33}) in first
+        assert ("MemoryMiddleware", {"enabled": False}) in described(None)  # why presence is keyed
+
+
+def test_a_construction_describes_the_host_once_per_config_and_contributions_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deerflow_ext.agents import lead
+    from deerflow_ext.extensions.assembly import describe_middleware
+    from deerflow_ext.extensions.isolation import IsolatedMiddleware
+
+    class Probe(SubagentLimitMiddleware):
+        pass
+
+    def stack_of(config: Any, memory: Any = None) -> tuple[list[Any], list[Any], HostPolicySnapshot]:
+        policy = project_policy(config, AgentScope.LEAD)
+        host = build_host_stack(config, scope=AgentScope.LEAD, model=EmbeddedChatModel(), policy=policy, memory=memory)
+        contributed = IsolatedMiddleware(Probe(7), extension="probe:install", diagnostics=[])
+        return [host[0], contributed, *host[1:]], host, policy
+
+    config = make_config(title={"max_chars": 40})
+    calls: list[str] = []
+
+    def counted(middleware: Any) -> Any:
+        calls.append(type(middleware).__name__)
+        return describe_middleware(middleware)
+
+    monkeypatch.setattr(lead, "describe_middleware", counted)
+    for construction in range(2):
+        stack, host, policy = stack_of(config)
+        calls.clear()
+        got = lead._describe_stack(stack, host, config, AgentScope.LEAD, policy, None)
+        assert got == tuple(map(describe_middleware, stack))  # the same as describing each
+        # the first describes all; the second only the contribution
+        assert len(calls) == (len(stack) if construction == 0 else 1)
+    changed = make_config(title={"max_chars": 41})  # another configuration: described anew
+    stack, host, policy = stack_of(changed)
+    fresh = lead._describe_stack(stack, host, changed, AgentScope.LEAD, policy, None)
+    titles = [dict(d.policy_parameters) for d in fresh if d.name == "TitleMiddleware"]
+    assert titles == [{"enabled": True, "max_chars": 41}]
+    memory = object()  # the same configuration with a memory: its middleware is enabled
+    stack, host, policy = stack_of(changed, memory)
+    with_memory = lead._describe_stack(stack, host, changed, AgentScope.LEAD, policy, memory)
+    assert with_memory == tuple(map(describe_middleware, stack))
+    assert [dict(d.policy_parameters) for d in with_memory if d.name == "MemoryMiddleware"] == [{"enabled": True}]
