@@ -114,8 +114,8 @@ async def test_langgraph_create_agent_model_node_can_be_bracketed(mode: str) -> 
     from deerflow_ext.agents.model import EmbeddedChatModel
 
     where = f"{_version('langgraph')}, {_version('langchain')}: the model node"
-    assert langgraph_private.can_bracket_nodes(), f"{where}: RunnableCallable is gone: nothing is bracketed"
     graph = create_agent(EmbeddedChatModel(), [], checkpointer=InMemorySaver())
+    assert langgraph_private.bracketable(graph, "model"), f"{where} is no longer bracketable: nothing is bracketed"
     seen: list[Any] = []
 
     def run(node: Any, state: Any, runtime: Any) -> Any:

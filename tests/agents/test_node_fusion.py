@@ -296,3 +296,20 @@ async def test_a_reused_graph_brackets_each_run_with_its_own_hooks() -> None:
     for log in logs:  # each run's own members were called, once each, in the model node too
         hooks = [hook for hook, _ in log]
         assert hooks.count("c.before_model") == 1 and hooks.count("a.after_model") == 1
+
+
+async def test_a_model_node_that_cannot_be_bracketed_leaves_the_hooks_on_their_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deerflow_ext.agents import node_fusion
+
+    assert node_fusion._model_node_bracketable()  # this LangChain's: see test_private_surface.py
+    monkeypatch.setattr(node_fusion, "_model_node_bracketable", lambda: False)
+    monkeypatch.setattr(node_fusion, "_plans", {})
+    stack, host, log = _stacks()
+    middleware = fuse_host_node_hooks(stack, host)
+    assert not any(isinstance(m, ModelBracket) for m in middleware)
+    graph = _graph(middleware)
+    assert {"c.before_model", "a+b+c_after_model.after_model"} <= set(_nodes(graph))
+    await graph.ainvoke({"messages": [HumanMessage("hello", id="h1")]}, {"configurable": {"thread_id": "t"}})
+    assert [hook for hook, _ in log].count("a.after_model") == 1

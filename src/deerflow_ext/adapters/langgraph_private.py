@@ -15,8 +15,9 @@ Node fusion also calls hooks inside ``create_agent``'s ``model`` node (``ModelBr
 the compiled graph's node is replaced by one that calls the bracket with the node's own
 function. ``create_agent`` makes that node a ``RunnableCallable(model_node, amodel_node)``
 whose functions take ``(state, runtime)``; the replacement is a ``RunnableCallable`` too,
-so LangGraph injects ``runtime`` into it as it did into the original. Without the class
-nothing is bracketed (:func:`can_bracket_nodes`).
+so LangGraph injects ``runtime`` into it as it did into the original. When the node is
+not that (:func:`bracketable`; node fusion asks once, of a small agent), nothing is
+bracketed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ try:
 except ImportError:  # another LangGraph: nothing is bracketed
     _RunnableCallable = None
 
-__all__ = ["bracket_node", "can_bracket_nodes", "state_channels"]
+__all__ = ["bracket_node", "bracketable", "state_channels"]
 
 
 def state_channels(schema: type) -> Mapping[str, BaseChannel[Any, Any, Any]] | None:
@@ -57,9 +58,9 @@ def state_channels(schema: type) -> Mapping[str, BaseChannel[Any, Any, Any]] | N
 Node = Callable[[Any, Any], Any]
 
 
-def can_bracket_nodes() -> bool:
-    """Whether :func:`bracket_node` can work with this LangGraph."""
-    return _RunnableCallable is not None
+def bracketable(graph: Any, name: str) -> bool:
+    """Whether :func:`bracket_node` can take node ``name`` of the compiled ``graph``."""
+    return _node_functions(graph, name) is not None
 
 
 def bracket_node(
@@ -70,17 +71,11 @@ def bracket_node(
 ) -> bool:
     """Make node ``name`` of the compiled ``graph`` call ``run(node, state, runtime)`` (or
     ``arun``) instead, where ``node(state, runtime)`` is the node's own function. ``False``
-    (nothing changed) when the node is not a runnable of both functions taking ``state``
-    and ``runtime`` alone."""
-    if _RunnableCallable is None:
+    (nothing changed) when it cannot (:func:`bracketable`)."""
+    found = _node_functions(graph, name)
+    if found is None:
         return False
-    node = getattr(graph, "nodes", {}).get(name)
-    bound = getattr(node, "bound", None)
-    if node is None or not isinstance(bound, _RunnableCallable) or bound.func is None or bound.afunc is None:
-        return False
-    if set(bound.func_accepts) != {"runtime"} or bound.kwargs:  # all the call is given is the runtime
-        return False
-    func, afunc = bound.func, bound.afunc
+    node, bound, func, afunc = found
 
     def inner(state: Any, runtime: Any) -> Any:
         return func(state, runtime=runtime)
@@ -97,3 +92,17 @@ def bracket_node(
     replacement = _RunnableCallable(bracketed, abracketed, name=bound.name, trace=bound.trace)
     graph.nodes[name] = node.copy({"bound": replacement})
     return True
+
+
+def _node_functions(graph: Any, name: str) -> tuple[Any, Any, Callable[..., Any], Callable[..., Awaitable[Any]]] | None:
+    """The node, its runnable and its two functions, when the runnable is a
+    ``RunnableCallable`` of both whose call is given the state and the runtime alone."""
+    if _RunnableCallable is None:
+        return None
+    node = getattr(graph, "nodes", {}).get(name)
+    bound = getattr(node, "bound", None)
+    if node is None or not isinstance(bound, _RunnableCallable) or bound.func is None or bound.afunc is None:
+        return None
+    if set(bound.func_accepts) != {"runtime"} or bound.kwargs:
+        return None
+    return node, bound, bound.func, bound.afunc
