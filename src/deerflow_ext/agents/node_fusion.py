@@ -426,7 +426,8 @@ class ModelBracket(_Fused):
     def _wrote(self, view: dict[str, Any], written: Any, updates: list[Mapping[str, Any]]) -> dict[str, Any]:
         """Keep the model node's own writes (commands or dicts, in order) with the hooks'
         (one step's writes: a plain key may be written once, see ``_written``); the state
-        the ``after`` hooks read."""
+        the ``after`` hooks read (applied only when there are some: nothing else reads it)."""
+        reads = bool(self._after_members)
         items = written if isinstance(written, list | tuple) else () if written is None else (written,)
         for item in items:
             if isinstance(item, Command) and (item.goto or item.graph is not None or item.resume is not None):
@@ -435,7 +436,8 @@ class ModelBracket(_Fused):
             pairs = [update] if isinstance(update, Mapping) else [{key: value} for key, value in update or ()]
             for pair in pairs:
                 updates.append(pair)
-                view = self._after(view, pair)
+                if reads:
+                    view = self._after(view, pair)
         return view
 
 
