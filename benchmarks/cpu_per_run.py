@@ -14,11 +14,15 @@ starts it (title and memory off, the embedded model); per round it serves ``--ru
 after. ``--pg`` adds each arm on PostgreSQL (``<arm>@pg``), ``--baseline`` every arm again
 from another checkout (``base:<arm>``). Linux only (``/proc``).
 
-The last two columns say what bounds an arm: ``loop busy`` is the share of one core the event
+The last columns say what bounds an arm: ``loop busy`` is the share of one core the event
 loop used (its ms per run times the runs per second), ``cores`` that of the whole process.
 A loop near 1.0 is loop-bound. A process near 1.0 with its loop well below it is bound by
 its one GIL: its threads take their share of it from the loop, however idle the other core
 (PostgreSQL at 32 clients, issue 16); there a thread that does not wake is what helps.
+``loop waits`` is the share of the wall time the loop was ready to run but another process
+had the cores (``/proc/<pid>/schedstat``): what the load generator and PostgreSQL's backends
+take from it when they share its cores. ``--pin CPUS`` puts the servers on those CPUs and
+the clients on the others (``peer_langgraph.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,18 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from peer_langgraph import BASE, ROOT, Server, _load, measure, run_arms, start_ours  # the sibling script
+from peer_langgraph import (  # the sibling script
+    BASE,
+    PIN_HELP,
+    ROOT,
+    Server,
+    _load,
+    measure,
+    parse_cpus,
+    pin_clients,
+    run_arms,
+    start_ours,
+)
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -57,6 +72,11 @@ def process_cpu(pid: int) -> tuple[float, float]:
     return loop, others
 
 
+def loop_waited(pid: int) -> float:
+    """Seconds the main thread (the loop) of ``pid`` spent ready to run but not running."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
+
+
 def postgres_cpu() -> float:
     """CPU seconds of every process named ``postgres`` on this machine (the server's backends)."""
     total = 0.0
@@ -75,8 +95,9 @@ def postgres_cpu() -> float:
 @dataclass
 class Arm:
     server: Server
-    # Per round: runs/s, and ms per run on the loop, the other threads and PostgreSQL.
-    rounds: list[tuple[float, float, float, float]] = field(default_factory=list)
+    # Per round: runs/s; ms per run on the loop, the other threads and PostgreSQL; and the
+    # share of the round the loop waited for a core.
+    rounds: list[tuple[float, float, float, float, float]] = field(default_factory=list)
 
     def median(self, column: int) -> float:
         return statistics.median(r[column] for r in self.rounds)
@@ -84,11 +105,12 @@ class Arm:
 
 async def one_round(arm: Arm, runs: int, clients: int) -> None:
     pid = arm.server.proc.pid
-    (loop0, others0), pg0 = process_cpu(pid), postgres_cpu()
+    (loop0, others0), pg0, waited0 = process_cpu(pid), postgres_cpu(), loop_waited(pid)
     rate, _latencies = await measure(arm.server, runs, clients)
-    (loop1, others1), pg1 = process_cpu(pid), postgres_cpu()
+    (loop1, others1), pg1, waited1 = process_cpu(pid), postgres_cpu(), loop_waited(pid)
     per_run = 1e3 / runs
-    arm.rounds.append((rate, (loop1 - loop0) * per_run, (others1 - others0) * per_run, (pg1 - pg0) * per_run))
+    waits = (waited1 - waited0) * rate / runs  # over the round's wall time, runs / rate
+    arm.rounds.append((rate, (loop1 - loop0) * per_run, (others1 - others0) * per_run, (pg1 - pg0) * per_run, waits))
 
 
 async def run(args: argparse.Namespace, arms: list[Arm]) -> None:
@@ -100,7 +122,7 @@ async def run(args: argparse.Namespace, arms: list[Arm]) -> None:
     by_name = {arm.server.name: arm for arm in arms}
     print(
         f"{'arm':<20}{'runs/s':>8}{'loop':>8}{'threads':>9}{'process':>9}{'postgres':>10}{'loop busy':>11}{'cores':>7}"
-        "   (ms per run; shares of a core; medians)"
+        f"{'loop waits':>12}   (ms per run; shares of a core; of the wall time; medians)"
     )
     for arm in arms:
         process = statistics.median(r[1] + r[2] for r in arm.rounds)
@@ -108,7 +130,7 @@ async def run(args: argparse.Namespace, arms: list[Arm]) -> None:
         cores = statistics.median(r[0] * (r[1] + r[2]) / 1e3 for r in arm.rounds)
         line = (
             f"{arm.server.name:<20}{arm.median(0):>8.1f}{arm.median(1):>8.2f}{arm.median(2):>9.2f}"
-            f"{process:>9.2f}{arm.median(3):>10.2f}{busy:>11.2f}{cores:>7.2f}"
+            f"{process:>9.2f}{arm.median(3):>10.2f}{busy:>11.2f}{cores:>7.2f}{arm.median(4):>12.2f}"
         )
         base = by_name.get(BASE + arm.server.name)
         if base is not None:
@@ -128,11 +150,15 @@ def main() -> None:
     parser.add_argument("--no-sqlite", action="store_true", help="with --pg: PostgreSQL arms only")
     parser.add_argument("--baseline", help="another checkout (`git archive` of the commit before): base:<arm>")
     parser.add_argument("--python", default=sys.executable, help="the python that runs deerflow-ext serve")
+    parser.add_argument("--pin", type=parse_cpus, help=PIN_HELP)
     args = parser.parse_args()
     if args.no_sqlite and not args.pg:
         raise SystemExit("cpu_per_run: --no-sqlite needs --pg")
     print(f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; load {_load()}; "
-          f"{args.runs} runs x {args.rounds} rounds per arm at {args.clients} clients")  # fmt: skip
+          f"{args.runs} runs x {args.rounds} rounds per arm at {args.clients} clients; "
+          f"servers on CPUs {sorted(args.pin) if args.pin else 'any'}")  # fmt: skip
+    if args.pin:
+        pin_clients(args.pin)
     places = [] if args.no_sqlite else [("", None)]
     if args.pg:
         places.append(("@pg", args.pg))
@@ -144,7 +170,7 @@ def main() -> None:
                 for suffix, url in places:
                     server = start_ours(
                         Path(name), f"{prefix}ours{suffix}", defaults=False, io=False, database_url=url,
-                        workers=1, python=args.python, tree=tree,
+                        workers=1, python=args.python, tree=tree, cpus=args.pin,
                     )  # fmt: skip
                     arms.append(Arm(server))
             run_arms("cpu_per_run", run(args, arms))
