@@ -19,7 +19,10 @@ from deerflow_ext.extensions.notify import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution
 
 BUDGET = 0.08
-MARGIN = 0.15  # scheduling slack on a loaded CI machine
+# Scheduling slack on a loaded machine: a stall of 0.15 s was seen while benchmarks shared
+# the cores. It must stay well under a sleeper's BUDGET * 20 (1.6 s), so that a budget that
+# is not enforced still fails the bound.
+MARGIN = 0.5
 BEHAVIOURS = ("returns", "raises", "sleeps", "self_cancels", "keyboard_interrupt")
 
 
