@@ -44,6 +44,7 @@ from peer_langgraph import (  # the sibling script
     measure,
     parse_cpus,
     pin_clients,
+    placement,
     run_arms,
     start_ours,
 )
@@ -156,7 +157,7 @@ def main() -> None:
         raise SystemExit("cpu_per_run: --no-sqlite needs --pg")
     print(f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; load {_load()}; "
           f"{args.runs} runs x {args.rounds} rounds per arm at {args.clients} clients; "
-          f"servers on CPUs {sorted(args.pin) if args.pin else 'any'}")  # fmt: skip
+          f"servers on CPUs {placement(args.pin)}")  # fmt: skip
     if args.pin:
         pin_clients(args.pin)
     places = [] if args.no_sqlite else [("", None)]

@@ -165,6 +165,11 @@ def parse_cpus(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
+def placement(cpus: frozenset[int] | None) -> str:
+    """How a run's first line names where the servers run."""
+    return ",".join(map(str, sorted(cpus))) if cpus else "any"
+
+
 def pin_clients(servers: frozenset[int]) -> None:
     """Move this process (the clients) off the servers' CPUs; one line when that leaves none."""
     mine = os.sched_getaffinity(0)
@@ -399,7 +404,7 @@ def main() -> None:
         f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; load {_load()}; "
         f"max({args.runs}, {WAVES} x clients) runs x {args.rounds} rounds per arm and client count; database "
         f"{args.database_url or 'SQLite'}; workers {args.workers}; peer {langgraph or '-'} (jobs {args.peer_jobs}); "
-        f"servers on CPUs {sorted(args.pin) if args.pin else 'any'}"
+        f"servers on CPUs {placement(args.pin)}"
     )
     if args.pin:
         pin_clients(args.pin)
