@@ -11,7 +11,6 @@ synchronous construction sees the run's snapshot, never a concurrently replaced 
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -81,14 +80,11 @@ ModelFactory = Callable[[str | None], BaseChatModel]
 
 #: The last descriptor of each agent, handed out again for a construction that describes it
 #: exactly (``extensions/descriptor_memo.py``).
-_descriptors = DescriptorMemo()
+_descriptors: DescriptorMemo[AgentAssemblyDescriptor] = DescriptorMemo()
 
-#: The host middlewares' descriptors, by scope and policy, for the configuration they were
-#: made with (see :func:`_describe_stack`).
-_host_descriptors: dict[
-    tuple[AgentScope, HostPolicySnapshot, bool], tuple[AppConfig, tuple[type, ...], tuple[MiddlewareDescriptor, ...]]
-] = {}
-_host_descriptors_lock = threading.Lock()
+#: The host middlewares' descriptors, by scope, policy and presence of a memory, for the
+#: configuration and classes they were made with (see :func:`_describe_stack`).
+_host_descriptors: DescriptorMemo[tuple[MiddlewareDescriptor, ...]] = DescriptorMemo()
 
 
 def build_host_stack(
@@ -144,16 +140,12 @@ def _describe_stack(
     described at every construction. Why: describing the host's eleven middlewares was a
     fifth of what ten observing extensions cost a run (issue 16).
     """
-    key = (scope, policy, memory is not None)
-    classes = tuple(map(type, layers))
-    last = _host_descriptors.get(key)
-    if last is None or last[0] is not config or last[1] != classes:
-        last = (config, classes, tuple(map(describe_middleware, layers)))
-        with _host_descriptors_lock:
-            if len(_host_descriptors) >= 64:
-                _host_descriptors.clear()
-            _host_descriptors[key] = last
-    host = last[2]
+    host = _host_descriptors.descriptor(
+        (scope, policy, memory is not None),
+        same=(config,),
+        inputs=tuple(map(type, layers)),
+        build=lambda: tuple(map(describe_middleware, layers)),
+    )
     described: list[MiddlewareDescriptor] = []
     at = 0
     for middleware in stack:

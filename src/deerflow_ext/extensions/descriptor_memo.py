@@ -21,13 +21,12 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
-
-from deerflow_extension_api import AgentAssemblyDescriptor
+from typing import Any, Generic, TypeVar
 
 __all__ = ["DescriptorMemo", "scalar_key"]
 
 _EXACT = (str, int, bool, type(None))
+D = TypeVar("D")
 
 
 def scalar_key(values: Mapping[str, Any]) -> tuple[Hashable, ...] | None:
@@ -50,38 +49,41 @@ def scalar_key(values: Mapping[str, Any]) -> tuple[Hashable, ...] | None:
     return tuple(key)
 
 
-class DescriptorMemo:
-    """The last descriptor built for each agent, with the inputs it was built from.
+class DescriptorMemo(Generic[D]):
+    """The last descriptor built for each key, with the inputs it was built from.
 
-    One entry per agent name: a Gateway builds a handful of agents (the lead, each subagent
-    kind), and a changed configuration simply replaces the entry. Safe across threads: an
-    entry is replaced whole, and two constructions racing on a miss each build a correct
-    descriptor.
+    A key is what tells apart constructions that do not describe alike: an agent's name
+    (a Gateway builds a handful of agents: the lead, each subagent kind), or the scope and
+    policy the host's middlewares are described under (``agents/lead``). A changed
+    configuration simply replaces the entry; past ``limit`` keys the memo starts over, so
+    keys made at run time cannot grow it. Safe across threads: an entry is replaced whole,
+    and two constructions racing on a miss each build a correct descriptor.
     """
 
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[tuple[object, ...], tuple[Hashable, ...], AgentAssemblyDescriptor]] = {}
+    def __init__(self, limit: int = 64) -> None:
+        self._last: dict[Hashable, tuple[tuple[object, ...], tuple[Hashable, ...], D]] = {}
         self._lock = threading.Lock()
+        self._limit = limit
 
     def descriptor(
         self,
-        agent_name: str,
+        key: Hashable,
         *,
         same: tuple[object, ...],
         inputs: tuple[Hashable, ...],
-        build: Callable[[], AgentAssemblyDescriptor],
-    ) -> AgentAssemblyDescriptor:
-        """The previous descriptor of ``agent_name`` when every object of ``same`` is the
-        very object it was last time and ``inputs`` are equal; else ``build()``, remembered
-        for the next construction.
+        build: Callable[[], D],
+    ) -> D:
+        """The previous descriptor of ``key`` when every object of ``same`` is the very
+        object it was last time and ``inputs`` are equal; else ``build()``, remembered for
+        the next construction.
 
         ``same`` holds what is compared by identity (the configuration, memoised middleware
         descriptors); the entry keeps those objects alive, so no other object can take their
         identity while they are compared. ``inputs`` must be strict: strings, ``None``,
-        :func:`scalar_key` values, frozen descriptors of strings.
+        :func:`scalar_key` values, frozen descriptors of strings, classes.
         """
         with self._lock:
-            last = self._last.get(agent_name)
+            last = self._last.get(key)
         if (
             last is not None
             and len(last[0]) == len(same)
@@ -91,5 +93,7 @@ class DescriptorMemo:
             return last[2]
         descriptor = build()
         with self._lock:
-            self._last[agent_name] = (same, inputs, descriptor)
+            if len(self._last) >= self._limit and key not in self._last:
+                self._last.clear()
+            self._last[key] = (same, inputs, descriptor)
         return descriptor
