@@ -85,8 +85,10 @@ async def main(url: str, statements: int, rounds: int) -> None:
     for name, value in medians.items():
         net = value - medians["nothing"]
         print(f"  {name:14s} {value:7.1f} us   less the harness {net:7.1f} us")
-    print(f"  asyncpg Pool / loop slots, less the harness: "
-          f"{(medians['asyncpg Pool'] - medians['nothing']) / (medians['loop slots'] - medians['nothing']):.2f}x")
+    print(
+        f"  asyncpg Pool / loop slots, less the harness: "
+        f"{(medians['asyncpg Pool'] - medians['nothing']) / (medians['loop slots'] - medians['nothing']):.2f}x"
+    )
     await pool.close()
     await slots.aclose()
     await engine.dispose()

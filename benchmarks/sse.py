@@ -212,15 +212,27 @@ async def main(event_count: int, rounds: int, subscriber_counts: tuple[int, ...]
                     run = uuid.uuid4().hex
                     old[run] = OldRunStream()
                     results.setdefault(("old", subscribers), []).append(
-                        await _measure(client, f"/old/{run}", subscribers, old[run].publish,
-                                       lambda run=run: old[run].publish("end", {}), events)
+                        await _measure(
+                            client,
+                            f"/old/{run}",
+                            subscribers,
+                            old[run].publish,
+                            lambda run=run: old[run].publish("end", {}),
+                            events,
+                        )
                     )
                     for name, bridge in bridges.items():
                         run = uuid.uuid4().hex
                         writer = bridge.writer(run)
                         results.setdefault((name, subscribers), []).append(
-                            await _measure(client, f"/new/{name}/{run}", subscribers, writer.publish,
-                                           lambda writer=writer: writer.close({}), events)
+                            await _measure(
+                                client,
+                                f"/new/{name}/{run}",
+                                subscribers,
+                                writer.publish,
+                                lambda writer=writer: writer.close({}),
+                                events,
+                            )
                         )
     finally:
         server.should_exit = True

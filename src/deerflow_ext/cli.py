@@ -331,9 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     # serve / run: listed here for --help; main() delegates their arguments untouched.
-    commands.add_parser(
-        "serve", help="run the Gateway: serve [--config PATH] [--host H] [--port P]", add_help=False
-    )
+    commands.add_parser("serve", help="run the Gateway: serve [--config PATH] [--host H] [--port P]", add_help=False)
     commands.add_parser(
         "run", help="run one prompt in-process: run PROMPT [--config PATH] [--thread ID]", add_help=False
     )

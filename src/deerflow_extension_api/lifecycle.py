@@ -59,9 +59,7 @@ class TaskLifecycleContributor(Protocol):
     later release add hooks without breaking existing contributors.
     """
 
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         return None
 
     async def on_task_stop(

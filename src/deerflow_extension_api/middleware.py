@@ -89,7 +89,5 @@ class MiddlewareContributor(Protocol):
     empty sequence (the default) contributes nothing to this agent.
     """
 
-    def contribute_middlewares(
-        self, app_store: ExtensionData, ctx: AgentBuildContext
-    ) -> Sequence[MiddlewarePlacement]:
+    def contribute_middlewares(self, app_store: ExtensionData, ctx: AgentBuildContext) -> Sequence[MiddlewarePlacement]:
         return ()

@@ -173,7 +173,9 @@ def test_run_streams_the_answers_tokens_and_continues_a_stored_thread(
 
 
 def test_run_shows_progress_for_a_long_step(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     restore_process_extensions: None,
 ) -> None:
     from deerflow_ext import run_console
@@ -208,7 +210,9 @@ def test_a_failing_provider_fails_the_run_with_one_line_and_exit_3(
 
 
 def test_run_logs_observer_lines_and_hook_tracing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     restore_process_extensions: None,
 ) -> None:
     from deerflow_ext.extensions import notify

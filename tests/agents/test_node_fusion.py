@@ -119,16 +119,18 @@ def _nodes(graph: Any) -> list[str]:
 def test_only_runs_of_host_hooks_fuse_and_extensions_split_them() -> None:
     stack, host, _ = _stacks()
     nodes = _nodes(_graph(fuse_host_node_hooks(stack, host)))
-    assert sorted(nodes) == sorted([
-        "model",
-        # WrapOnly and Splitter have no before_agent: one run (named by its chain too, as
-        # the same three members fuse on three chains and middleware names are unique)
-        "a+b+c_before_agent.before_agent",
-        "a+b.before_model",  # Splitter's before_model splits the chain...
-        "Splitter.before_model",
-        # ...c's, last before the model, and the whole after_model chain run in "model"
-        "a+b+c_after_agent.after_agent",
-    ])
+    assert sorted(nodes) == sorted(
+        [
+            "model",
+            # WrapOnly and Splitter have no before_agent: one run (named by its chain too, as
+            # the same three members fuse on three chains and middleware names are unique)
+            "a+b+c_before_agent.before_agent",
+            "a+b.before_model",  # Splitter's before_model splits the chain...
+            "Splitter.before_model",
+            # ...c's, last before the model, and the whole after_model chain run in "model"
+            "a+b+c_after_agent.after_agent",
+        ]
+    )
     assert fuse_host_node_hooks(stack, host=[]) == stack  # nothing of the host's: unchanged
 
 

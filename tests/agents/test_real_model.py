@@ -120,9 +120,7 @@ async def test_purposes_put_the_hosts_calls_on_their_own_model(fake: FakeOpenAI)
         extensions=LoadedExtensions.empty(),
     )
     result = await client.arun("hello")
-    by_model = {
-        body["model"]: " ".join(str(m.get("content")) for m in body["messages"]) for body in fake.completions()
-    }
+    by_model = {body["model"]: " ".join(str(m.get("content")) for m in body["messages"]) for body in fake.completions()}
     assert set(by_model) == {"big-model", "cheap-model"}
     assert TITLE_MARKER in by_model["cheap-model"] and TITLE_MARKER not in by_model["big-model"]
     assert result.answer == "the visible answer is here" and result.title == "SECRET-TITLE words"

@@ -9,9 +9,7 @@ from deerflow_extension_api import canonical_hash, canonical_json
 
 
 def test_sorted_keys_no_whitespace() -> None:
-    assert canonical_json({"b": 1, "a": [1, 2, {"d": None, "c": True}]}) == (
-        '{"a":[1,2,{"c":true,"d":null}],"b":1}'
-    )
+    assert canonical_json({"b": 1, "a": [1, 2, {"d": None, "c": True}]}) == ('{"a":[1,2,{"c":true,"d":null}],"b":1}')
 
 
 def test_unicode_kept_verbatim() -> None:

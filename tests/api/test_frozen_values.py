@@ -86,9 +86,7 @@ def test_policy_defaults_and_disabled_budget_invariant() -> None:
     assert policy.token_budget_enabled is False
     assert policy.max_subagents_per_run is None
     assert api.HostPolicySnapshot(max_subagents_per_run=2).max_subagents_per_run == 2
-    enabled = api.HostPolicySnapshot(
-        token_budget_enabled=True, max_total_tokens=1000, budget_warn_fraction=0.8
-    )
+    enabled = api.HostPolicySnapshot(token_budget_enabled=True, max_total_tokens=1000, budget_warn_fraction=0.8)
     assert enabled.max_total_tokens == 1000
     with pytest.raises(ValueError, match="max_total_tokens"):
         api.HostPolicySnapshot(max_total_tokens=1000)

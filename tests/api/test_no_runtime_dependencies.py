@@ -44,9 +44,7 @@ def test_imports_only_stdlib_and_itself() -> None:
 
 
 def test_never_imports_the_host() -> None:
-    assert not [
-        name for name in _loaded_modules() if name.startswith("deerflow_ext.") or name == "deerflow_ext"
-    ]
+    assert not [name for name in _loaded_modules() if name.startswith("deerflow_ext.") or name == "deerflow_ext"]
 
 
 def test_ships_py_typed() -> None:

@@ -60,9 +60,7 @@ async def test_async_defaults_return_none() -> None:
     assert await Lifecycle().on_task_stop(STORE, STORE, INFO, api.TaskOutcome.COMPLETED) is None
     request, result = api.SystemModelRequest("p"), api.SystemModelResult()
     assert (
-        await SystemObserver().on_system_model_call(
-            STORE, STORE, api.SystemOperationKind.TITLE, request, result
-        )
+        await SystemObserver().on_system_model_call(STORE, STORE, api.SystemOperationKind.TITLE, request, result)
         is None
     )
     event = api.CompactionEvent("summarization", "1", (), "o", 0, 0)
@@ -74,9 +72,7 @@ async def test_async_defaults_return_none() -> None:
 def test_sync_defaults() -> None:
     descriptor = api.AgentAssemblyDescriptor("ns", "a", None, "m", {}, False, None, "h", (), (), (), (), {})
     assert Assembly().on_agent_assembled(STORE, descriptor) is None
-    assert (
-        tuple(Middlewares().contribute_middlewares(STORE, api.AgentBuildContext(api.AgentScope.LEAD))) == ()
-    )
+    assert tuple(Middlewares().contribute_middlewares(STORE, api.AgentBuildContext(api.AgentScope.LEAD))) == ()
 
 
 def test_duck_typed_contributor_isinstance_checks() -> None:

@@ -49,17 +49,15 @@ def config_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_disable_enable_round_trip_changes_only_the_flag(
-    config_file: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_disable_enable_round_trip_changes_only_the_flag(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "extensions", "disable", "audit", "--config", str(config_file))
     assert code == 0 and "disabled audit" in out
     assert config_file.read_text() == COMMENTED.replace("    enabled: true\n", "    enabled: false\n", 1)
     code, _, _ = run(capsys, "extensions", "enable", "costs", "--config", str(config_file))
     assert code == 0
-    assert config_file.read_text() == COMMENTED.replace(
-        "    enabled: true\n", "    enabled: false\n", 1
-    ).replace("    enabled: false         # re-enable", "    enabled: true         # re-enable")
+    assert config_file.read_text() == COMMENTED.replace("    enabled: true\n", "    enabled: false\n", 1).replace(
+        "    enabled: false         # re-enable", "    enabled: true         # re-enable"
+    )
     assert run(capsys, "extensions", "enable", "acme_audit", "--config", str(config_file))[0] == 0  # entry point
     assert run(capsys, "extensions", "disable", f"{M}:unmarked", "--config", str(config_file))[0] == 0  # use value
     assert config_file.read_bytes() == COMMENTED.encode("utf-8")  # byte for byte, comments and all

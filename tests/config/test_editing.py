@@ -95,9 +95,7 @@ def test_unknown_and_ambiguous_names(tmp_path: Path) -> None:
 
 
 def test_add_and_remove_keep_the_rest(config_file: Path) -> None:
-    add_plugin(
-        config_file, {"name": "extra", "use": "x:install", "table_prefix": "x_", "config": {"k": [1, 2]}}
-    )
+    add_plugin(config_file, {"name": "extra", "use": "x:install", "table_prefix": "x_", "config": {"k": [1, 2]}})
     text = config_file.read_text()
     assert text.startswith(COMMENTED.split("models:")[0].rstrip("\n"))
     assert text.endswith("models:" + COMMENTED.split("models:")[1])

@@ -73,9 +73,7 @@ plugins:
 def test_relative_path_is_named_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write(tmp_path, "plugins:\n  - name: a\n    use: x\n  - name: b\n    use: y\n    enabled: 12\n")
-    with pytest.raises(
-        ConfigError, match=r"^config\.yaml:6: plugins\[1\]\.enabled: Input should be a valid boolean"
-    ):
+    with pytest.raises(ConfigError, match=r"^config\.yaml:6: plugins\[1\]\.enabled: Input should be a valid boolean"):
         load_app_config("config.yaml")
 
 
@@ -153,9 +151,7 @@ def test_duplicate_plugin_names(tmp_path: Path) -> None:
 
 # Arbitrary text: loading either succeeds or raises ConfigError — never anything else.
 yaml_ish = st.text(
-    alphabet=st.sampled_from(
-        list("plugins:name:use:enabled:-[]{},&*!|>'\"#\n\t %@`?0123456789aeyx\\\x00\ufeff")
-    ),
+    alphabet=st.sampled_from(list("plugins:name:use:enabled:-[]{},&*!|>'\"#\n\t %@`?0123456789aeyx\\\x00\ufeff")),
     max_size=200,
 )
 

@@ -30,6 +30,7 @@ from e2e.served import Gateway, serve, wait
 
 pytestmark = pytest.mark.e2e
 
+
 def _config(directory: Path) -> Path:
     document = {
         "plugins": [
@@ -55,9 +56,7 @@ def _config(directory: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gateway(
-    installed_examples: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
+def gateway(installed_examples: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     directory = tmp_path_factory.mktemp("e2e-gateway")
     with serve(directory, _config(directory)) as server:
         yield server
@@ -106,20 +105,12 @@ def test_the_run_streams_and_completes(delegated_run: StreamedRun) -> None:
 def test_observers_log_lines_in_the_server_stderr(gateway: Gateway, delegated_run: StreamedRun) -> None:
     thread = re.escape(delegated_run.thread_id)
     log = gateway.log()
-    assert re.search(
-        rf"deerflow_observers: lead \S+ in thread {thread} ended completed after \d+\.\d\ds", log
-    ), log
-    assert re.search(
-        rf"deerflow_observers: subagent \S+ in thread {thread} ended completed after \d+\.\d\ds", log
-    )
-    assert re.search(
-        r"deerflow_observers: system title call on \S+: ok in \d+ ms \(\d+ message\(s\), scope ", log
-    )
+    assert re.search(rf"deerflow_observers: lead \S+ in thread {thread} ended completed after \d+\.\d\ds", log), log
+    assert re.search(rf"deerflow_observers: subagent \S+ in thread {thread} ended completed after \d+\.\d\ds", log)
+    assert re.search(r"deerflow_observers: system title call on \S+: ok in \d+ ms \(\d+ message\(s\), scope ", log)
 
 
-def test_audit_rows_via_its_router_and_in_its_own_tables(
-    gateway: Gateway, delegated_run: StreamedRun
-) -> None:
+def test_audit_rows_via_its_router_and_in_its_own_tables(gateway: Gateway, delegated_run: StreamedRun) -> None:
     def listed() -> list[dict[str, Any]]:
         with gateway.client() as client:
             rows = client.get("/api/ext/audit/outcomes", params={"run_id": delegated_run.run_id}).json()
@@ -164,9 +155,7 @@ def test_otel_spans_carry_the_agent_fingerprint(gateway: Gateway, delegated_run:
     assert sub["parent_span_id"] == lead["span_id"]
 
 
-def test_an_unchanged_agent_keeps_its_fingerprint_across_runs(
-    gateway: Gateway, delegated_run: StreamedRun
-) -> None:
+def test_an_unchanged_agent_keeps_its_fingerprint_across_runs(gateway: Gateway, delegated_run: StreamedRun) -> None:
     again = _stream_run(gateway, "what is two plus two")
     with gateway.client() as client:
         spans = client.get("/api/ext/otel/spans", params={"name": "invoke_agent"}).json()["spans"]

@@ -247,7 +247,6 @@ def test_a_probed_property_that_raises_is_skipped() -> None:
     assert describe_middleware(_Raising()).policy_parameters == {}
 
 
-
 class _Dynamic(AgentMiddleware):  # type: ignore[type-arg]
     def __getattr__(self, name: str) -> Any:
         if name in ("limit", "enabled"):
@@ -305,6 +304,7 @@ def test_a_declaration_set_on_one_instance_is_read_though_its_class_has_none() -
     declaring.release_policy_parameters = lambda: {"mode": "strict"}  # type: ignore[attr-defined]
     assert describe_middleware(plain).policy_parameters == {"max_chars": 80}
     assert describe_middleware(declaring).policy_parameters == {"mode": "strict"}
+
 
 @pytest.mark.parametrize(
     ("declared", "expected"),
@@ -400,9 +400,7 @@ class TimerContributor:
         self.placements = placements
 
     def contribute_middlewares(self, app_store: Any, ctx: Any) -> list[MiddlewarePlacement]:
-        return [
-            MiddlewarePlacement(ToolTimer(ms), Placement.TOOL_VISIBLE, order=o) for ms, o in self.placements
-        ]
+        return [MiddlewarePlacement(ToolTimer(ms), Placement.TOOL_VISIBLE, order=o) for ms, o in self.placements]
 
 
 @tool
@@ -447,9 +445,7 @@ print(json.dumps({{"fingerprint": d.fingerprint, "build": dict(d.build)}}))
 def _fingerprint_in_subprocess(**env: str) -> dict[str, Any]:
     script = FINGERPRINT_SCRIPT.format(tests=str(Path(__file__).parent))
     environ = {**os.environ, "PYTHONPATH": str(SRC), **env}
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=environ, capture_output=True, text=True, timeout=180
-    )
+    done = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

@@ -163,9 +163,7 @@ async def test_tool_wrapper_failure_runs_tool_exactly_once(
 async def test_one_sided_wrappers_get_a_pass_through(mode: str, diagnostics: DiagnosticsList) -> None:
     sync_only, async_only = SyncOnlyModelObserver(), AsyncOnlyModelObserver()
     model = scripted(AIMessage("ok"))
-    agent = create_agent(
-        model, middleware=[isolate(sync_only, diagnostics), isolate(async_only, diagnostics)]
-    )
+    agent = create_agent(model, middleware=[isolate(sync_only, diagnostics), isolate(async_only, diagnostics)])
 
     result = await run(agent, mode)
 
@@ -186,9 +184,7 @@ def test_without_the_wrapper_a_one_sided_middleware_breaks_the_other_path() -> N
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_one_sided_raising_middleware_fails_open_on_its_own_path(
-    mode: str, diagnostics: DiagnosticsList
-) -> None:
+async def test_one_sided_raising_middleware_fails_open_on_its_own_path(mode: str, diagnostics: DiagnosticsList) -> None:
     model = scripted(call_echo(), AIMessage("finished"))
     agent = create_agent(
         model,
@@ -214,9 +210,7 @@ async def test_one_sided_raising_middleware_fails_open_on_its_own_path(
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_node_hook_failure_is_a_diagnostic_and_no_update(
-    mode: str, diagnostics: DiagnosticsList
-) -> None:
+async def test_node_hook_failure_is_a_diagnostic_and_no_update(mode: str, diagnostics: DiagnosticsList) -> None:
     model = scripted(AIMessage("ok"))
     inner = RaisingNodeHooks()
     agent = create_agent(model, middleware=[isolate(inner, diagnostics)])
@@ -309,9 +303,7 @@ class WithToolsAndState(AgentMiddleware):
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_tools_and_state_schema_work_through_the_wrapper(
-    mode: str, diagnostics: DiagnosticsList
-) -> None:
+async def test_tools_and_state_schema_work_through_the_wrapper(mode: str, diagnostics: DiagnosticsList) -> None:
     inner = WithToolsAndState()
     model = scripted(
         AIMessage("", tool_calls=[{"name": "remember", "args": {"note": "n1"}, "id": "r1"}]), AIMessage("bye")

@@ -118,9 +118,7 @@ def test_every_failing_step_aborts_a_required_entry(use: str) -> None:
 def test_optional_failure_is_skipped_and_later_entries_still_load() -> None:
     diagnostics = DiagnosticsList()
     ext = load(
-        config(
-            {"name": "bad", "use": "extensions.fixtures_broken:install"}, {"name": "ok", "use": f"{M}:good"}
-        ),
+        config({"name": "bad", "use": "extensions.fixtures_broken:install"}, {"name": "ok", "use": f"{M}:good"}),
         diagnostics=diagnostics,
     )
     assert ext.loaded == (f"{M}:good",)
@@ -149,9 +147,7 @@ def test_unresolvable_use_is_attributed_to_the_raw_use_and_lists_installed_names
 
 
 def test_entry_point_name_is_attributed_to_its_value() -> None:
-    ext = load(
-        config({"name": "x", "use": "acme"}), entry_points=EntryPointIndex.from_mapping({"acme": f"{M}:good"})
-    )
+    ext = load(config({"name": "x", "use": "acme"}), entry_points=EntryPointIndex.from_mapping({"acme": f"{M}:good"}))
     assert ext.loaded == (f"{M}:good",)
     assert ext.assembly_observers[0].extension == f"{M}:good"
     assert ext.assembly_observers[0].label == "x"
@@ -366,9 +362,7 @@ def test_snapshot_holds_exactly_the_successful_registrations_in_order(entries: l
     succeeded = [
         e
         for e in entries
-        if e.get("enabled", True)
-        and e["use"] == f"{M}:configurable"
-        and e["config"].get("fail_after") is None
+        if e.get("enabled", True) and e["use"] == f"{M}:configurable" and e["config"].get("fail_after") is None
     ]
     assert ext.loaded == tuple(f"{M}:configurable" for _ in succeeded)
     assert ext.total == len(entries)

@@ -40,9 +40,7 @@ def test_collision_raises_with_the_prefix_and_tables() -> None:
     assert info.value.prefix.extension == "b:install"
 
 
-@pytest.mark.parametrize(
-    ("first", "second"), [("acme_", "acme_"), ("acme_", "acme_audit_"), ("acme_audit_", "acme_")]
-)
+@pytest.mark.parametrize(("first", "second"), [("acme_", "acme_"), ("acme_", "acme_audit_"), ("acme_audit_", "acme_")])
 def test_overlapping_prefixes_of_two_extensions_abort(first: str, second: str) -> None:
     with pytest.raises(TablePrefixCollisionError, match="two extensions cannot own the same tables"):
         check_table_prefixes([TablePrefix(first, "a:install", "a"), TablePrefix(second, "b:install", "b")])
@@ -77,9 +75,7 @@ def test_include_object_with_no_prefixes_includes_everything() -> None:
 def test_include_object_works_with_sqlalchemy_objects() -> None:
     sa = pytest.importorskip("sqlalchemy")
     metadata = sa.MetaData()
-    owned = sa.Table(
-        "acme_log", metadata, sa.Column("id", sa.Integer, primary_key=True), sa.Index("ix_acme", "id")
-    )
+    owned = sa.Table("acme_log", metadata, sa.Column("id", sa.Integer, primary_key=True), sa.Index("ix_acme", "id"))
     host = sa.Table("runs", metadata, sa.Column("id", sa.Integer, primary_key=True))
     include = make_include_object(["acme_"])
     assert include(owned, "acme_log", "table", True, None) is False

@@ -65,11 +65,17 @@ def test_missing_marker_skips_the_check() -> None:
 @pytest.mark.parametrize(
     ("marker", "advice"),
     [
-        ("0.2.2", "extension requires extension-api 0.2.2, host provides 0.2.1. "
-         "Install a matching version: pip install 'deerflow-extension-api>=0.2.2,<0.3'"),
+        (
+            "0.2.2",
+            "extension requires extension-api 0.2.2, host provides 0.2.1. "
+            "Install a matching version: pip install 'deerflow-extension-api>=0.2.2,<0.3'",
+        ),
         # DeerFlow's short marker, refused as written
-        ("0.3", "extension requires extension-api 0.3, host provides 0.2.1. "
-         "Install a matching version: pip install 'deerflow-extension-api>=0.3,<0.4'"),
+        (
+            "0.3",
+            "extension requires extension-api 0.3, host provides 0.2.1. "
+            "Install a matching version: pip install 'deerflow-extension-api>=0.3,<0.4'",
+        ),
     ],
 )
 def test_spec_refusal_text_verbatim(marker: str, advice: str) -> None:
@@ -114,9 +120,7 @@ def test_malformed_markers_are_refused_clearly(marker: object) -> None:
     if marker is None:
         check_marker(install)  # None is "no marker"
         return
-    with pytest.raises(
-        ApiVersionError, match=r"extension declares extension-api .*(not a version|version string)"
-    ):
+    with pytest.raises(ApiVersionError, match=r"extension declares extension-api .*(not a version|version string)"):
         check_marker(install)
 
 

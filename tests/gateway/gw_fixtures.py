@@ -83,17 +83,13 @@ class FakeAgentHost:
     memory: Any = None
     closed: bool = False
 
-    async def run_lead(
-        self, request: Any, *, extensions: Any, task_store: Any, emit: Any = None
-    ) -> LeadRunResult:
+    async def run_lead(self, request: Any, *, extensions: Any, task_store: Any, emit: Any = None) -> LeadRunResult:
         self.calls.append((request, extensions, task_store))
         record("agent-begin", request.run_id)
         try:
             text = request.messages[-1]["content"]
             if emit is not None:
-                await emit(
-                    "messages", [{"type": "AIMessageChunk", "content": "echo"}, {"langgraph_node": "model"}]
-                )
+                await emit("messages", [{"type": "AIMessageChunk", "content": "echo"}, {"langgraph_node": "model"}])
             if "slow" in str(text):
                 await asyncio.sleep(self.delay)
             if self.fail:

@@ -175,9 +175,7 @@ async def test_shutdown_with_two_runs_in_flight(settings_for) -> None:
         runs = []
         for _ in range(2):
             thread_id = (await client.post("/api/threads")).json()["thread_id"]
-            run_id = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow"))).json()[
-                "run_id"
-            ]
+            run_id = (await client.post(f"/api/threads/{thread_id}/runs", json=_body("slow"))).json()["run_id"]
             runs.append((thread_id, run_id))
         await wait_until(lambda: all("agent-begin" in kinds(r) for _, r in runs))
         await server.stop()

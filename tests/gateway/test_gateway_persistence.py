@@ -29,9 +29,7 @@ sa.Table(
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("kind", sa.Text),
 )
-sa.Table(
-    "acme_alembic_version", EXTENSION_METADATA, sa.Column("version_num", sa.String(32), primary_key=True)
-)
+sa.Table("acme_alembic_version", EXTENSION_METADATA, sa.Column("version_num", sa.String(32), primary_key=True))
 sa.Index("ix_acme_events_kind", EXTENSION_METADATA.tables["acme_events"].c.kind)
 
 

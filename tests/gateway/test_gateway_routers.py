@@ -28,9 +28,7 @@ CASES = {
 
 @pytest.fixture
 def settings(tmp_path) -> Settings:
-    return Settings(
-        config=tmp_path / "config.yaml", database_url=f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
-    )
+    return Settings(config=tmp_path / "config.yaml", database_url=f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
 
 
 def _config(*names: str) -> AppConfig:

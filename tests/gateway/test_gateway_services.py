@@ -194,9 +194,7 @@ async def test_a_later_startup_step_failing_stops_every_attempted_service(
     from deerflow_ext.gateway import app as app_module
 
     log: list[str] = []
-    app = _gateway(
-        settings_for, (Service("a", log, start_error=RuntimeError("start exploded")), Service("b", log))
-    )
+    app = _gateway(settings_for, (Service("a", log, start_error=RuntimeError("start exploded")), Service("b", log)))
 
     def runtime_fails(*args: Any) -> Any:
         raise RuntimeError("the step after the services failed")

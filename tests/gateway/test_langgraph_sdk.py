@@ -212,9 +212,7 @@ def test_stream_several_modes_and_a_tool_result(client: Any) -> None:
 
 def test_stream_v2_parts(client: Any) -> None:
     thread_id = client.threads.create()["thread_id"]
-    parts = list(
-        client.runs.stream(thread_id, "lead_agent", input=human("hi"), stream_mode=["values"], version="v2")
-    )
+    parts = list(client.runs.stream(thread_id, "lead_agent", input=human("hi"), stream_mode=["values"], version="v2"))
     assert parts[0]["type"] == "metadata" and parts[-1]["type"] == "values"
 
 

@@ -60,8 +60,7 @@ async def _statuses(engine: Any, *run_ids: str) -> dict[str, str]:
 async def _thread(engine: Any, thread_id: str, status: str = "busy") -> None:
     await _execute(
         engine,
-        "INSERT INTO threads (id, status, created_at, updated_at, metadata) "
-        "VALUES (:t, :s, now(), now(), '{}')",
+        "INSERT INTO threads (id, status, created_at, updated_at, metadata) VALUES (:t, :s, now(), now(), '{}')",
         t=thread_id,
         s=status,
     )

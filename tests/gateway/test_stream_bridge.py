@@ -135,6 +135,8 @@ async def test_publishing_after_the_end_is_ignored(make: Make) -> None:
 
 async def test_an_unreachable_redis_is_named_by_its_variable() -> None:
     bridge = RedisStreamBridge("redis://127.0.0.1:1/0")
-    with pytest.raises(RedisUnavailableError, match=r"DEERFLOW_REDIS_URL: cannot reach Redis at redis://127\.0\.0\.1:1/0"):
+    with pytest.raises(
+        RedisUnavailableError, match=r"DEERFLOW_REDIS_URL: cannot reach Redis at redis://127\.0\.0\.1:1/0"
+    ):
         await bridge.start()
     await bridge.aclose()

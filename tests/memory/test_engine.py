@@ -169,9 +169,7 @@ def test_callbacks_hear_every_failure_and_the_worker_survives(failure: BaseExcep
 
 
 def test_a_failing_callback_is_not_fatal() -> None:
-    engine = MemoryEngine(
-        Extractor('["kept"]'), Recorder(fail_with=ValueError("hook bug")), debounce_seconds=60
-    )
+    engine = MemoryEngine(Extractor('["kept"]'), Recorder(fail_with=ValueError("hook bug")), debounce_seconds=60)
     engine.schedule("t", [user("hi")])
     engine.flush()
     assert engine.facts("t") == ["kept"]
@@ -309,7 +307,5 @@ def test_engine_runs_as_a_copied_standalone_file(tmp_path: Path) -> None:
         "bad = [m for m in sys.modules if m.startswith(('deerflow', 'langchain', 'pydantic'))]\n"
         "assert not bad, bad\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

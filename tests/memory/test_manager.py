@@ -44,9 +44,7 @@ class FactModel(BaseChatModel):
 
 
 class Observer:
-    async def on_system_model_call(
-        self, app_store: Any, task_store: Any, kind: Any, request: Any, result: Any
-    ) -> None:
+    async def on_system_model_call(self, app_store: Any, task_store: Any, kind: Any, request: Any, result: Any) -> None:
         return None
 
 
@@ -189,9 +187,7 @@ class RecordingObserver:
         self.gate = threading.Event()
         self.gate.set()
 
-    async def on_system_model_call(
-        self, app_store: Any, task_store: Any, kind: Any, request: Any, result: Any
-    ) -> None:
+    async def on_system_model_call(self, app_store: Any, task_store: Any, kind: Any, request: Any, result: Any) -> None:
         await asyncio.to_thread(self.gate.wait, 10)
         self.seen.append((task_store.scope_id, kind, request.messages, result.response))
         self.done.set()
@@ -228,9 +224,7 @@ def test_end_to_end_the_observer_runs_on_the_notification_loop_with_a_detached_s
 def test_without_a_notification_loop_the_observation_is_dropped_quietly() -> None:
     notification_loop.reset()
     observer = RecordingObserver()
-    ext = LoadedExtensions(
-        system_model_observers=(Contribution("obs:install", "obs", 0, "0:obs:install#1", observer),)
-    )
+    ext = LoadedExtensions(system_model_observers=(Contribution("obs:install", "obs", 0, "0:obs:install#1", observer),))
     memory = MemoryManager(MemoryConfig(debounce_seconds=60), FactModel(prompts=[]))
     memory.schedule("t", CONVERSATION, extensions=ext)
     memory.flush()

@@ -101,4 +101,3 @@ def test_a_column_with_a_python_default_must_be_given() -> None:
     given = frozenset({"id", "thread_id", "status", "input"})
     with pytest.raises(ValueError, match="created_at"):
         compile_for(dialect, insert(RunRow.__table__), given, processed=True)
-

@@ -157,7 +157,6 @@ async def test_a_closed_sqlite_store_refuses_work_and_its_thread_is_gone(tmp_pat
     await engine.dispose()
 
 
-
 async def test_the_sqlite_twin_keeps_its_connection_between_transactions_and_gives_it_back_on_an_error(
     tmp_path: Any,
 ) -> None:

@@ -93,8 +93,6 @@ async def test_failing_install_step_is_skipped_and_named(tmp_path: Path, step: s
     assert ("service_start", "halfway") not in faulty_ext.CALLS
 
 
-
-
 def test_required_extension_failure_stops_startup(tmp_path: Path) -> None:
     from deerflow_ext.extensions.loader import ExtensionLoadError
     from deerflow_ext.gateway import create_app

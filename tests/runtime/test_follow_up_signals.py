@@ -49,9 +49,7 @@ async def test_only_a_follow_up_with_an_older_live_run_signals_and_marks_it(benc
     listener, publisher, other = PostgresRunSignals(conninfo), PostgresRunSignals(conninfo), OtherProcess()
     await listener.start(other)
     ext = extensions_with(lifecycle=LifecycleRecorder())
-    runs = RunManager(
-        store=bench.store, agent_host=FakeAgentHost(delay=30), extensions=lambda: ext, signals=publisher
-    )
+    runs = RunManager(store=bench.store, agent_host=FakeAgentHost(delay=30), extensions=lambda: ext, signals=publisher)
     try:
         alone = (await bench.store.create_thread()).id
         busy = (await bench.store.create_thread()).id

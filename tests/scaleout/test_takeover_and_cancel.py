@@ -96,6 +96,7 @@ def test_cancel_sent_to_the_process_that_does_not_own_the_run(cluster_of) -> Non
     run = wait_done(b, thread_id, run_id, timeout=10)
     assert (run["status"], run["outcome"]) == ("interrupted", "aborted")
     assert time.monotonic() - sent < 5, "cancel did not reach the owner promptly"
+
     # The status is persisted just before on_task_stop runs (lead-run timing, steps 4 and 5).
     def stops() -> list[dict[str, object]]:
         return [h for h in cluster.hooks() if h["what"] == "stop" and h["run"] == run_id]

@@ -34,9 +34,7 @@ class Events:
 
 
 class Recorder:
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         app_store.get_or_init(Events, Events).add("start", info.kind, info.task_id)
 
     async def on_task_stop(

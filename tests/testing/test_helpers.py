@@ -36,7 +36,7 @@ def test_a_non_callable_is_refused() -> None:
 
 def test_parse_sse_decodes_json_and_keeps_order() -> None:
     body = (
-        "event: metadata\r\ndata: {\"run_id\": \"r1\", \"thread_id\": \"t1\"}\r\n\r\n"
+        'event: metadata\r\ndata: {"run_id": "r1", "thread_id": "t1"}\r\n\r\n'
         ": a comment line\n\n"
         "event: messages\ndata: [1,\ndata: 2]\n\n"
         "event: end\ndata: not json\n\n"

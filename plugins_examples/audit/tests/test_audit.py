@@ -106,9 +106,7 @@ def _sqlite_file(database_url: str) -> str:
 def test_in_a_real_host_every_task_outcome_becomes_a_row(deerflow_host: Any) -> None:
     from deerflow_ext.testing import wait_for
 
-    host = deerflow_host(
-        deerflow_audit.install, {"flush_interval": 0.05}, required=True, table_prefix="audit_"
-    )
+    host = deerflow_host(deerflow_audit.install, {"flush_interval": 0.05}, required=True, table_prefix="audit_")
     outcome = host.run("delegate: check the ledger")
 
     def rows() -> list[dict[str, Any]]:

@@ -81,9 +81,7 @@ def test_token_counter_counts_every_response_shape(response: Any) -> None:
 
 def test_calls_outside_a_task_are_not_counted_and_not_broken() -> None:
     assert TokenCounter().wrap_model_call(_request(None), lambda _r: _ai(1, 1)).content == "ok"
-    assert (
-        ToolCallCounter().wrap_tool_call(_request(None, tool_call={"name": "x"}), lambda _r: "done") == "done"
-    )
+    assert ToolCallCounter().wrap_tool_call(_request(None, tool_call={"name": "x"}), lambda _r: "done") == "done"
 
 
 def test_tool_counter_counts_by_name_even_when_the_tool_fails() -> None:
@@ -149,8 +147,5 @@ def test_in_a_real_host_totals_cover_the_lead_and_its_subagent(deerflow_host: An
     assert totals["input_tokens"] > 0 and totals["output_tokens"] > 0
     assert totals["total_tokens"] >= totals["input_tokens"] + totals["output_tokens"]
     lead_usage = outcome.run["token_usage"]
-    assert (
-        totals["by_kind"]["lead"]["input_tokens"] <= lead_usage["input_tokens"]
-        or lead_usage["input_tokens"] == 0
-    )
+    assert totals["by_kind"]["lead"]["input_tokens"] <= lead_usage["input_tokens"] or lead_usage["input_tokens"] == 0
     assert not host.diagnostics.snapshot()

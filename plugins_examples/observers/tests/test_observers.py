@@ -128,9 +128,7 @@ def test_compaction_logger_format(caplog: pytest.LogCaptureFixture) -> None:
     assert caplog.records[0].getMessage() == expected
 
 
-def test_in_a_real_host_every_task_is_timed_and_tallied(
-    deerflow_host: Any, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_in_a_real_host_every_task_is_timed_and_tallied(deerflow_host: Any, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="deerflow_observers")
     host = deerflow_host(deerflow_observers.install)
     outcome = host.run("delegate: list three colours")

@@ -97,9 +97,7 @@ def test_task_spans_follow_genai_conventions_and_carry_the_fingerprint(tracer: A
 
 def test_a_skipped_start_still_reports_the_outcome(tracer: Any) -> None:
     info = TaskInfo("t9", "r9", None, "lead")
-    asyncio.run(
-        TaskSpans(tracer).on_task_stop(ExtensionData("app"), ExtensionData("t9"), info, TaskOutcome.ABORTED)
-    )
+    asyncio.run(TaskSpans(tracer).on_task_stop(ExtensionData("app"), ExtensionData("t9"), info, TaskOutcome.ABORTED))
     (span,) = finished_spans()
     assert span.attributes["deerflow.task.outcome"] == "aborted"
     assert span.attributes["deerflow.task.start_observed"] is False
@@ -110,9 +108,7 @@ def test_system_call_spans_carry_usage_and_nest_under_the_task(tracer: Any) -> N
     app, store = ExtensionData("app"), ExtensionData("t1")
     info = TaskInfo("t1", "r1", "th1", "lead")
     asyncio.run(TaskSpans(tracer).on_task_start(app, store, info))
-    response = AIMessage(
-        content="A title", usage_metadata={"input_tokens": 12, "output_tokens": 3, "total_tokens": 15}
-    )
+    response = AIMessage(content="A title", usage_metadata={"input_tokens": 12, "output_tokens": 3, "total_tokens": 15})
     request = SystemModelRequest(messages="title this", model_name="embedded")
     observer = SystemCallSpans(tracer)
     asyncio.run(

@@ -273,9 +273,7 @@ class _Fused(AgentMiddleware[Any, Any, Any]):
     def name(self) -> str:
         return self._name
 
-    def _take(
-        self, member: Middleware, hook: str, update: Any, view: Any, updates: list[Mapping[str, Any]]
-    ) -> Any:
+    def _take(self, member: Middleware, hook: str, update: Any, view: Any, updates: list[Mapping[str, Any]]) -> Any:
         """Keep ``member``'s update; the state the next member reads, or ``None`` when the
         member jumped (its jump edge would have left the run here)."""
         if not update:

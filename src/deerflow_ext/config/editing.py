@@ -46,6 +46,7 @@ class EntryPointIndex(Protocol):
 
     def get(self, name: str) -> _EntryPoint | None: ...
 
+
 __all__ = [
     "ConfigEditError",
     "PluginNotFoundError",
@@ -279,9 +280,7 @@ def _plain(node: Any, path: Path) -> Any:
     return _Plain(path).convert(node)
 
 
-def _locate(
-    target: Path, root: Any, name: str, entry_points: EntryPointIndex | None
-) -> tuple[CommentedSeq, int]:
+def _locate(target: Path, root: Any, name: str, entry_points: EntryPointIndex | None) -> tuple[CommentedSeq, int]:
     """The ``plugins:`` sequence and the index of the entry ``name`` designates."""
     seq = _plugins_seq(root)
     if seq is None:

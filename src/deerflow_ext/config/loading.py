@@ -165,9 +165,7 @@ class _Plain:
         self.nodes += 1
         here = _node_line(node, line)
         if self.nodes > MAX_NODES:
-            raise ConfigError(
-                self.path, here, None, f"more than {MAX_NODES} values (do aliases expand recursively?)"
-            )
+            raise ConfigError(self.path, here, None, f"more than {MAX_NODES} values (do aliases expand recursively?)")
         if depth > MAX_DEPTH:
             raise ConfigError(self.path, here, None, f"nested more than {MAX_DEPTH} levels deep")
         if isinstance(node, Mapping):

@@ -107,9 +107,7 @@ def emit_agent_assembled(extensions: LoadedExtensions, build: Callable[[], Agent
             count_call(stats, started, exc)
             if is_host_cancellation(exc):
                 raise
-            log_extension_failure(
-                contribution.extension, f"on_agent_assembled raised {exception_text(exc)}", exc=exc
-            )
+            log_extension_failure(contribution.extension, f"on_agent_assembled raised {exception_text(exc)}", exc=exc)
             continue
         count_call(stats, started)
         # (None, what a synchronous observer returns, skips asking the Awaitable ABC.)
@@ -310,9 +308,7 @@ def describe_tool(
     if (known is None or known[0] is not tool) and isinstance(tool, Mapping):
         # A provider built-in tool, passed through as a dict.
         name = str(tool.get("name") or tool.get("type") or "")
-        return ToolDescriptor(
-            name, canonical_hash(""), canonical_hash(dict(tool)), source, mcp_server, mcp_transport
-        )
+        return ToolDescriptor(name, canonical_hash(""), canonical_hash(dict(tool)), source, mcp_server, mcp_transport)
     schema = getattr(tool, "args_schema", None)
     key = (type(tool), tool.name, tool.description, schema, source, mcp_server, mcp_transport)
     if known is not None and known[0] is tool and known[1] == key:

@@ -80,9 +80,7 @@ class InstalledExtension:
         return item
 
     @classmethod
-    def from_module_path(
-        cls, use: str, locate: Callable[[str], tuple[str | None, str | None]]
-    ) -> InstalledExtension:
+    def from_module_path(cls, use: str, locate: Callable[[str], tuple[str | None, str | None]]) -> InstalledExtension:
         """A ``module:attr`` use whose distribution ``locate(module)`` finds on first access."""
         item = cls(use, use)
         item._dist = None
@@ -296,9 +294,7 @@ def _import_path(value: str) -> Any:
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise ExtensionImportError(
-                f"cannot import {value}: module {module_name!r} has no {attr!r}"
-            ) from None
+            raise ExtensionImportError(f"cannot import {value}: module {module_name!r} has no {attr!r}") from None
     return target
 
 

@@ -157,4 +157,3 @@ class InterruptWatch:
         self.delivered = True
         handler: Callable[[int, FrameType | None], Any] = self._previous
         handler(signum, frame)
-

@@ -477,9 +477,7 @@ class IsolatedMiddleware(AgentMiddleware):
                 self._report(hook, "did not call its handler; the host called it and used its result")
             return _MISSING
         if not own_failure and failure is None and returned is not watch.result:
-            self._report(
-                hook, f"returned {type(returned).__name__} instead of its handler's result, which is used"
-            )
+            self._report(hook, f"returned {type(returned).__name__} instead of its handler's result, which is used")
         return watch.result
 
     def _decided(self, hook: str, watch: _Watch, returned: Any, failure: BaseException | None) -> Any:

@@ -44,7 +44,7 @@ def isolated_class(base: W, inner_cls: type) -> W:
     Asked for every contribution of every construction: a hit is one dict lookup
     (``classmemo.py``); only a class seen for the first time is built, under a lock."""
     cls = _classes.get(inner_cls)
-    return (_classes.load(inner_cls, base) if cls is None else cls)  # type: ignore[return-value]
+    return _classes.load(inner_cls, base) if cls is None else cls  # type: ignore[return-value]
 
 
 def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
@@ -91,7 +91,7 @@ def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
 def group_member_class(base: W, inner_cls: type) -> W:
     """The class of a fused group's member: it exposes no hook (the head runs it)."""
     cls = _members.get(inner_cls)
-    return (_members.load(inner_cls, base) if cls is None else cls)  # type: ignore[return-value]
+    return _members.load(inner_cls, base) if cls is None else cls  # type: ignore[return-value]
 
 
 def _build_member_class(inner_cls: type, base: type) -> type:

@@ -206,8 +206,6 @@ _plans: dict[str, dict[int, _Plan]] = {}
 _PLANS_LIMIT = 256
 
 
-
-
 def _build_plan(contributions: Sequence[Contribution[Any]], method: str) -> _Plan:
     """The contributors that implement ``method``, with their bound methods, in order.
 

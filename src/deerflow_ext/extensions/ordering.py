@@ -70,9 +70,7 @@ class _HostRoles:
 def _host_roles() -> _HostRoles:
     from deerflow_ext.agents import middlewares as host
 
-    return _HostRoles(
-        tuple(host.HOST_STACK_ORDER), host.LLMErrorHandlingMiddleware, host.ClarificationMiddleware
-    )
+    return _HostRoles(tuple(host.HOST_STACK_ORDER), host.LLMErrorHandlingMiddleware, host.ClarificationMiddleware)
 
 
 @functools.cache
@@ -81,9 +79,7 @@ def core_ordering_constraints() -> tuple[OrderingConstraint, ...]:
     between never hides an inversion of its neighbours). Resolved on first call."""
     order = _host_roles().order
     return tuple(
-        OrderingConstraint(
-            order[i], order[j], f"documented host order: {order[i].__name__} wraps {order[j].__name__}"
-        )
+        OrderingConstraint(order[i], order[j], f"documented host order: {order[i].__name__} wraps {order[j].__name__}")
         for i in range(len(order))
         for j in range(i + 1, len(order))
     )

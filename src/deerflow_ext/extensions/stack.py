@@ -206,9 +206,7 @@ def _collect(
         stats = call_stats(extension, "contribute_middlewares")
         started = time.perf_counter()
         try:
-            placements = _validated(
-                contribution.contributor.contribute_middlewares(extensions.app_store, ctx)
-            )
+            placements = _validated(contribution.contributor.contribute_middlewares(extensions.app_store, ctx))
         except EXTENSION_FAILURES as exc:
             # The contributor's own CancelledError (an internal timeout, say) is a failure
             # like any other; only a cancellation of the host task propagates (origin.py).

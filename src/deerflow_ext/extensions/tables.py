@@ -47,6 +47,7 @@ __all__ = [
 # the checkpointer's tables.
 HOST_TABLE_NAMES: tuple[str, ...] = HOST_TABLES
 
+
 class TablePrefixCollisionError(RuntimeError):
     """A table prefix overlaps a host table or another extension's prefix; startup stops."""
 

@@ -53,9 +53,7 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     messages = []
     for error in errors:
         if error.get("type") == "json_invalid":
-            messages.append(
-                f"request body is not valid JSON ({error.get('ctx', {}).get('error', 'parse error')})"
-            )
+            messages.append(f"request body is not valid JSON ({error.get('ctx', {}).get('error', 'parse error')})")
             continue
         messages.append(f"{_where(error.get('loc', ()))}: {error.get('msg', 'invalid')}")
     return "; ".join(messages) or "invalid request"
@@ -68,9 +66,7 @@ def _jsonable(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def _validation(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
-    return JSONResponse(
-        status_code=422, content={"detail": validation_message(errors), "errors": _jsonable(errors)}
-    )
+    return JSONResponse(status_code=422, content={"detail": validation_message(errors), "errors": _jsonable(errors)})
 
 
 async def _http(request: Request, exc: Exception) -> JSONResponse:

@@ -372,4 +372,3 @@ class RunOut(BaseModel):
 def selected(document: dict[str, Any], select: list[str] | None) -> dict[str, Any]:
     """LangGraph's ``select``: only the named fields (all when None)."""
     return document if not select else {k: v for k, v in document.items() if k in select}
-

@@ -25,7 +25,5 @@ class GatewayRuntime:
 def runtime_of(request: Request) -> GatewayRuntime:
     runtime = getattr(request.app.state, "runtime", None)
     if runtime is None:
-        raise HTTPException(
-            status_code=503, detail="the Gateway is not serving (starting up or shutting down)"
-        )
+        raise HTTPException(status_code=503, detail="the Gateway is not serving (starting up or shutting down)")
     return runtime

@@ -127,9 +127,7 @@ class MemoryEngine:
         self._closed = False
 
     # -- public ----------------------------------------------------------------------------
-    def schedule(
-        self, thread_id: str, messages: Sequence[Any], *, callbacks: MemoryCallbacks | None = None
-    ) -> None:
+    def schedule(self, thread_id: str, messages: Sequence[Any], *, callbacks: MemoryCallbacks | None = None) -> None:
         """Extract facts from ``messages`` after the debounce, replacing a pending request.
 
         ``callbacks`` overrides the engine-wide callbacks for this request (a host uses it to
@@ -277,9 +275,7 @@ class MemoryEngine:
         duration_ms = (time.monotonic() - started) * 1000.0
         self._report(pending, response, error, duration_ms)
         if error is not None:
-            logger.warning(
-                "memory extraction for thread %s failed: %s: %s", thread_id, type(error).__name__, error
-            )
+            logger.warning("memory extraction for thread %s failed: %s: %s", thread_id, type(error).__name__, error)
             return
         try:
             facts = parse_facts(response if isinstance(response, str) else str(response))
@@ -288,9 +284,7 @@ class MemoryEngine:
             return
         self._remember(thread_id, facts)
 
-    def _report(
-        self, pending: _Pending, response: str | None, error: BaseException | None, duration_ms: float
-    ) -> None:
+    def _report(self, pending: _Pending, response: str | None, error: BaseException | None, duration_ms: float) -> None:
         if pending.callbacks is None:
             return
         # Exception, not BaseException: only the hook's own failures are non-fatal; an

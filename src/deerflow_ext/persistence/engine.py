@@ -82,9 +82,7 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_path(parsed)
         if path is None:
-            raise ValueError(
-                "an in-memory SQLite database cannot be shared with the checkpointer; use a file"
-            )
+            raise ValueError("an in-memory SQLite database cannot be shared with the checkpointer; use a file")
         path.parent.mkdir(parents=True, exist_ok=True)
         kwargs.setdefault("connect_args", {"timeout": SQLITE_TIMEOUT_SECONDS})
         # The pool's rollback-on-return, done only when the connection is in a transaction

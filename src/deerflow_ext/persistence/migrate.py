@@ -25,6 +25,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 MIGRATION_LOCK_KEY = 0x6465657266_6D6967  # "deerf" "mig": one key for every process of a deployment
 
+
 def host_include_object(prefixes: Sequence[str]) -> IncludeObject:
     """The host's autogenerate filter: skip extension-owned and checkpointer tables.
 

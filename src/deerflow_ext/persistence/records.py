@@ -133,10 +133,7 @@ def _create_run_statement(interrupting: bool) -> Any:
     columns = ("id", "status", "input", "input_tokens", "output_tokens", "total_tokens", "created_at", "owner")
     values = [bindparam(f"new_{name}", type_=_RUNS.c[name].type) for name in columns]
     run = (
-        insert(_RUNS)
-        .from_select([*columns, "thread_id"], select(*values, found.c.id))
-        .returning(_RUNS.c.id)
-        .cte("run")
+        insert(_RUNS).from_select([*columns, "thread_id"], select(*values, found.c.id)).returning(_RUNS.c.id).cte("run")
     )
     if not interrupting:
         return select(literal(0).label("marked")).select_from(found).add_cte(found, filled, run)
@@ -547,16 +544,12 @@ class HostStore:
         runs = _RUNS.c
 
         def tx(conn: Connection) -> Any:
-            found = conn.scalar(
-                select(runs.id).where(runs.thread_id == thread_id, runs.status.in_(_LIVE)).limit(1)
-            )
+            found = conn.scalar(select(runs.id).where(runs.thread_id == thread_id, runs.status.in_(_LIVE)).limit(1))
             return found is not None
 
         return await self._tx.read(tx)
 
-    async def interrupt_orphaned_runs(
-        self, *, is_dead: Callable[[str | None], bool] = owner_is_dead
-    ) -> Sequence[str]:
+    async def interrupt_orphaned_runs(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
         """Mark runs left ``pending``/``running`` by a dead process as ``interrupted``.
 
         Their threads go to ``interrupted`` too, so a client polling a thread never sees it
@@ -564,9 +557,7 @@ class HostStore:
         """
         async with self.session_factory.begin() as session:
             rows = (
-                await session.execute(
-                    select(RunRow.id, RunRow.thread_id, RunRow.owner).where(RunRow.status.in_(_LIVE))
-                )
+                await session.execute(select(RunRow.id, RunRow.thread_id, RunRow.owner).where(RunRow.status.in_(_LIVE)))
             ).all()
             orphaned = [(run_id, thread_id) for run_id, thread_id, owner in rows if is_dead(owner)]
             if not orphaned:
@@ -585,13 +576,10 @@ class HostStore:
             )
             await session.execute(
                 update(ThreadRow)
-                .where(
-                    ThreadRow.id.in_({t for _, t in orphaned}), ThreadRow.status == ThreadStatus.BUSY.value
-                )
+                .where(ThreadRow.id.in_({t for _, t in orphaned}), ThreadRow.status == ThreadStatus.BUSY.value)
                 .values(status=ThreadStatus.INTERRUPTED.value, updated_at=now)
             )
             return tuple(run_ids)
-
 
     async def settle_idle_busy_threads(self) -> Sequence[str]:
         """Threads ``busy`` without any ``pending``/``running`` run: give each its last run's status.

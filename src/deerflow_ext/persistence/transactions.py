@@ -203,9 +203,7 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
     pragmas, pysqlite) on one, PostgreSQL's (psycopg) on :data:`POSTGRES_THREADS`."""
     url = engine.url
     if not is_sqlite(url):
-        twin = create_sync_engine(
-            url.set(drivername="postgresql+psycopg"), pool_size=POSTGRES_THREADS, max_overflow=0
-        )
+        twin = create_sync_engine(url.set(drivername="postgresql+psycopg"), pool_size=POSTGRES_THREADS, max_overflow=0)
         event.listen(twin, "checkout", _discard_closed)
         return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS, autocommit=True)
     sync = create_sync_engine(

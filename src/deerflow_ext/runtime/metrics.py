@@ -54,9 +54,7 @@ class ExtensionHookCollector(Collector):
     """Reads ``extensions.metrics`` at scrape time; one sample per (extension, hook) and counter."""
 
     def collect(self) -> Iterator[Metric]:
-        families = {
-            attr: CounterMetricFamily(name, doc, labels=["extension", "hook"]) for attr, name, doc in _FAMILIES
-        }
+        families = {attr: CounterMetricFamily(name, doc, labels=["extension", "hook"]) for attr, name, doc in _FAMILIES}
         for stats in hook_metrics.snapshot():
             for attr, family in families.items():
                 family.add_metric([stats.extension, stats.hook], float(getattr(stats, attr)))

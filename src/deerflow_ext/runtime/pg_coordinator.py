@@ -362,9 +362,7 @@ class PostgresThreadCoordinator:
             self._releasing.add(task)
             task.add_done_callback(self._releasing.discard)
 
-    async def _not_given_back(
-        self, target: LockSession | _OwnConnection, thread_id: str, error: BaseException
-    ) -> None:
+    async def _not_given_back(self, target: LockSession | _OwnConnection, thread_id: str, error: BaseException) -> None:
         if isinstance(error, LockSessionLostError):
             logger.warning("thread %s: its lock ended with its session (%s)", thread_id, error)
             return

@@ -50,9 +50,7 @@ _FAIL_QUEUED = text(
     "RETURNING id, owner"
 )
 # Rows expired this long ago have been swept many times over: forget them.
-_FORGET = text(
-    "DELETE FROM gateway_processes WHERE expires_at < clock_timestamp() - make_interval(secs => :keep)"
-)
+_FORGET = text("DELETE FROM gateway_processes WHERE expires_at < clock_timestamp() - make_interval(secs => :keep)")
 _LEAVE = text("DELETE FROM gateway_processes WHERE owner = :o")
 
 

@@ -61,9 +61,7 @@ Emit = Callable[[str, Any], Awaitable[None]]
 class LeadRunner(Protocol):
     """What the worker needs from ``deerflow_ext.agents.host.AgentHost``."""
 
-    async def run_lead(
-        self, request: Any, *, extensions: Any, task_store: Any, emit: Emit | None = None
-    ) -> Any: ...
+    async def run_lead(self, request: Any, *, extensions: Any, task_store: Any, emit: Emit | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -220,9 +218,7 @@ async def _persist_unstarted(
         logger.exception("run %s: could not persist its interruption", handle.run_id)
 
 
-async def _lifecycle(
-    handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps
-) -> tuple[RunStatus, TaskOutcome]:
+async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) -> tuple[RunStatus, TaskOutcome]:
     """Steps 2 to 5, inside the thread hold."""
     extensions = handle.extensions
     task_store = extensions.new_task_store(handle.run_id)

@@ -22,9 +22,7 @@ class AuditTrail:
     without a stop (a Gateway killed mid-run) would be an unfinished claim.
     """
 
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         return None
 
     async def on_task_stop(

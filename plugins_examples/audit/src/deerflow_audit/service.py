@@ -48,9 +48,7 @@ class AuditSettings:
             raise ValueError(f"unknown audit config key(s): {', '.join(sorted(unknown))}")
         prefix = config.get("table_prefix", TABLE_PREFIX)
         if prefix != TABLE_PREFIX:
-            raise ValueError(
-                f"the audit tables are named {TABLE_PREFIX}*; table_prefix {prefix!r} cannot rename them"
-            )
+            raise ValueError(f"the audit tables are named {TABLE_PREFIX}*; table_prefix {prefix!r} cannot rename them")
         flush_interval = float(config.get("flush_interval", _FLUSH_INTERVAL))
         list_limit = int(config.get("list_limit", _LIST_LIMIT))
         if flush_interval <= 0 or list_limit <= 0:

@@ -26,9 +26,7 @@ class CostMiddlewares:
     def __init__(self, prices: Prices) -> None:
         self.prices = prices
 
-    def contribute_middlewares(
-        self, app_store: ExtensionData, ctx: AgentBuildContext
-    ) -> Sequence[MiddlewarePlacement]:
+    def contribute_middlewares(self, app_store: ExtensionData, ctx: AgentBuildContext) -> Sequence[MiddlewarePlacement]:
         return (
             MiddlewarePlacement(TokenCounter(self.prices), Placement.MODEL_LOGICAL),
             MiddlewarePlacement(ToolCallCounter(), Placement.TOOL_VISIBLE),
@@ -42,9 +40,7 @@ class CostLedger:
     ``TaskCosts`` is folded as zeros rather than skipped.
     """
 
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         task_store.get_or_init(TaskCosts, TaskCosts)
 
     async def on_task_stop(

@@ -73,9 +73,7 @@ class TaskTimer:
     notification budget, ``on_task_start`` was skipped and the elapsed time is unknown.
     """
 
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         task_store.set(RunClock(time.monotonic()))
 
     async def on_task_stop(
@@ -143,9 +141,7 @@ class AssemblyDriftWatcher:
     """
 
     def on_agent_assembled(self, app_store: ExtensionData, descriptor: AgentAssemblyDescriptor) -> None:
-        previous = app_store.get_or_init(Fingerprints, Fingerprints).swap(
-            descriptor.agent_name, descriptor.fingerprint
-        )
+        previous = app_store.get_or_init(Fingerprints, Fingerprints).swap(descriptor.agent_name, descriptor.fingerprint)
         if previous is not None and previous != descriptor.fingerprint:
             logger.warning(
                 "agent %s changed: %s -> %s",

@@ -143,9 +143,7 @@ class TaskSpans:
             start_time=start_time,
         )
 
-    async def on_task_start(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo
-    ) -> None:
+    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
         span = self._start(app_store, info)
         task_store.set(TaskSpan(span))
         app_store.get_or_init(OpenTaskSpans, OpenTaskSpans).add(info.task_id, span)

@@ -19,6 +19,7 @@ __all__ = ["TokenBudgetMiddleware", "TokenUsageMiddleware", "add_usage"]
 
 logger = logging.getLogger(__name__)
 
+
 def add_usage(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, int]:
     base = {key: int((total or {}).get(key, 0) or 0) for key in TOKEN_KEYS}
     for key in TOKEN_KEYS:

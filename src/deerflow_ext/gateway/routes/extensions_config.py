@@ -90,9 +90,7 @@ async def get_extensions_config(request: Request) -> dict[str, Any]:
     try:
         return _dump(await asyncio.to_thread(read_extensions_config, path))
     except (ValueError, ValidationError) as exc:
-        raise HTTPException(
-            status_code=500, detail=f"{path} is not a valid extensions config: {exc}"
-        ) from exc
+        raise HTTPException(status_code=500, detail=f"{path} is not a valid extensions config: {exc}") from exc
 
 
 def write_extensions_config(path: Path, config: ExtensionsConfig) -> None:

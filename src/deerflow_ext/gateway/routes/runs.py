@@ -47,7 +47,7 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
         "content": {
             "text/event-stream": {
                 "schema": {"type": "string"},
-                "example": "event: metadata\ndata: {\"run_id\":\"…\",\"thread_id\":\"…\"}\nid: 1\n\n",
+                "example": 'event: metadata\ndata: {"run_id":"…","thread_id":"…"}\nid: 1\n\n',
             }
         },
     }
@@ -361,4 +361,3 @@ async def join_stream(
         on_disconnect=_cancel_on_disconnect(runtime, run_id, cancel_on_disconnect),
     )
     return sse_response(events, _paths(thread_id, run_id))
-

@@ -149,9 +149,7 @@ async def delete_thread(request: Request, thread_id: str) -> Response:
     runtime = runtime_of(request)
     deleted = await runtime.store.delete_thread(thread_id)
     if deleted is None:  # a run pending or running in any Gateway process
-        raise HTTPException(
-            status_code=409, detail=f"thread {thread_id} has a run in progress; cancel it first"
-        )
+        raise HTTPException(status_code=409, detail=f"thread {thread_id} has a run in progress; cancel it first")
     if not deleted:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
     states = _states(runtime)

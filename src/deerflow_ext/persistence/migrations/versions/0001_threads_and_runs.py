@@ -45,9 +45,7 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("owner", sa.String(255), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["thread_id"], ["threads.id"], name="fk_runs_thread_id_threads", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["thread_id"], ["threads.id"], name="fk_runs_thread_id_threads", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_runs"),
     )
     op.create_index("ix_runs_thread_id_created_at", "runs", ["thread_id", "created_at"])
