@@ -45,7 +45,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def sdk_server(directory: Path, **settings: Any) -> Iterator[SdkServer]:
+def sdk_server(
+    directory: Path,
+    *,
+    database_url: str | None = None,
+    plugins: list[dict[str, Any]] | None = None,
+    **settings: Any,
+) -> Iterator[SdkServer]:
+    """Serve a Gateway on ``directory``'s SQLite (or ``database_url``), the gate extension
+    loaded first and then ``plugins`` (config.yaml entries) in their order."""
     import uvicorn
 
     from deerflow_ext.config.loading import load_app_config
@@ -56,11 +64,16 @@ def sdk_server(directory: Path, **settings: Any) -> Iterator[SdkServer]:
     gate_dir = directory / "gates"
     gate_dir.mkdir(parents=True)
     config = directory / "config.yaml"
-    plugins = [{"name": "gate", "use": "sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
-    config.write_text(json.dumps({"plugins": plugins}), encoding="utf-8")  # JSON is YAML
+    entries = [{"name": "gate", "use": "sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
+    entries += plugins or []
+    config.write_text(json.dumps({"plugins": entries}), encoding="utf-8")  # JSON is YAML
     previous = get_loaded_extensions()
     app = create_app(
-        Settings(config=config, database_url=f"sqlite+aiosqlite:///{directory / 'deerflow.db'}", **settings),
+        Settings(
+            config=config,
+            database_url=database_url or f"sqlite+aiosqlite:///{directory / 'deerflow.db'}",
+            **settings,
+        ),
         config=load_app_config(config),
     )
     port = _free_port()
