@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import pytest
@@ -148,9 +150,10 @@ class TakesLess:
 @pytest.mark.parametrize(
     ("contributor", "problem"),
     [
-        (NeedsMore(), "missing a required argument: 'extra'"),
-        (NeedsKeyword(), "missing a required argument: 'mode'"),
-        (TakesLess(), "too many positional arguments"),
+        (NeedsMore(), r"missing a required argument: 'extra'"),
+        # inspect's wording: Python 3.12 says which kind of argument is missing.
+        (NeedsKeyword(), r"missing a required (keyword-only )?argument: 'mode'"),
+        (TakesLess(), r"too many positional arguments"),
     ],
     ids=lambda value: type(value).__name__,
 )
@@ -161,7 +164,7 @@ def test_a_hook_the_contracts_arguments_cannot_bind_to_is_refused_and_leaves_not
     registry.begin(0, "a", "a:install")
     with pytest.raises(RegistrationError, match=rf"{type(contributor).__name__}\.on_task_\w+ cannot be called") as info:
         registry.task_lifecycle(contributor)
-    assert str(info.value).endswith(problem)
+    assert re.search(rf"{problem}$", str(info.value))
     registry.end()
     assert registry.plugin_manager.get_plugins() == set()
     assert registry.freeze().task_lifecycle == ()

@@ -204,8 +204,9 @@ async def test_a_served_gateway_freezes_its_startup_heap_while_it_serves(setting
         app = create_app(
             settings_for(), config=AppConfig(), options=options, agent_host_factory=lambda c, k: FakeAgentHost()
         )
-        assert gc.get_freeze_count() == 0
+        # Python 3.12 starts with objects of its own in the permanent generation.
+        before = gc.get_freeze_count()
         async with live_server(app) as server, server.client() as client:
             assert (await client.get("/health")).status_code == 200
-            assert (gc.get_freeze_count() > 0) is freeze
-        assert gc.get_freeze_count() == 0
+            assert (gc.get_freeze_count() > before) is freeze
+        assert gc.get_freeze_count() <= before
