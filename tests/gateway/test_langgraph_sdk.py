@@ -217,7 +217,8 @@ def test_stream_v2_parts(client: Any) -> None:
 
 
 def test_messages_in_langgraph_shapes_and_every_run_option(client: Any) -> None:
-    """Content blocks, ``type`` and ``id``; every option LangGraph defines is accepted."""
+    """Content blocks, ``type`` and ``id``; every option LangGraph defines is accepted (the
+    breakpoints pause the run: tests/platform_api/test_interrupts.py)."""
     thread_id = client.threads.create()["thread_id"]
     message = {"type": "human", "id": "m-blocks", "content": [{"type": "text", "text": "blocks work"}]}
     with pytest.warns(DeprecationWarning):  # checkpoint_during: the SDK's own deprecation
@@ -233,8 +234,6 @@ def test_messages_in_langgraph_shapes_and_every_run_option(client: Any) -> None:
                 config={"recursion_limit": 50, "tags": ["t"], "configurable": {"locale": "en"}},
                 context={"user": "u"},
                 checkpoint_during=True,
-                interrupt_before=["model"],
-                interrupt_after="*",
                 feedback_keys=["score"],
                 on_disconnect="continue",
                 webhook="http://127.0.0.1:9/hook",

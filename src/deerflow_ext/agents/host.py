@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from langgraph.types import Checkpointer
+from langgraph.types import Checkpointer, Command
 
 from deerflow_ext.config.schema import AppConfig, ModelPurpose
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
@@ -33,6 +33,7 @@ from .thread_state import ThreadStates
 
 __all__ = [
     "DEFAULT_GRAPH_STREAM_MODES",
+    "INTERRUPT_KEY",
     "AgentHost",
     "Emit",
     "LeadRunRequest",
@@ -44,6 +45,8 @@ __all__ = [
 Emit = Callable[[str, Any], Awaitable[None] | None]
 
 DEFAULT_GRAPH_STREAM_MODES = ("messages", "updates", "values")
+INTERRUPT_KEY = "__interrupt__"
+"""Where LangGraph's stream (and LangGraph Platform's API) puts a pause's interrupts."""
 DEFAULT_RECURSION_LIMIT = 200
 
 
@@ -57,6 +60,9 @@ class LeadRunRequest:
     first graph pass only; goal continuations follow the fork); with no ``messages`` as well,
     the graph re-runs what was next at that checkpoint (a UI's "regenerate"). ``metadata``
     is written to the run's checkpoints (run id, assistant, the client's run metadata).
+    ``command`` (LangGraph's ``Command`` keys: ``resume``, ``update``, ``goto``) is the
+    graph's input instead of ``messages``: it resumes a paused thread. The graph pauses before
+    or after the nodes ``interrupt_before``/``interrupt_after`` name (``"*"``: all).
     """
 
     thread_id: str
@@ -71,6 +77,9 @@ class LeadRunRequest:
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     durability: str | None = None
+    command: Mapping[str, Any] | None = None
+    interrupt_before: str | Sequence[str] | None = None
+    interrupt_after: str | Sequence[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,8 @@ class LeadRunResult:
     # The graph's state values the run ended with (its last ``values`` event): what a
     # ``/wait`` answers without reading the thread back from the checkpointer.
     values: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # The graph paused (a breakpoint, or ``interrupt()``): the thread waits for a resume.
+    interrupted: bool = False
 
 
 def _usage(values: Mapping[str, Any], run_id: str) -> TokenUsage:
@@ -205,12 +216,14 @@ class AgentHost:
                 **run_config,
                 "configurable": {**run_config["configurable"], "checkpoint_id": request.checkpoint_id},
             }
-        inputs: dict[str, Any] | None = {"messages": list(request.messages)} if request.messages else None
-        values = await self._stream(graph, inputs, first_config, context, emit, request)
+        inputs: Any = {"messages": list(request.messages)} if request.messages else None
+        if request.command is not None:
+            inputs = Command(**request.command)
+        values, interrupted = await self._stream(graph, inputs, first_config, context, emit, request)
 
         goal_met: bool | None = None
         continuations = 0
-        if request.goal:
+        if request.goal and not interrupted:
             model = self.model_factory(self.purpose_model_name("goal"))
             evaluation = 0
             while True:
@@ -233,7 +246,9 @@ class AgentHost:
                     inputs = {**values, "messages": [*values.get("messages", []), follow_up]}
                 else:
                     inputs = {"messages": [follow_up]}
-                values = await self._stream(graph, inputs, run_config, context, emit, request)
+                values, interrupted = await self._stream(graph, inputs, run_config, context, emit, request)
+                if interrupted:
+                    break
 
         return LeadRunResult(
             answer=final_answer(values.get("messages", [])),
@@ -242,22 +257,37 @@ class AgentHost:
             goal_met=goal_met,
             continuations=continuations,
             values=values,
+            interrupted=interrupted,
         )
 
     async def _stream(
         self,
         graph: Any,
-        inputs: dict[str, Any] | None,
+        inputs: Any,
         run_config: dict[str, Any],
         context: dict[str, Any],
         emit: Emit | None,
         request: LeadRunRequest,
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], bool]:
+        """Run one graph pass; its last values, and whether the graph paused.
+
+        A pause shows in the stream as LangGraph's ``__interrupt__`` key: in ``values`` for
+        ``interrupt()``, and only in ``updates`` for a breakpoint, so a run with breakpoints
+        streams ``updates`` from the graph (the stream projection passes them on only to a
+        client that asked for them)."""
         modes = list(dict.fromkeys([*request.stream_modes, "values"]))
+        breakpoints = request.interrupt_before is not None or request.interrupt_after is not None
+        if breakpoints and "updates" not in modes:
+            modes.append("updates")
         options: dict[str, Any] = {"context": context, "stream_mode": modes, "subgraphs": request.subgraphs}
         if request.durability is not None:
             options["durability"] = request.durability
+        if request.interrupt_before is not None:
+            options["interrupt_before"] = request.interrupt_before
+        if request.interrupt_after is not None:
+            options["interrupt_after"] = request.interrupt_after
         values: dict[str, Any] = {}
+        interrupted = False
         # The graph's checkpoint writes are all in when this ends (before the run is marked
         # ended); "sync" durability asks for each one before the next step, so it gets that.
         writes = run_writes(self.checkpointer) if request.durability != "sync" else nullcontext()
@@ -268,13 +298,16 @@ class AgentHost:
                     namespace, mode, chunk = item
                 else:
                     mode, chunk = item
-                if mode == "values" and not namespace:
-                    values = chunk
+                if not namespace and mode in ("values", "updates"):
+                    if INTERRUPT_KEY in chunk:
+                        interrupted = True
+                    if mode == "values":
+                        values = chunk
                 if emit is not None:
                     pending = emit("|".join((mode, *namespace)), chunk)
                     if inspect.isawaitable(pending):
                         await pending
-        return values
+        return values, interrupted
 
     async def aclose(self) -> None:
         """Flush pending memory extraction (on a thread: the engine's flush blocks)."""

@@ -6,10 +6,15 @@ would otherwise run without the goal the client meant to set, and the client wou
 learn why. Every run option LangGraph defines *is* accepted; the ones the Gateway has no
 equivalent for are ignored, and say so in their description (``/docs``):
 
-* ``webhook``, ``feedback_keys``, ``langsmith_tracer``, ``on_completion`` (stateless runs
-  only), ``checkpoint_during``, ``strict_resume``, ``stream_resumable`` (every run's stream
-  is resumable), ``interrupt_before`` / ``interrupt_after`` (the lead agent never pauses);
-* stream modes ``events``, ``tools`` and ``lifecycle`` (no events: see ``stream_modes``).
+* ``webhook``, ``feedback_keys``, ``langsmith_tracer``, ``on_completion`` on a thread's run
+  (a stateless run honours it), ``checkpoint_during``, ``strict_resume``, ``stream_resumable``
+  (every run's stream is resumable);
+* stream modes ``tools`` and ``lifecycle`` (no events: see ``stream_modes``).
+
+A run pauses where the graph says so — ``interrupt_before`` / ``interrupt_after`` name graph
+nodes (``"*"`` every node), and a node, tool or contributed middleware may call LangGraph's
+``interrupt()`` — and a later run resumes it with ``command`` (``resume``, ``update``,
+``goto``), as LangGraph does.
 
 Messages come in LangGraph's shapes: ``type`` (human, ai, system, tool) or ``role`` (user,
 assistant, system, tool), an optional ``id``, content as a string or a list of content
@@ -41,6 +46,7 @@ __all__ = [
     "CheckpointRef",
     "HistoryQuery",
     "MessageIn",
+    "RunCommand",
     "RunConfig",
     "RunCreate",
     "RunInput",
@@ -130,15 +136,43 @@ class CheckpointRef(BaseModel):
     checkpoint_map: dict[str, Any] | None = None
 
 
+class RunCommand(_Request):
+    """LangGraph's ``Command`` as a run's input: ``resume`` answers the thread's pending
+    interrupt(s) (a value, or a map of interrupt id to value), ``update`` writes state first,
+    ``goto`` names the node(s) to run next."""
+
+    resume: Any = None
+    update: dict[str, Any] | list[Any] | None = None
+    goto: str | dict[str, Any] | list[str | dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self) -> RunCommand:
+        if not self.model_fields_set:
+            raise ValueError("a command needs 'resume', 'update' or 'goto'")
+        return self
+
+    @property
+    def resumes(self) -> bool:
+        return "resume" in self.model_fields_set
+
+    def as_mapping(self) -> dict[str, Any]:
+        """The keys the client set (``resume: null`` is a resume with None)."""
+        return {key: getattr(self, key) for key in ("resume", "update", "goto") if key in self.model_fields_set}
+
+
+_Nodes = Literal["*"] | list[str] | None
+
+
 class RunCreate(_Request):
-    """A run. ``input`` may be left out only when the run re-runs the thread from a
-    checkpoint (``checkpoint`` / ``checkpoint_id``): LangGraph then executes what was next at
-    that checkpoint again, which is how a chat UI regenerates an answer. Elsewhere there is
-    nothing to resume (the lead agent never pauses), so a missing input is the client's
-    mistake and said so."""
+    """A run. ``input`` may be left out when the run resumes the thread with ``command``, or
+    re-runs it from a checkpoint (``checkpoint`` / ``checkpoint_id``): LangGraph then executes
+    what was next at that checkpoint again, which is how a chat UI regenerates an answer (and
+    how a run stopped by ``interrupt_before`` goes on). Elsewhere a missing input is the
+    client's mistake and said so."""
 
     input: RunInput | None = Field(
-        default=None, description="Required, except to re-run the thread from `checkpoint` (regenerate)."
+        default=None,
+        description="Required, except to resume with `command` or re-run the thread from `checkpoint` (regenerate).",
     )
     goal: str | None = Field(default=None, description="A goal the run keeps working towards (DeerFlow).")
     context: dict[str, Any] = Field(default_factory=dict, description="The run's runtime context.")
@@ -170,20 +204,30 @@ class RunCreate(_Request):
     checkpoint: CheckpointRef | None = Field(default=None, description="Fork the thread from this checkpoint.")
     checkpoint_id: str | None = Field(default=None, description="Fork the thread from this checkpoint.")
     durability: Literal["sync", "async", "exit"] | None = None
-    command: dict[str, Any] | None = Field(default=None, description=_IGNORED + "the lead agent never pauses.")
-    interrupt_before: Literal["*"] | list[str] | None = Field(default=None, description=_IGNORED + "never pauses.")
-    interrupt_after: Literal["*"] | list[str] | None = Field(default=None, description=_IGNORED + "never pauses.")
+    command: RunCommand | None = Field(
+        default=None,
+        description="Resume an interrupted thread (`resume`), write state (`update`), go to a node (`goto`).",
+    )
+    interrupt_before: _Nodes = Field(default=None, description="Pause before these graph nodes ('*': every node).")
+    interrupt_after: _Nodes = Field(default=None, description="Pause after these graph nodes ('*': every node).")
     webhook: str | None = Field(default=None, description=_IGNORED + "no webhook is called.")
     feedback_keys: list[str] | None = Field(default=None, description=_IGNORED + "no LangSmith feedback.")
     langsmith_tracer: dict[str, Any] | None = Field(default=None, description=_IGNORED + "use LangSmith's settings.")
-    on_completion: Literal["delete", "keep"] | None = Field(default=None, description=_IGNORED + "threads stay.")
+    on_completion: Literal["delete", "keep"] | None = Field(
+        default=None, description="A stateless run's thread once it ended (default delete); ignored on a thread's run."
+    )
     checkpoint_during: bool | None = Field(default=None, description=_IGNORED + "use durability.")
-    strict_resume: bool | None = Field(default=None, description=_IGNORED + "nothing to resume.")
+    strict_resume: bool | None = Field(default=None, description=_IGNORED + "a resume needs a pending interrupt.")
 
     @model_validator(mode="after")
     def _input_or_checkpoint(self) -> RunCreate:
-        if self.input is None and self.fork_checkpoint_id is None:
-            raise ValueError("'input' is required unless the run re-runs from a 'checkpoint' (or 'checkpoint_id')")
+        if self.input is None and self.command is None and self.fork_checkpoint_id is None:
+            raise ValueError(
+                "'input' is required unless the run resumes with 'command' or re-runs from a 'checkpoint' "
+                "(or 'checkpoint_id')"
+            )
+        if self.input is not None and self.command is not None:
+            raise ValueError("a run takes 'input' or 'command', not both")
         return self
 
     @property
@@ -307,7 +351,12 @@ class ThreadOut(BaseModel):
     title: str | None = Field(default=None, description="The title the Gateway generated (DeerFlow).")
 
     @classmethod
-    def of(cls, record: ThreadRecord, values: dict[str, Any] | None = None) -> ThreadOut:
+    def of(
+        cls,
+        record: ThreadRecord,
+        values: dict[str, Any] | None = None,
+        interrupts: dict[str, list[Any]] | None = None,
+    ) -> ThreadOut:
         return cls(
             thread_id=record.id,
             created_at=record.created_at,
@@ -315,6 +364,7 @@ class ThreadOut(BaseModel):
             metadata=readable(record.metadata, f"the metadata of thread {record.id}"),
             status=record.status,
             values=values,
+            interrupts=interrupts or {},
             title=record.title,
         )
 

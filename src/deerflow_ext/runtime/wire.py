@@ -7,11 +7,18 @@ cost one ``json.dumps`` per event, not ten.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["dumps", "jsonable"]
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A dataclass instance's set fields: LangGraph's ``Interrupt`` is one, and LangGraph
+    Platform sends it as ``{"value": ..., "id": ...}`` (a field left None is left out)."""
+    return {f.name: v for f in dataclasses.fields(value) if (v := getattr(value, f.name)) is not None}
 
 
 def jsonable(value: Any) -> Any:
@@ -29,6 +36,8 @@ def jsonable(value: Any) -> Any:
             return jsonable(dump())
         except Exception:
             return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(_fields(value))
     return str(value)
 
 
@@ -43,6 +52,8 @@ def _default(value: Any) -> Any:
         return dict(value)
     if isinstance(value, (set, frozenset)):
         return list(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _fields(value)
     return str(value)
 
 

@@ -96,7 +96,9 @@ class LeadRunSpec:
 
     ``stream_modes`` are API stream modes (:mod:`.stream_modes`); ``delay`` holds the run
     ``pending`` that many seconds before it asks for its thread (LangGraph's
-    ``after_seconds``); ``metadata`` is written to the run's checkpoints.
+    ``after_seconds``); ``metadata`` is written to the run's checkpoints. ``command`` resumes
+    the thread (LangGraph's ``Command`` keys); ``interrupt_before``/``interrupt_after`` name the
+    graph nodes the run pauses at.
     """
 
     messages: tuple[dict[str, Any], ...]
@@ -110,6 +112,9 @@ class LeadRunSpec:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     durability: str | None = None
     delay: float = 0.0
+    command: Mapping[str, Any] | None = None
+    interrupt_before: str | tuple[str, ...] | None = None
+    interrupt_after: str | tuple[str, ...] | None = None
 
 
 def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
@@ -131,6 +136,9 @@ def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
         tags=spec.tags,
         metadata={**spec.metadata, "run_id": handle.run_id, "thread_id": handle.thread_id},
         durability=spec.durability,
+        command=spec.command,
+        interrupt_before=spec.interrupt_before,
+        interrupt_after=spec.interrupt_after,
         **optional,
     )
 
@@ -232,7 +240,7 @@ async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) 
         bracket.outcome = outcome  # on_task_stop follows persistence and the completion hooks
         handle.phase = RunPhase.FINALIZING
         await _persist(handle, deps, status, outcome, result, error, error_text)
-        if status is RunStatus.SUCCESS:
+        if result is not None:  # completed, or paused by the graph (its values hold the interrupts)
             handle.final_values = getattr(result, "values", None)
         await _run_completion_hooks(
             deps,
@@ -267,7 +275,13 @@ async def _run(
         result = await deps.agent_host.run_lead(
             _lead_request(handle, spec), extensions=handle.extensions, task_store=task_store, emit=emit
         )
-        status, outcome = RunStatus.SUCCESS, TaskOutcome.COMPLETED
+        if getattr(result, "interrupted", False):
+            # Paused by the graph (a breakpoint, or interrupt() in a node, tool or middleware):
+            # control flow, not a failure. The thread waits for a resume; the task did not
+            # complete, so its outcome is the conservative one.
+            status, outcome = RunStatus.INTERRUPTED, TaskOutcome.ABORTED
+        else:
+            status, outcome = RunStatus.SUCCESS, TaskOutcome.COMPLETED
     except asyncio.CancelledError as exc:
         _absorb_cancel()
         status, outcome, error = RunStatus.INTERRUPTED, TaskOutcome.ABORTED, exc

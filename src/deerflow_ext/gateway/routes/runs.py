@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from ...persistence.models import RunStatus
+from ...persistence.models import RunStatus, ThreadStatus
 from ...persistence.records import ThreadNotFoundError
 from ...runtime.handle import RunHandle
 from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyError
@@ -93,7 +93,33 @@ def _spec(body: RunCreate, default_modes: tuple[str, ...]) -> LeadRunSpec:
         metadata={**body.metadata, "assistant_id": ASSISTANT_ID, "graph_id": GRAPH_ID},
         durability=body.durability,
         delay=body.after_seconds or 0.0,
+        command=body.command.as_mapping() if body.command is not None else None,
+        interrupt_before=_nodes(body.interrupt_before),
+        interrupt_after=_nodes(body.interrupt_after),
     )
+
+
+def _nodes(nodes: str | list[str] | None) -> str | tuple[str, ...] | None:
+    return nodes if nodes is None or isinstance(nodes, str) else tuple(nodes)
+
+
+async def _check_resumable(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> None:
+    """A resume needs a thread paused by its graph: 409 otherwise, with why.
+
+    Only a resume pays this read of the thread's state. A thread with a run in progress is
+    left to ``multitask_strategy`` (an enqueued resume may follow the run that pauses)."""
+    if body.command is None or not body.command.resumes:
+        return
+    record = await runtime.store.get_thread(thread_id)
+    if record is None or record.status == ThreadStatus.BUSY.value:
+        return
+    states = getattr(runtime.agent_host, "thread_states", None)
+    snapshot = await states.get(thread_id) if states is not None else None
+    if snapshot is None or not snapshot.next:
+        raise HTTPException(
+            status_code=409,
+            detail=f"thread {thread_id} is not interrupted (status {record.status}); there is nothing to resume",
+        )
 
 
 async def _start(
@@ -117,6 +143,7 @@ async def _start(
             thread_defaults=_RUN_THREAD_METADATA,
         )
 
+    await _check_resumable(runtime, thread_id, body)
     try:
         try:
             return await start()

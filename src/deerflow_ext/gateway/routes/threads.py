@@ -36,15 +36,24 @@ def _states(runtime: GatewayRuntime) -> Any:
     return getattr(runtime.agent_host, "thread_states", None)
 
 
-async def _values(runtime: GatewayRuntime, thread_id: str) -> dict[str, Any] | None:
+async def _snapshot(runtime: GatewayRuntime, thread_id: str) -> Any | None:
     states = _states(runtime)
-    snapshot = await states.get(thread_id) if states is not None else None
-    return jsonable(snapshot.values) if snapshot is not None else None
+    return await states.get(thread_id) if states is not None else None
+
+
+def _interrupts(snapshot: Any) -> dict[str, list[Any]]:
+    """LangGraph's ``Thread.interrupts``: each paused task's interrupts, by task id."""
+    return {task.id: jsonable(task.interrupts) for task in snapshot.tasks if task.interrupts}
 
 
 async def _thread_out(runtime: GatewayRuntime, record: ThreadRecord, select: list[str] | None = None) -> dict[str, Any]:
-    values = await _values(runtime, record.id) if not select or "values" in select else None
-    return selected(ThreadOut.of(record, values).model_dump(mode="json"), select)
+    snapshot = None
+    if not select or "values" in select or "interrupts" in select:
+        snapshot = await _snapshot(runtime, record.id)
+    if snapshot is None:
+        return selected(ThreadOut.of(record).model_dump(mode="json"), select)
+    out = ThreadOut.of(record, jsonable(snapshot.values), _interrupts(snapshot))
+    return selected(out.model_dump(mode="json"), select)
 
 
 def _answer(content: dict[str, Any] | list[dict[str, Any]]) -> TolerantJSONResponse:

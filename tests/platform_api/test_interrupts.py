@@ -1,0 +1,164 @@
+"""Human in the loop through the official client: a run pauses, the thread says so, a
+``command`` resumes it — for breakpoints (``interrupt_before``) and for ``interrupt()`` raised
+by a middleware an extension contributes (LangChain's ``HumanInTheLoopMiddleware``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client, get_sync_client
+from platform_support import human
+
+from gateway.sdk_server import SdkServer, sdk_server
+from pg_support import PG_UNREACHABLE, fresh_database
+
+pytestmark = pytest.mark.e2e
+
+HITL = [{"name": "hitl", "use": "platform_api.hitl_ext:install"}]
+APPROVE = {"decisions": [{"type": "approve"}]}
+REJECT = {"decisions": [{"type": "reject", "message": "not now"}]}
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def served(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    directory = tmp_path_factory.mktemp(f"hitl-{kind}")
+    with _database(kind, directory) as database, sdk_server(directory, database_url=database, plugins=HITL) as server:
+        yield server
+
+
+@pytest.fixture
+def client(served: SdkServer) -> Any:
+    return get_sync_client(url=served.url, api_key=None)
+
+
+def _tool_messages(values: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in values.get("messages", []) if m.get("type") == "tool"]
+
+
+def test_a_gated_tool_call_pauses_the_run_and_the_thread_shows_the_interrupt(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    values = client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+    interrupts = values["__interrupt__"]
+    assert len(interrupts) == 1 and interrupts[0]["id"]
+    assert interrupts[0]["value"]["action_requests"][0]["name"] == "task"
+    assert _tool_messages(values) == []  # the tool did not run
+
+    got = client.threads.get(thread)
+    assert got["status"] == "interrupted"
+    assert [i["id"] for pending in got["interrupts"].values() for i in pending] == [interrupts[0]["id"]]
+    state = client.threads.get_state(thread)
+    assert state["next"] and state["interrupts"][0]["id"] == interrupts[0]["id"]
+    run = client.runs.list(thread)[0]
+    assert run["status"] == "interrupted" and run["outcome"] == "aborted" and run["error"] is None
+
+
+def test_approving_resumes_the_run_and_the_tool_runs(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+    values = client.runs.wait(thread, "lead_agent", command={"resume": APPROVE})
+    assert "__interrupt__" not in values
+    assert len(_tool_messages(values)) == 1 and _tool_messages(values)[0].get("status") != "error"
+    assert values["messages"][-1]["type"] == "ai"
+    assert client.threads.get(thread)["status"] == "idle"
+    assert sorted(r["status"] for r in client.runs.list(thread)) == ["interrupted", "success"]
+
+
+def test_rejecting_resumes_the_run_without_the_tool(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+    values = client.runs.wait(thread, "lead_agent", command={"resume": REJECT})
+    tool = _tool_messages(values)
+    assert len(tool) == 1 and tool[0]["status"] == "error" and "not now" in str(tool[0]["content"])
+    assert client.threads.get(thread)["status"] == "idle"
+
+
+def test_the_interrupt_is_streamed_in_values_and_updates_as_langgraph_sends_it(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(
+            thread, "lead_agent", input=human("delegate: count the stars"), stream_mode=["values", "updates"]
+        )
+    )
+    updates = [p.data for p in parts if p.event == "updates" and "__interrupt__" in p.data]
+    values = [p.data for p in parts if p.event == "values" and "__interrupt__" in p.data]
+    assert len(updates) == 1 and len(values) == 1
+    assert updates[0]["__interrupt__"][0]["id"] == values[0]["__interrupt__"][0]["id"]
+    assert parts[-1].event != "error"
+
+
+async def test_the_async_client_resumes_a_paused_thread(served: SdkServer) -> None:
+    aclient = get_client(url=served.url, api_key=None)
+    thread = (await aclient.threads.create())["thread_id"]
+    await aclient.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+    assert (await aclient.threads.get(thread))["status"] == "interrupted"
+    parts = [p async for p in aclient.runs.stream(thread, "lead_agent", command={"resume": APPROVE})]
+    assert parts[0].event == "metadata" and not any(p.event == "error" for p in parts)
+    assert (await aclient.threads.get(thread))["status"] == "idle"
+
+
+def test_a_breakpoint_stops_before_the_tools_node_and_a_resume_goes_on(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    # "hello" needs no tool: the model answers; a breakpoint on a node never reached is no pause.
+    client.runs.wait(thread, "lead_agent", input=human("hello"), interrupt_before=["tools"])
+    assert client.threads.get(thread)["status"] == "idle"
+
+    client.runs.wait(thread, "lead_agent", input=human("delegate: a"), interrupt_after=["model"])
+    state = client.threads.get_state(thread)
+    assert client.threads.get(thread)["status"] == "interrupted" and state["next"]
+
+
+def test_resuming_a_thread_that_is_not_interrupted_is_a_409_with_one_line(served: SdkServer, client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "lead_agent", input=human("hello"))
+    answer = httpx.post(
+        f"{served.url}/threads/{thread}/runs/wait", json={"assistant_id": "lead_agent", "command": {"resume": 1}}
+    )
+    assert answer.status_code == 409
+    assert answer.json()["detail"] == f"thread {thread} is not interrupted (status idle); there is nothing to resume"
+
+
+def test_a_command_and_an_input_together_or_an_empty_command_are_refused(served: SdkServer) -> None:
+    thread = get_sync_client(url=served.url, api_key=None).threads.create()["thread_id"]
+    for body in (
+        {"input": human("hi"), "command": {"resume": 1}},
+        {"command": {}},
+        {"command": {"resum": 1}},
+    ):
+        answer = httpx.post(f"{served.url}/threads/{thread}/runs/wait", json=body)
+        assert answer.status_code == 422, body
+
+
+@contextmanager
+def _database(kind: str, directory: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite+aiosqlite:///{directory / 'deerflow.db'}"
+        return
+    if PG_UNREACHABLE:
+        pytest.skip(PG_UNREACHABLE)
+    with fresh_database() as name:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+
+
+def test_an_interrupt_survives_a_gateway_restart(kind: str, tmp_path: Path) -> None:
+    with _database(kind, tmp_path) as database:
+        with sdk_server(tmp_path / "first", database_url=database, plugins=HITL) as first:
+            client = get_sync_client(url=first.url, api_key=None)
+            thread = client.threads.create()["thread_id"]
+            client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+        # The first Gateway is gone: a new one on the same database resumes the thread.
+        with sdk_server(tmp_path / "second", database_url=database, plugins=HITL) as second:
+            client = get_sync_client(url=second.url, api_key=None)
+            assert client.threads.get(thread)["status"] == "interrupted"
+            values = client.runs.wait(thread, "lead_agent", command={"resume": APPROVE})
+            assert len(_tool_messages(values)) == 1
+            assert client.threads.get(thread)["status"] == "idle"
