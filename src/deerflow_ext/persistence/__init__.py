@@ -21,6 +21,7 @@ from .models import (
     ThreadStatus,
 )
 from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadNotFoundError, ThreadRecord, owner_is_dead
+from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tables are
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
@@ -28,6 +29,7 @@ __all__ = [
     "HOST_VERSION_TABLE",
     "MIGRATIONS_DIR",
     "PROCESS_OWNER",
+    "STORE_ITEMS",
     "Base",
     "HostStore",
     "RunOutcome",

@@ -18,6 +18,7 @@ __all__ = [
     "CHECKPOINT_TABLES",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
+    "STORE_TABLE",
     "THREAD_STATUS_AFTER",
     "Base",
     "GatewayProcessRow",
@@ -175,5 +176,8 @@ CHECKPOINT_TABLES: tuple[str, ...] = (
 )
 """Tables the LangGraph checkpointer creates in the same database."""
 
-HOST_TABLES: tuple[str, ...] = (*Base.metadata.tables, HOST_VERSION_TABLE, *CHECKPOINT_TABLES)
+STORE_TABLE = "store_items"
+"""The LangGraph Platform store's items (``store_table``: a Core table on this metadata)."""
+
+HOST_TABLES: tuple[str, ...] = (*Base.metadata.tables, STORE_TABLE, HOST_VERSION_TABLE, *CHECKPOINT_TABLES)
 """Every table the host owns; an extension's ``table_prefix`` must not claim any of them."""

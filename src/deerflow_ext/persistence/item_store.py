@@ -1,0 +1,359 @@
+"""``ItemStore``: LangGraph's ``BaseStore`` over the host database's ``store_items`` table.
+
+One store serves both doors: the Gateway's ``/store`` routes (what ``langgraph_sdk``'s
+``client.store`` calls) and the graph runtime (``runtime.store`` in a tool or a middleware),
+so an agent reads what a client wrote and the other way round, across restarts and, on
+PostgreSQL, across Gateway processes.
+
+How it runs, for the reasons ``transactions`` and ``loop_statements`` give: a batch is one
+transaction function on the host's synchronous twin of the engine (SQLite: its own
+connection and loop-first thread; PostgreSQL: psycopg threads); a lone put or get, what a
+client and a tool send most, is one statement, which on PostgreSQL asyncpg sends straight
+from the event loop and on SQLite goes compiled once to pysqlite, as a thread write does.
+
+What it does not do: vector search. ``SearchOp.query`` is ignored (results come in
+``updated_at`` order, newest first, ``score`` None), as LangGraph's own stores do without an
+index configured; ``PutOp.index`` is accepted and ignored likewise.
+
+TTL: a put with ``ttl`` (minutes) expires the item then; reads skip expired items and,
+with ``refresh_ttl``, push the deadline forward by the item's ttl again.
+:meth:`ItemStore.sweep_expired` deletes what has expired (the Gateway calls it at startup).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from sqlalchemy import ColumnElement, Connection, bindparam, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import sqlite_statements
+from .item_matching import (
+    SEPARATOR,
+    check_filter,
+    check_labels,
+    join_namespace,
+    matches_conditions,
+    matches_filter,
+    split_namespace,
+    truncate,
+)
+from .loop_statements import LoopStatements
+from .models import utcnow
+from .store_table import STORE_ITEMS
+from .transactions import Transactions, transactions_for
+
+__all__ = ["ItemStore"]
+
+_T = STORE_ITEMS
+_SCAN_BATCH = 200  # rows a filtered search reads at a time, until its page is full
+_COLUMNS = (_T.c.prefix, _T.c.key, _T.c.value, _T.c.created_at, _T.c.updated_at, _T.c.ttl_minutes)
+
+# Bound names are never a column's (``p_*``): SQLAlchemy would also SET them in an UPDATE.
+_LIVE = or_(_T.c.expires_at.is_(None), _T.c.expires_at > bindparam("p_now"))
+_SELECT_ITEM = select(*_COLUMNS).where(_T.c.prefix == bindparam("p_prefix"), _T.c.key == bindparam("p_key"), _LIVE)
+_DELETE_ITEM = delete(_T).where(_T.c.prefix == bindparam("p_prefix"), _T.c.key == bindparam("p_key"))
+_REFRESH_ITEM = (
+    update(_T)
+    .where(_T.c.prefix == bindparam("p_prefix"), _T.c.key == bindparam("p_key"))
+    .values(expires_at=bindparam("p_expires_at"))
+)
+_SWEEP = delete(_T).where(_T.c.expires_at <= bindparam("p_now"))
+
+
+@functools.cache
+def _upsert(dialect: str) -> Any:
+    """Insert, or on the same namespace and key replace the value, keeping ``created_at``."""
+    insert = postgresql.insert(_T) if dialect == "postgresql" else sqlite.insert(_T)
+    changed = ("value", "updated_at", "expires_at", "ttl_minutes")
+    return insert.on_conflict_do_update(
+        index_elements=[_T.c.prefix, _T.c.key], set_={name: insert.excluded[name] for name in changed}
+    )
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands back the naive UTC text it stored.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _under(prefix: str, dialect: str) -> ColumnElement[bool]:
+    """Rows whose namespace is ``prefix`` or lies under it, answered from an index: a range
+    on SQLite (its text order is bytewise, and its ``LIKE`` ignores case), ``LIKE`` on
+    PostgreSQL (served by the ``text_pattern_ops`` index whatever the collation)."""
+    column = _T.c.prefix
+    if dialect == "postgresql":
+        return or_(column == prefix, column.startswith(prefix + SEPARATOR, autoescape=True))
+    # Every text that starts with "a.b." sorts at or after it and before "a.b/".
+    below = prefix + chr(ord(SEPARATOR) + 1)
+    return or_(column == prefix, (column >= prefix + SEPARATOR) & (column < below))
+
+
+def _expiry(now: datetime, ttl_minutes: float | None) -> datetime | None:
+    return None if ttl_minutes is None else now + timedelta(minutes=ttl_minutes)
+
+
+def _item(row: Any, kind: type[Item] = Item) -> Any:
+    namespace = split_namespace(row.prefix)
+    value = dict(row.value)
+    created, updated = _aware(row.created_at), _aware(row.updated_at)
+    if kind is SearchItem:
+        return SearchItem(namespace, row.key, value, created, updated)
+    return Item(namespace=namespace, key=row.key, value=value, created_at=created, updated_at=updated)
+
+
+class _Batch:
+    """One batch's ops run in order on one connection; the TTL refreshes its reads owe."""
+
+    def __init__(self, conn: Connection, now: datetime) -> None:
+        self.conn = conn
+        self.dialect = conn.dialect.name
+        self.now = now
+        self.refresh: list[dict[str, Any]] = []
+
+    def run(self, op: Op) -> Result:
+        if isinstance(op, PutOp):
+            return self.put(op)
+        if isinstance(op, GetOp):
+            return self.get(op)
+        if isinstance(op, SearchOp):
+            return self.search(op)
+        if isinstance(op, ListNamespacesOp):
+            return self.list_namespaces(op)
+        raise TypeError(f"the store cannot run {type(op).__name__}")
+
+    def put(self, op: PutOp) -> None:
+        prefix = join_namespace(op.namespace)
+        if op.value is None:
+            self.conn.execute(_DELETE_ITEM, {"p_prefix": prefix, "p_key": op.key})
+        else:
+            self.conn.execute(_upsert(self.dialect), _put_row(op, prefix, self.now))
+
+    def get(self, op: GetOp) -> Item | None:
+        params = {"p_prefix": join_namespace(op.namespace), "p_key": op.key, "p_now": self.now}
+        row = self.conn.execute(_SELECT_ITEM, params).first()
+        if row is None:
+            return None
+        self._owe_refresh(row, op.refresh_ttl)
+        return _item(row)  # type: ignore[no-any-return]
+
+    def search(self, op: SearchOp) -> list[SearchItem]:
+        check_filter(op.filter)
+        query = select(*_COLUMNS).where(_LIVE)
+        if op.namespace_prefix:
+            query = query.where(_under(join_namespace(op.namespace_prefix), self.dialect))
+        query = query.order_by(_T.c.updated_at.desc(), _T.c.prefix, _T.c.key)
+        params = {"p_now": self.now}
+        if not op.filter:
+            rows = list(self.conn.execute(query.limit(op.limit).offset(op.offset), params))
+        else:
+            rows, matched, scanned = [], 0, 0
+            while len(rows) < op.limit:
+                batch = self.conn.execute(query.limit(_SCAN_BATCH).offset(scanned), params).all()
+                for row in batch:
+                    if matches_filter(row.value, op.filter):
+                        matched += 1
+                        if matched > op.offset and len(rows) < op.limit:
+                            rows.append(row)
+                if len(batch) < _SCAN_BATCH:
+                    break
+                scanned += len(batch)
+        for row in rows:
+            self._owe_refresh(row, op.refresh_ttl)
+        return [_item(row, SearchItem) for row in rows]
+
+    def list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        """Distinct namespaces: narrowed in SQL by the literal labels a prefix condition
+        starts with, then matched, truncated to ``max_depth``, deduplicated and ordered here
+        (distinct namespaces are few next to items)."""
+        conditions = tuple(op.match_conditions or ())
+        query = select(_T.c.prefix).where(_LIVE).distinct()
+        for condition in conditions:
+            literal = []
+            for label in condition.path if condition.match_type == "prefix" else ():
+                if label == "*":
+                    break
+                literal.append(label)
+            if literal:
+                query = query.where(_under(join_namespace(literal), self.dialect))
+        found: set[tuple[str, ...]] = set()
+        for (prefix,) in self.conn.execute(query, {"p_now": self.now}):
+            namespace = split_namespace(prefix)
+            if matches_conditions(namespace, conditions):
+                found.add(truncate(namespace, op.max_depth))
+        return sorted(found)[op.offset : op.offset + op.limit]
+
+    def _owe_refresh(self, row: Any, refresh: bool) -> None:
+        if refresh and row.ttl_minutes is not None:
+            self.refresh.append(
+                {"p_prefix": row.prefix, "p_key": row.key, "p_expires_at": _expiry(self.now, row.ttl_minutes)}
+            )
+
+
+def _put_row(op: PutOp, prefix: str, now: datetime) -> dict[str, Any]:
+    ttl = op.ttl if isinstance(op.ttl, int | float) and not isinstance(op.ttl, bool) else None
+    return {
+        "prefix": prefix,
+        "key": op.key,
+        "value": dict(op.value or {}),
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": _expiry(now, ttl),
+        "ttl_minutes": None if ttl is None else float(ttl),
+    }
+
+
+def _check(op: Op) -> None:
+    """Labels checked before anything is sent: joined with dots, a label holding one would
+    address another namespace."""
+    if isinstance(op, PutOp | GetOp):
+        check_labels(op.namespace)
+        if op.key is None or not isinstance(op.key, str):
+            raise ValueError("key: an item's key must be a string")
+    elif isinstance(op, SearchOp):
+        check_labels(op.namespace_prefix, field="namespace_prefix")
+        check_filter(op.filter)
+        if op.limit < 0 or op.offset < 0:
+            raise ValueError("limit and offset cannot be negative")
+    elif isinstance(op, ListNamespacesOp):
+        for index, condition in enumerate(op.match_conditions or ()):
+            check_labels(condition.path, field=f"match_conditions[{index}].path")
+        if op.limit < 0 or op.offset < 0 or (op.max_depth is not None and op.max_depth < 1):
+            raise ValueError("limit and offset cannot be negative, and max_depth must be at least 1")
+
+
+def _last_puts(ops: Sequence[Op]) -> list[Op]:
+    """``ops`` with a put superseded by a later put of the same item in the batch dropped
+    (LangGraph's stores keep the last write of a batch)."""
+    last: dict[tuple[tuple[str, ...], str], int] = {}
+    for index, op in enumerate(ops):
+        if isinstance(op, PutOp):
+            last[(tuple(op.namespace), op.key)] = index
+    return [
+        op for index, op in enumerate(ops) if not isinstance(op, PutOp) or last[(tuple(op.namespace), op.key)] == index
+    ]
+
+
+class ItemStore(BaseStore):
+    """The host's store: items in ``store_items``, on ``engine``'s database.
+
+    ``transactions`` defaults to a twin of its own (``transactions_for``); :meth:`aclose`
+    ends it. Built on the event loop that will use it: the synchronous methods (a sync tool
+    in an executor thread) hand their batch to that loop and wait; on the loop itself use
+    the ``a``-methods.
+    """
+
+    supports_ttl = True
+
+    def __init__(self, engine: AsyncEngine, *, transactions: Transactions | None = None) -> None:
+        self._tx = transactions if transactions is not None else transactions_for(engine)
+        self._pg = LoopStatements.for_engine(engine)
+        self._dialect = "postgresql" if self._pg is not None else engine.dialect.name
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+
+    async def aclose(self) -> None:
+        try:
+            await self._tx.aclose()
+        finally:
+            if self._pg is not None:
+                await self._pg.aclose()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop or not loop.is_running():
+            raise RuntimeError(
+                "ItemStore's synchronous methods wait for its event loop: on that loop (or with none running) "
+                "call aget/aput/asearch/alist_namespaces/adelete instead"
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        for op in ops:
+            _check(op)
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        now = utcnow()
+        if len(ops) == 1 and isinstance(ops[0], PutOp):
+            await self._put_one(ops[0], now)
+            return [None]
+        if len(ops) == 1 and isinstance(ops[0], GetOp) and self._pg is not None:
+            return [await self._pg_get(ops[0], now)]
+        writes = any(isinstance(op, PutOp) for op in ops)
+        kept = _last_puts(ops) if writes else ops
+        by_op = await (self._tx.write if writes else self._tx.read)(_run_batch, kept, now)
+        if by_op.refresh:
+            await self._tx.write(_refresh, by_op.refresh)
+        results: dict[int, Result] = dict(zip(map(id, kept), by_op.results, strict=True))
+        return [results.get(id(op)) for op in ops]
+
+    async def _put_one(self, op: PutOp, now: datetime) -> None:
+        """One statement: what every ``put_item`` and every tool's ``put`` costs."""
+        prefix = join_namespace(op.namespace)
+        if op.value is None:
+            statement, params = _DELETE_ITEM, {"p_prefix": prefix, "p_key": op.key}
+        else:
+            statement, params = _upsert(self._dialect), _put_row(op, prefix, now)
+        if self._pg is not None:
+            await self._pg.execute(statement, params)
+        else:
+            await self._tx.write(sqlite_statements.execute, statement, params)
+
+    async def _pg_get(self, op: GetOp, now: datetime) -> Item | None:
+        assert self._pg is not None
+        prefix = join_namespace(op.namespace)
+        row = await self._pg.first(_SELECT_ITEM, {"p_prefix": prefix, "p_key": op.key, "p_now": now})
+        if row is None:
+            return None
+        if op.refresh_ttl and row.ttl_minutes is not None:
+            expires = _expiry(now, row.ttl_minutes)
+            await self._pg.execute(_REFRESH_ITEM, {"p_prefix": prefix, "p_key": op.key, "p_expires_at": expires})
+        return _item(row)  # type: ignore[no-any-return]
+
+    async def sweep_expired(self) -> int:
+        """Delete the items whose time to live has passed; how many."""
+        return await self._tx.write(_sweep, utcnow())
+
+
+class _Ran:
+    __slots__ = ("refresh", "results")
+
+    def __init__(self, results: list[Result], refresh: list[dict[str, Any]]) -> None:
+        self.results = results
+        self.refresh = refresh
+
+
+def _run_batch(conn: Connection, ops: list[Op], now: datetime) -> _Ran:
+    batch = _Batch(conn, now)
+    results = [batch.run(op) for op in ops]
+    return _Ran(results, batch.refresh)
+
+
+def _refresh(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    conn.execute(_REFRESH_ITEM, rows)
+
+
+def _sweep(conn: Connection, now: datetime) -> int:
+    return int(conn.execute(_SWEEP, {"p_now": now}).rowcount)
