@@ -210,8 +210,10 @@ def start_ours(
     prefix: Sequence[str] = (),
     ready_timeout: float = 120,
     cpus: frozenset[int] | None = None,
+    config_lines: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
 ) -> Server:
-    lines = []
+    lines = list(config_lines)
     if io:
         lines += ["plugins:", "  - name: sleepy", f"    use: {EXTENSION}:install"]
     if not defaults:
@@ -227,6 +229,7 @@ def start_ours(
         DEERFLOW_DATABASE_URL=database_url or f"sqlite+aiosqlite:///{home / 'gw.db'}",
         DEERFLOW_LOG_LEVEL="WARNING",
     )
+    env.update(extra_env or {})
     log = home / "server.log"
     command = [*prefix, python, "-m", "deerflow_ext.cli", "serve", "--port", str(port)]
     if workers > 1:
@@ -239,16 +242,25 @@ def start_ours(
     return Server(name, f"{base}/api", "lead_agent", proc, log)
 
 
-def start_peer(tmp: Path, langgraph: str, jobs: int, cpus: frozenset[int] | None = None) -> Server:
+def start_peer(
+    tmp: Path,
+    langgraph: str,
+    jobs: int,
+    cpus: frozenset[int] | None = None,
+    *,
+    graph: str = PEER_GRAPH,
+    extra_env: Mapping[str, str] | None = None,
+) -> Server:
     home = tmp / "peer"
     home.mkdir()
-    (home / "peer_graph.py").write_text(PEER_GRAPH)
+    (home / "peer_graph.py").write_text(graph)
     (home / "langgraph.json").write_text('{"dependencies": ["."], "graphs": {"agent": "./peer_graph.py:graph"}}\n')
     port = _free_port()
     env = dict(os.environ)
     for key in ("PYTHONPATH", "VIRTUAL_ENV"):
         env.pop(key, None)
     env.update(LANGSMITH_TRACING="false", LANGCHAIN_TRACING_V2="false", LANGGRAPH_CLI_NO_ANALYTICS="1")
+    env.update(extra_env or {})
     log = home / "server.log"
     command = [langgraph, "dev", "--no-browser", "--no-reload", "--port", str(port), "--n-jobs-per-worker", str(jobs)]
     command += ["--server-log-level", "WARNING"]
