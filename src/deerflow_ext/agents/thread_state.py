@@ -110,6 +110,37 @@ class ThreadStates:
         await self.checkpointer.adelete_thread(thread_id)
         return True
 
+    async def copy(self, source: str, target: str) -> int:
+        """Copy every checkpoint of ``source`` (each namespace, oldest first, pending writes
+        included) to ``target``, parents kept, so ``target`` has the same state and history.
+
+        The savers here do not implement LangGraph's ``acopy_thread``; ``alist``/``aput``/
+        ``aput_writes`` are the saver API every checkpointer has. Returns the checkpoints copied.
+        """
+        if self.checkpointer is None:
+            return 0
+        saver = self.checkpointer
+        tuples = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
+        for found in reversed(tuples):  # alist is newest first; a parent must exist first
+            configurable = found.config["configurable"]
+            parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            into: dict[str, Any] = {"thread_id": target, "checkpoint_ns": configurable.get("checkpoint_ns", "")}
+            if parent:
+                into["checkpoint_id"] = parent
+            checkpoint = found.checkpoint
+            written = await saver.aput(
+                {"configurable": into},
+                checkpoint,
+                {**(found.metadata or {}), "thread_id": target},
+                dict(checkpoint.get("channel_versions", {})),
+            )
+            by_task: dict[str, list[tuple[str, Any]]] = {}
+            for task_id, channel, value in found.pending_writes or ():
+                by_task.setdefault(task_id, []).append((channel, value))
+            for task_id, writes in by_task.items():
+                await saver.aput_writes(written, writes, task_id)
+        return len(tuples)
+
     async def delete(self, thread_id: str) -> None:
         if self.checkpointer is not None:
             await self.checkpointer.adelete_thread(thread_id)

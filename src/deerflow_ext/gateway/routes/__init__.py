@@ -1,19 +1,23 @@
 """The host's HTTP routes (DESIGN.md section 7), one module per resource."""
 
 from .assistants import router as assistants_router
+from .crons import router as crons_router
 from .extensions_config import router as extensions_config_router
 from .health import router as health_router
 from .operator import router as operator_router
 from .runs import router as runs_router
+from .stateless import router as stateless_router
 from .threads import router as threads_router
 
 __all__ = [
     "HOST_ROUTERS",
     "assistants_router",
+    "crons_router",
     "extensions_config_router",
     "health_router",
     "operator_router",
     "runs_router",
+    "stateless_router",
     "threads_router",
 ]
 
@@ -26,6 +30,8 @@ HOST_ROUTERS = (
     threads_router,
     health_router,
     assistants_router,
+    stateless_router,
     extensions_config_router,
     operator_router,
+    crons_router,
 )

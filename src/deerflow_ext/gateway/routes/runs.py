@@ -30,6 +30,7 @@ from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, THREAD_ID_PATTERN, Run
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
+from .crons import CRONS_UNSUPPORTED
 
 __all__ = ["SSE_DOC", "router"]
 
@@ -259,6 +260,12 @@ async def wait_run(request: Request, thread_id: str, body: RunCreate) -> Streami
     body_bytes = _await_then_values(runtime, thread_id, handle.run_id, handle, handle.wait(), **following)
     headers = {**_paths(thread_id, handle.run_id), "Location": f"/threads/{thread_id}/runs/{handle.run_id}/join"}
     return ListeningStreamingResponse(body_bytes, media_type="application/json", headers=headers)
+
+
+@router.post("/crons", status_code=501, include_in_schema=False)
+async def create_thread_cron(thread_id: str) -> None:
+    """Not served (``crons``)."""
+    raise HTTPException(status_code=501, detail=CRONS_UNSUPPORTED)
 
 
 @router.get("", response_model=None, responses={200: {"model": list[RunOut]}})

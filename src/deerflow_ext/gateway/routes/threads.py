@@ -152,6 +152,18 @@ async def update_thread(
     return _answer(await _thread_out(runtime, record))
 
 
+@router.post("/{thread_id}/copy", response_model=None, responses={200: {"model": ThreadOut}})
+async def copy_thread(request: Request, thread_id: str) -> Any:
+    """A new thread with this one's metadata, state and checkpoints (history included)."""
+    runtime = runtime_of(request)
+    source = await _thread(runtime, thread_id)
+    record = await runtime.store.create_thread(dict(source.metadata))
+    states = _states(runtime)
+    if states is not None:
+        await states.copy(thread_id, record.id)
+    return _answer(await _thread_out(runtime, record))
+
+
 @router.delete("/{thread_id}", status_code=204)
 async def delete_thread(request: Request, thread_id: str) -> Response:
     """Delete the thread, its runs and its checkpoints (not while a run is in progress)."""

@@ -1,0 +1,98 @@
+"""Stateless runs, thread copy and count, and the routes the Gateway refuses (crons)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk.errors import NotFoundError
+from platform_support import Platform, human
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_stateless_wait_answers_and_its_thread_is_gone(client: Any) -> None:
+    before = client.threads.count()
+    values = client.runs.wait(None, "lead_agent", input=human("hello"))
+    assert values["messages"][-1]["type"] == "ai"
+    _eventually(lambda: client.threads.count() == before)
+
+
+def test_a_stateless_stream_with_keep_leaves_a_thread_holding_the_answer(client: Any) -> None:
+    parts = list(
+        client.runs.stream(None, "lead_agent", input=human("hello"), stream_mode="values", on_completion="keep")
+    )
+    thread_id = parts[0].data["thread_id"]
+    assert any(p.event == "values" for p in parts)
+    state = client.threads.get_state(thread_id)
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"]
+
+
+async def test_a_stateless_background_run_through_the_async_client(aclient: Any) -> None:
+    run = await aclient.runs.create(None, "lead_agent", input=human("hello"), on_completion="keep")
+    await aclient.runs.join(run["thread_id"], run["run_id"])
+    assert (await aclient.runs.get(run["thread_id"], run["run_id"]))["status"] == "success"
+
+
+def test_a_stateless_run_for_an_unknown_assistant_leaves_no_thread(client: Any, platform: Platform) -> None:
+    before = client.threads.count()
+    answer = httpx.post(f"{platform.url}/runs/wait", json={"assistant_id": "nobody", "input": human("hi")})
+    assert answer.status_code == 404
+    assert client.threads.count() == before
+
+
+def test_a_copied_thread_has_the_state_and_history_under_a_new_id(client: Any) -> None:
+    thread = client.threads.create(metadata={"owner": "ada"})["thread_id"]
+    client.runs.wait(thread, "lead_agent", input=human("one"))
+    client.runs.wait(thread, "lead_agent", input=human("two"))
+    copy = client.threads.copy(thread)
+    assert copy["thread_id"] != thread and copy["metadata"]["owner"] == "ada"
+    assert copy["values"] == client.threads.get_state(thread)["values"]
+    original = client.threads.get_history(thread, limit=100)
+    copied = client.threads.get_history(copy["thread_id"], limit=100)
+    assert [h["checkpoint"]["checkpoint_id"] for h in copied] == [h["checkpoint"]["checkpoint_id"] for h in original]
+    # The copy goes on by itself: the original does not see its next run.
+    client.runs.wait(copy["thread_id"], "lead_agent", input=human("three"))
+    assert len(client.threads.get_state(thread)["values"]["messages"]) == 4
+    assert len(client.threads.get_state(copy["thread_id"])["values"]["messages"]) == 6
+
+
+def test_copying_an_unknown_thread_is_a_404(client: Any) -> None:
+    with pytest.raises(NotFoundError):
+        client.threads.copy("no-such-thread")
+
+
+def test_threads_count_filters_by_metadata_and_status(client: Any) -> None:
+    tag = {"suite": "count-" + client.threads.create()["thread_id"]}
+    for _ in range(3):
+        client.threads.create(metadata=tag)
+    assert client.threads.count(metadata=tag) == 3
+    assert client.threads.count(metadata=tag, status="idle") == 3
+    assert client.threads.count(metadata=tag, status="busy") == 0
+
+
+def test_every_cron_route_answers_501_with_one_line(client: Any, platform: Platform) -> None:
+    thread = client.threads.create()["thread_id"]
+    for method, path in (
+        ("POST", "/runs/crons"),
+        ("POST", f"/threads/{thread}/runs/crons"),
+        ("POST", "/runs/crons/search"),
+        ("POST", "/runs/crons/count"),
+        ("DELETE", "/runs/crons/some-id"),
+        ("PATCH", "/runs/crons/some-id"),
+    ):
+        answer = httpx.request(
+            method, f"{platform.url}{path}", json={"assistant_id": "lead_agent", "schedule": "* * * * *"}
+        )
+        assert answer.status_code == 501, (method, path)
+        assert "crons are not supported" in answer.json()["detail"]
+
+
+def _eventually(check: Any, seconds: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "did not happen in time"
+        time.sleep(0.05)
