@@ -96,3 +96,14 @@ def _eventually(check: Any, seconds: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "did not happen in time"
         time.sleep(0.05)
+
+
+def test_the_events_stream_mode_sends_langchain_callback_events(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    parts = list(client.runs.stream(thread, "lead_agent", input=human("hello"), stream_mode=["events", "values"]))
+    kinds = [p.data["event"] for p in parts if p.event == "events"]
+    assert "on_chain_start" in kinds and "on_chat_model_start" in kinds and "on_chain_end" in kinds
+    assert all({"run_id", "name", "data"} <= set(p.data) for p in parts if p.event == "events")
+    values = [p.data for p in parts if p.event == "values"]
+    assert values and values[-1]["messages"][-1]["type"] == "ai"
+    assert client.threads.get(thread)["status"] == "idle"

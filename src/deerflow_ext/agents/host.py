@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +60,7 @@ class LeadRunRequest:
     first graph pass only; goal continuations follow the fork); with no ``messages`` as well,
     the graph re-runs what was next at that checkpoint (a UI's "regenerate"). ``metadata``
     is written to the run's checkpoints (run id, assistant, the client's run metadata).
+    ``events`` streams LangChain's callback events too (``emit("events", event)``).
     ``command`` (LangGraph's ``Command`` keys: ``resume``, ``update``, ``goto``) is the
     graph's input instead of ``messages``: it resumes a paused thread. The graph pauses before
     or after the nodes ``interrupt_before``/``interrupt_after`` name (``"*"``: all).
@@ -77,6 +78,7 @@ class LeadRunRequest:
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     durability: str | None = None
+    events: bool = False
     command: Mapping[str, Any] | None = None
     interrupt_before: str | Sequence[str] | None = None
     interrupt_after: str | Sequence[str] | None = None
@@ -292,7 +294,11 @@ class AgentHost:
         # ended); "sync" durability asks for each one before the next step, so it gets that.
         writes = run_writes(self.checkpointer) if request.durability != "sync" else nullcontext()
         async with writes:
-            async for item in graph.astream(inputs, run_config, **options):
+            if request.events:
+                items = _stream_with_events(graph, inputs, run_config, options, emit)
+            else:
+                items = graph.astream(inputs, run_config, **options)
+            async for item in items:
                 namespace: tuple[str, ...] = ()
                 if request.subgraphs:
                     namespace, mode, chunk = item
@@ -313,3 +319,19 @@ class AgentHost:
         """Flush pending memory extraction (on a thread: the engine's flush blocks)."""
         if self.memory is not None:
             await asyncio.to_thread(self.memory.flush)
+
+
+async def _stream_with_events(
+    graph: Any, inputs: Any, run_config: dict[str, Any], options: dict[str, Any], emit: Emit | None
+) -> AsyncIterator[Any]:
+    """The graph's stream items, run through LangChain's ``astream_events`` (v2) so that every
+    callback event is emitted as an ``events`` chunk on the way, as LangGraph Platform's
+    ``events`` stream mode sends them. The graph's own stream items are the root run's
+    ``on_chain_stream`` chunks (the root has no parent)."""
+    async for event in graph.astream_events(inputs, run_config, version="v2", **options):
+        if emit is not None:
+            pending = emit("events", event)
+            if inspect.isawaitable(pending):
+                await pending
+        if event.get("event") == "on_chain_stream" and not event.get("parent_ids"):
+            yield event["data"]["chunk"]

@@ -88,6 +88,9 @@ class BoundGraph:
     def stream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
         return self.graph.stream(input, config, context=self._bind(context), **kwargs)
 
+    def astream_events(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
+        return self.graph.astream_events(input, config, context=self._bind(context), **kwargs)
+
     async def ainvoke(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
         return await self.graph.ainvoke(input, config, context=self._bind(context), **kwargs)
 

@@ -183,7 +183,7 @@ class RunCreate(_Request):
         default=None,
         description=(
             "Event kinds to stream. Omitted: values, updates and messages-tuple (values alone for /wait). "
-            "events, tools and lifecycle produce no events."
+            "tools and lifecycle produce no events."
         ),
     )
     stream_subgraphs: bool = False

@@ -14,8 +14,9 @@ mode feeds two API modes:
 With ``stream_subgraphs`` the graph tags events from subgraphs with their namespace; the
 event name carries it as ``values|node:id``, as the Platform does.
 
-``events`` (LangChain's ``astream_events``), ``tools`` and ``lifecycle`` are accepted and
-produce nothing: the Gateway streams the graph, and these belong to other APIs.
+``events`` is LangChain's callback events (``astream_events`` v2), one SSE event each, as
+LangGraph Platform sends them; only a run that asks for it pays for the callbacks.
+``tools`` and ``lifecycle`` are accepted and produce nothing: they belong to other APIs.
 """
 
 from __future__ import annotations

@@ -136,6 +136,7 @@ def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
         tags=spec.tags,
         metadata={**spec.metadata, "run_id": handle.run_id, "thread_id": handle.thread_id},
         durability=spec.durability,
+        events="events" in spec.stream_modes,
         command=spec.command,
         interrupt_before=spec.interrupt_before,
         interrupt_after=spec.interrupt_after,
