@@ -13,7 +13,10 @@ __all__ = ["COMPAT_URL", "PLUGINS", "Platform", "human"]
 COMPAT_URL = os.environ.get("DEERFLOW_COMPAT_URL")
 """LangGraph's own server to run the suite against instead of ours (``nox -s compat``)."""
 
-PLUGINS: list[dict[str, Any]] = []
+PLUGINS: list[dict[str, Any]] = [
+    # Reads and writes the graph's runtime.store when a message says store:<label>/<key>.
+    {"name": "store-reader", "use": "store_reader_ext:install"},
+]
 """config.yaml entries every Gateway of this suite loads after the gate extension."""
 
 

@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, Command
 
 from deerflow_ext.config.schema import AppConfig, ModelPurpose
@@ -115,9 +116,13 @@ class AgentHost:
         model_factory: ModelFactory | None = None,
         model_name: str | None = None,
         extensions: LoadedExtensions | None = None,
+        store: BaseStore | None = None,
     ) -> None:
         self.config = config
         self.checkpointer = checkpointer
+        # The LangGraph store the lead graph is compiled with (``runtime.store`` in a tool or
+        # middleware): the Gateway's, which its ``/store`` routes serve too.
+        self.store = store
         # The snapshot of the app that owns this host (a Gateway's); None means the
         # process-wide set, the spec's fallback for an embedded host.
         self.extensions = extensions
@@ -168,6 +173,7 @@ class AgentHost:
             model_name=self.model_name,
             model_factory=self.model_factory,
             checkpointer=self.checkpointer,
+            store=self.store,
             memory=self.memory,
             task_tool=self._task_tool(),
             graphs=self._graphs if reuse else None,

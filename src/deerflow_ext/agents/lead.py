@@ -18,6 +18,7 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
+from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from deerflow_ext.config.schema import AppConfig
@@ -208,6 +209,7 @@ def build_agent(
     checkpointer: Checkpointer | None = None,
     memory: Any | None = None,
     graphs: CompiledGraphs | None = None,
+    store: BaseStore | None = None,
 ) -> Any:
     """Build one agent graph; shared by the lead and subagent builders.
 
@@ -250,6 +252,7 @@ def build_agent(
                 system_prompt=system_prompt,
                 middleware=middleware,
                 checkpointer=checkpointer,
+                store=store,
                 context_schema=RunContext,
             )
             return bracket_model_node(graph, middleware)
@@ -262,6 +265,7 @@ def build_agent(
                 tools=tools,
                 system_prompt=system_prompt,
                 checkpointer=checkpointer,
+                store=store,
                 compile=compile_over,
             )
         if graph is None:
@@ -320,6 +324,7 @@ def make_lead_agent(
     extra_tools: Sequence[BaseTool] = (),
     task_tool: BaseTool | None = None,
     graphs: CompiledGraphs | None = None,
+    store: BaseStore | None = None,
 ) -> Any:
     """The lead agent: built-in tools plus ``task`` (when subagents are enabled).
 
@@ -342,6 +347,7 @@ def make_lead_agent(
         checkpointer=checkpointer,
         memory=memory,
         graphs=graphs,
+        store=store,
     )
 
 

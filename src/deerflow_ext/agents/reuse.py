@@ -15,7 +15,7 @@ first slot that wraps model calls hands the run's model on in the request, so th
 graph's model is never called.
 
 The shape is everything ``create_agent`` reads at compile time: the model's class, the
-tools, the system prompt, the checkpointer and, per middleware, its class, name, state
+tools, the system prompt, the checkpointer, the store and, per middleware, its class, name, state
 schema, tools, trace policy and stream transformers (by identity: the cache entry keeps
 them alive, so an identity can never be reused while it is a key). A construction of any
 other shape compiles a graph of its own, as before; one whose middleware cannot be slotted
@@ -131,19 +131,20 @@ class CompiledGraphs:
         system_prompt: str,
         checkpointer: Any,
         compile: Callable[[list[AgentMiddleware[Any, Any, Any]]], Any],
+        store: Any = None,
     ) -> BoundGraph | None:
         """The graph for ``stack``'s shape bound to this construction; ``None`` when the
         stack cannot be slotted (the caller compiles it as it is).
 
         ``compile`` builds a graph over the given middleware with this construction's
-        model, tools, prompt and checkpointer; it runs once per shape.
+        model, tools, prompt, checkpointer and store; it runs once per shape.
         """
         # One pass over the stack (every construction binds, so it is written out inline):
         # each middleware's slot class, and what create_agent reads of it besides its class's
         # hooks, by value (class, name) and by identity (schema, policy, tools, transformers).
         classes: list[Any] = []
-        keep: list[Any] = [tuple(tools), checkpointer]
-        key: list[Any] = [type(model), tuple(map(id, tools)), system_prompt, id(checkpointer)]
+        keep: list[Any] = [tuple(tools), checkpointer, store]
+        key: list[Any] = [type(model), tuple(map(id, tools)), system_prompt, id(checkpointer), id(store)]
         known_slot = _slot_classes.get
         for m in stack:
             mcls = type(m)

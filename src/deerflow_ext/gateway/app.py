@@ -62,6 +62,7 @@ from ..persistence import (
     psycopg_conninfo,
     upgrade_head,
 )
+from ..persistence.item_store import ItemStore
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
@@ -86,7 +87,8 @@ logger = logging.getLogger("deerflow_ext.gateway")
 _NOTIFICATION_DRAIN = 5.0  # seconds fire-and-forget notifications get at shutdown
 
 AgentHostFactory = Callable[[AppConfig, Any], Any]
-"""``factory(config, checkpointer) -> agent host`` (``AgentHost`` on the app's snapshot by default)."""
+"""``factory(config, checkpointer) -> agent host`` (``AgentHost`` on the app's snapshot by default,
+which the lifespan also hands the Gateway's LangGraph store: ``factory(..., store=items)``)."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,8 @@ def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
     """``AgentHost`` on this app's snapshot: what it builds outside a run (thread state) uses
     the app's extensions, never the process-wide set another app may have published."""
 
-    def factory(config: AppConfig, checkpointer: Any) -> Any:
-        return AgentHost(config, checkpointer=checkpointer, extensions=extensions)
+    def factory(config: AppConfig, checkpointer: Any, store: Any = None) -> Any:
+        return AgentHost(config, checkpointer=checkpointer, extensions=extensions, store=store)
 
     return factory
 
@@ -204,6 +206,7 @@ def create_app(
     app.state.entry_points = entry_points
     app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
     app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions)
+    app.state.agent_host_takes_store = agent_host_factory is None
     app.state.options = opts
     app.state.runtime = None
     install_error_handlers(app)
@@ -284,9 +287,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     bound: ExitBound | None = None
     engine = create_engine(url) if is_sqlite(url) else create_engine(url, pool_size=settings.database_pool_size)
     store: HostStore | None = None
+    items: ItemStore | None = None
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
         store = HostStore(make_session_factory(engine))
+        items = ItemStore(engine)  # the LangGraph store: /store routes and the graph's runtime.store
+        expired = await items.sweep_expired()
+        if expired:
+            logger.info("deleted %d store item(s) past their time to live", expired)
         orphaned = await store.interrupt_orphaned_runs()
         if orphaned:
             logger.warning("marked %d run(s) left by a stopped process as interrupted", len(orphaned))
@@ -296,7 +304,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_checkpointer(url) as checkpointer:
             notification_loop.register(asyncio.get_running_loop())
             try:
-                agent_host = state.agent_host_factory(config, checkpointer)
+                if state.agent_host_takes_store:
+                    agent_host = state.agent_host_factory(config, checkpointer, store=items)
+                else:
+                    agent_host = state.agent_host_factory(config, checkpointer)
                 coordinator, signals = await _scale_out(engine, url, opts)
                 streams = await _stream_bridge(settings, opts)
                 runs = RunManager(
@@ -327,7 +338,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         diagnostics=state.extension_diagnostics,
                         attempted=services,
                     )
-                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer)
+                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items)
                     if opts.freeze_startup_heap:
                         _freeze_startup_heap()
                     yield
@@ -343,6 +354,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         if store is not None:
             await store.aclose()  # SQLite: its transactions' thread and connection
+        if items is not None:
+            await items.aclose()
         await engine.dispose()
         if watchdog is not None:
             watchdog.stop()

@@ -20,6 +20,9 @@ class GatewayRuntime:
     runs: RunManager
     agent_host: Any
     checkpointer: Any
+    # The LangGraph store (``persistence.item_store.ItemStore``) the ``/store`` routes and the
+    # lead graph's ``runtime.store`` share; None where a Gateway is built without one.
+    items: Any = None
 
 
 def runtime_of(request: Request) -> GatewayRuntime:

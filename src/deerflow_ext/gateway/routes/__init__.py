@@ -7,6 +7,7 @@ from .health import router as health_router
 from .operator import router as operator_router
 from .runs import router as runs_router
 from .stateless import router as stateless_router
+from .store import router as store_router
 from .threads import router as threads_router
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "operator_router",
     "runs_router",
     "stateless_router",
+    "store_router",
     "threads_router",
 ]
 
@@ -30,6 +32,7 @@ HOST_ROUTERS = (
     threads_router,
     health_router,
     assistants_router,
+    store_router,
     stateless_router,
     extensions_config_router,
     operator_router,
