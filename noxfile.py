@@ -88,6 +88,16 @@ def extensions(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def chaos(session: nox.Session) -> None:
+    """Reliability under load and faults (docs/RELIABILITY.md): real Gateways next to a Redis
+    and a PostgreSQL cluster the cases kill, and the machine's PostgreSQL and Redis. Loads are
+    scaled for CI; DEERFLOW_CHAOS_FULL=1 runs the issue's full figures."""
+    session.install("-e", ".[test]")
+    env = {"DEERFLOW_CHAOS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    session.run("pytest", "tests/chaos", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks print ratios measured side by side in one run (see benchmarks/RESULTS.md)."""
     session.install("-e", ".[test]", "stevedore")
