@@ -16,6 +16,8 @@ COMPAT_URL = os.environ.get("DEERFLOW_COMPAT_URL")
 PLUGINS: list[dict[str, Any]] = [
     # Reads and writes the graph's runtime.store when a message says store:<label>/<key>.
     {"name": "store-reader", "use": "store_reader_ext:install"},
+    # Streams the run's echo_* context keys as a custom event when a message says echo-context.
+    {"name": "context-echo", "use": "platform_api.context_echo_ext:install"},
 ]
 """config.yaml entries every Gateway of this suite loads after the gate extension."""
 

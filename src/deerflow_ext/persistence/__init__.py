@@ -1,5 +1,6 @@
 """Host persistence: threads and runs (SQLAlchemy 2 async), migrations, the checkpointer."""
 
+from .assistant_tables import ASSISTANT_VERSIONS, ASSISTANTS  # on Base.metadata, as the store's
 from .checkpointer import open_checkpointer, psycopg_conninfo
 from .engine import (
     DEFAULT_DATABASE_URL,
@@ -24,6 +25,8 @@ from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadNotFoundError, T
 from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tables are
 
 __all__ = [
+    "ASSISTANTS",
+    "ASSISTANT_VERSIONS",
     "DEFAULT_DATABASE_URL",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",

@@ -15,6 +15,7 @@ from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, MetaData, Str
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "ASSISTANT_TABLES",
     "CHECKPOINT_TABLES",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
@@ -179,5 +180,14 @@ CHECKPOINT_TABLES: tuple[str, ...] = (
 STORE_TABLE = "store_items"
 """The LangGraph Platform store's items (``store_table``: a Core table on this metadata)."""
 
-HOST_TABLES: tuple[str, ...] = (*Base.metadata.tables, STORE_TABLE, HOST_VERSION_TABLE, *CHECKPOINT_TABLES)
+ASSISTANT_TABLES: tuple[str, ...] = ("assistants", "assistant_versions")
+"""Assistants and their versions (``assistant_tables``: Core tables on this metadata)."""
+
+HOST_TABLES: tuple[str, ...] = (
+    *Base.metadata.tables,
+    STORE_TABLE,
+    *ASSISTANT_TABLES,
+    HOST_VERSION_TABLE,
+    *CHECKPOINT_TABLES,
+)
 """Every table the host owns; an extension's ``table_prefix`` must not claim any of them."""

@@ -1,92 +1,223 @@
-"""Assistants: the one built-in assistant, the lead agent (id and graph id ``lead_agent``).
+"""Assistants: named, versioned configurations of the one graph (``lead_agent``).
 
-LangGraph clients address a graph through an assistant; the Gateway serves one graph, so
-it has one assistant, which cannot be created, changed or deleted over HTTP. Its schemas
-and drawing come from the lead graph (``agents.thread_state`` builds it once per process).
+LangGraph clients address a graph through an assistant. Every assistant here runs the lead
+graph; its ``config`` and ``context`` are laid under each of its runs' own
+(``gateway.assistants``). Create, read, update (a new version each time), delete, search,
+count, list versions and switch the active one (``latest``) are LangGraph Platform's routes;
+schemas, drawing and subgraphs answer for every assistant from the lead graph
+(``agents.thread_state`` builds it once per process).
+
+The built-in assistant ``lead_agent`` is a row the migration wrote (so search and count
+list it like any other) that cannot be updated, switched or deleted: 409, one line. Keeping
+it fixed is what lets a run addressed to it, the common case, skip the database; an
+assistant of one's own is one ``create`` away and may be changed at will.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Body, HTTPException, Request, Response
+from fastapi.encoders import jsonable_encoder
 
-from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, selected
-from ..state import runtime_of
+from ...persistence.assistant_tables import AssistantRecord
+from ...persistence.assistants import (
+    AssistantChange,
+    AssistantDraft,
+    AssistantExistsError,
+    AssistantNotFoundError,
+    AssistantQuery,
+    BuiltInAssistantError,
+    VersionNotFoundError,
+)
+from ...persistence.records import ThreadQuery
+from ..assistant_schemas import (
+    AssistantCount,
+    AssistantCreate,
+    AssistantOut,
+    AssistantPatch,
+    AssistantSearch,
+    LatestVersion,
+    VersionsQuery,
+)
+from ..assistants import assistants_of, resolve_assistant
+from ..schemas import GRAPH_ID
+from ..state import GatewayRuntime, runtime_of
 
-__all__ = ["AssistantOut", "AssistantSearch", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/api/assistants", tags=["assistants"])
 logger = logging.getLogger("deerflow_ext.gateway")
 
-_CREATED = datetime(2025, 1, 1, tzinfo=UTC)
+_UNTITLED = "Untitled"  # LangGraph's name for an assistant created without one
 
 
-class AssistantOut(BaseModel):
-    assistant_id: str = ASSISTANT_ID
-    graph_id: str = GRAPH_ID
-    name: str = ASSISTANT_ID
-    description: str | None = "DeerFlow's lead agent: answers, uses tools, delegates to subagents (task tool)."
-    config: dict[str, Any] = Field(default_factory=dict)
-    context: dict[str, Any] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=lambda: {"created_by": "system"})
-    version: int = 1
-    created_at: datetime = _CREATED
-    updated_at: datetime = _CREATED
+def _refused(exc: Exception) -> HTTPException:
+    if isinstance(exc, AssistantNotFoundError | VersionNotFoundError):
+        return HTTPException(status_code=404, detail=str(exc))
+    return HTTPException(status_code=409, detail=str(exc))  # exists, or built in
 
 
-class AssistantSearch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    graph_id: str | None = None
-    name: str | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
-    sort_by: Literal["assistant_id", "graph_id", "name", "created_at", "updated_at"] | None = None
-    sort_order: Literal["asc", "desc"] | None = None
-    select: list[str] | None = None
+async def _record(runtime: GatewayRuntime, assistant_id: str) -> AssistantRecord:
+    record = await assistants_of(runtime).get(assistant_id)
+    if record is None:
+        raise HTTPException(status_code=404, detail=f"assistant {assistant_id} not found")
+    return record
 
 
-_LEAD = AssistantOut()
+# ---------------------------------------------------------------------------- collection
 
 
-def _matches(query: AssistantSearch) -> bool:
-    return (
-        query.offset == 0
-        and query.graph_id in (None, GRAPH_ID)
-        and query.name in (None, _LEAD.name)
-        and all(_LEAD.metadata.get(k) == v for k, v in query.metadata.items())
+@router.post("", response_model=AssistantOut)
+async def create_assistant(request: Request, body: AssistantCreate) -> AssistantOut:
+    """A new assistant of the lead graph (``if_exists``: raise, 409, or do_nothing)."""
+    draft = AssistantDraft(
+        graph_id=body.graph_id,
+        name=body.name or _UNTITLED,
+        description=body.description,
+        config=body.config_dict() or {},
+        context=body.context or {},
+        metadata=body.metadata or {},
+        assistant_id=body.assistant_id,
+    )
+    try:
+        record = await assistants_of(runtime_of(request)).create(draft, if_exists=body.if_exists)
+    except AssistantExistsError as exc:
+        raise _refused(exc) from None
+    return AssistantOut.of(record)
+
+
+def _query(body: AssistantCount | None) -> AssistantQuery:
+    if body is None:
+        return AssistantQuery()
+    if not isinstance(body, AssistantSearch):
+        return AssistantQuery(metadata=body.metadata, graph_id=body.graph_id, name=body.name)
+    return AssistantQuery(
+        metadata=body.metadata,
+        graph_id=body.graph_id,
+        name=body.name,
+        limit=body.limit,
+        offset=body.offset,
+        sort_by=body.sort_by or "created_at",
+        sort_order=body.sort_order or "desc",
+        select=tuple(body.select or ()),
+    )
+
+
+def _document(row: dict[str, Any]) -> dict[str, Any]:
+    # SQLite hands timestamps back without their zone; every stored time is UTC.
+    return jsonable_encoder(
+        {k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v for k, v in row.items()}
     )
 
 
 @router.post("/search", response_model=None, responses={200: {"model": list[AssistantOut]}})
-async def search_assistants(body: Annotated[AssistantSearch | None, Body()] = None) -> Any:
-    query = body or AssistantSearch()
-    return [selected(_LEAD.model_dump(mode="json"), query.select)] if _matches(query) else []
+async def search_assistants(
+    request: Request, response: Response, body: Annotated[AssistantSearch | None, Body()] = None
+) -> Any:
+    """Assistants matching every filter, newest first unless ``sort_by``/``sort_order`` say
+    otherwise; ``X-Pagination-Next`` holds the next page's offset while there is one."""
+    query = _query(body)
+    rows, more = await assistants_of(runtime_of(request)).search(query)
+    if more:
+        response.headers["X-Pagination-Next"] = str(query.offset + query.limit)
+    return [_document(row) for row in rows]
 
 
 @router.post("/count", response_model=int)
-async def count_assistants(body: Annotated[AssistantSearch | None, Body()] = None) -> int:
-    return 1 if _matches(body or AssistantSearch()) else 0
+async def count_assistants(request: Request, body: Annotated[AssistantCount | None, Body()] = None) -> int:
+    return await assistants_of(runtime_of(request)).count(_query(body))
 
 
-def _known(assistant_id: str) -> None:
-    if assistant_id not in (ASSISTANT_ID, GRAPH_ID):
-        raise HTTPException(status_code=404, detail=f"assistant {assistant_id} not found; use '{ASSISTANT_ID}'")
+# ---------------------------------------------------------------------------- one assistant
 
 
 @router.get("/{assistant_id}", response_model=AssistantOut)
-async def get_assistant(assistant_id: str) -> AssistantOut:
-    _known(assistant_id)
-    return _LEAD
+async def get_assistant(request: Request, assistant_id: str) -> AssistantOut:
+    return AssistantOut.of(await _record(runtime_of(request), assistant_id))
 
 
-async def _graph(request: Request) -> Any:
-    states = getattr(runtime_of(request).agent_host, "thread_states", None)
+@router.patch("/{assistant_id}", response_model=AssistantOut)
+async def update_assistant(request: Request, assistant_id: str, body: AssistantPatch) -> AssistantOut:
+    """A new version of the assistant, made active: fields left out are kept, ``metadata``
+    is merged into the active version's."""
+    change = AssistantChange(
+        graph_id=body.graph_id,
+        name=body.name,
+        description=body.description,
+        config=body.config_dict(),
+        context=body.context,
+        metadata=body.metadata,
+    )
+    try:
+        return AssistantOut.of(await assistants_of(runtime_of(request)).update(assistant_id, change))
+    except (AssistantNotFoundError, BuiltInAssistantError) as exc:
+        raise _refused(exc) from None
+
+
+@router.delete("/{assistant_id}", status_code=204)
+async def delete_assistant(request: Request, assistant_id: str, delete_threads: bool = False) -> Response:
+    """Delete the assistant and its versions; ``delete_threads`` first deletes the threads
+    whose metadata names it (``assistant_id``), with their runs and checkpoints."""
+    runtime = runtime_of(request)
+    store = assistants_of(runtime)
+    try:
+        if delete_threads:
+            await _record(runtime, assistant_id)
+            if assistant_id == GRAPH_ID:
+                raise BuiltInAssistantError("deleted")
+            await _delete_threads(runtime, assistant_id)
+        await store.delete(assistant_id)
+    except (AssistantNotFoundError, BuiltInAssistantError) as exc:
+        raise _refused(exc) from None
+    return Response(status_code=204)
+
+
+async def _delete_threads(runtime: GatewayRuntime, assistant_id: str) -> None:
+    states = getattr(runtime.agent_host, "thread_states", None)
+    while threads := await runtime.store.search_threads(ThreadQuery(metadata={"assistant_id": assistant_id})):
+        for thread in threads:
+            deleted = await runtime.store.delete_thread(thread.id)
+            if deleted is None:  # a run pending or running: the assistant stays too
+                raise HTTPException(
+                    status_code=409, detail=f"thread {thread.id} has a run in progress; cancel it first"
+                )
+            if states is not None:
+                await states.delete(thread.id)
+
+
+@router.post("/{assistant_id}/versions", response_model=list[AssistantOut])
+async def get_assistant_versions(
+    request: Request, assistant_id: str, body: Annotated[VersionsQuery | None, Body()] = None
+) -> list[AssistantOut]:
+    """The assistant's versions, newest first (``metadata`` filters, ``limit``/``offset`` page)."""
+    query = body or VersionsQuery()
+    store = assistants_of(runtime_of(request))
+    try:
+        found = await store.versions(assistant_id, metadata=query.metadata, limit=query.limit, offset=query.offset)
+    except AssistantNotFoundError as exc:
+        raise _refused(exc) from None
+    return [AssistantOut.of(record) for record in found]
+
+
+@router.post("/{assistant_id}/latest", response_model=AssistantOut)
+async def set_latest_version(request: Request, assistant_id: str, body: LatestVersion) -> AssistantOut:
+    """Make one of the assistant's versions the active one."""
+    try:
+        return AssistantOut.of(await assistants_of(runtime_of(request)).set_latest(assistant_id, body.version))
+    except (AssistantNotFoundError, VersionNotFoundError, BuiltInAssistantError) as exc:
+        raise _refused(exc) from None
+
+
+# ---------------------------------------------------------------------------- the graph
+
+
+async def _graph(request: Request, assistant_id: str) -> Any:
+    runtime = runtime_of(request)
+    await resolve_assistant(runtime, assistant_id)  # 404 for no such assistant
+    states = getattr(runtime.agent_host, "thread_states", None)
     if states is None:
         raise HTTPException(status_code=501, detail="this Gateway's agent host has no graph to describe")
     return await states.graph()
@@ -105,8 +236,7 @@ def _schema(graph: Any, method: str) -> dict[str, Any] | None:
 
 @router.get("/{assistant_id}/schemas")
 async def get_assistant_schemas(request: Request, assistant_id: str) -> dict[str, Any]:
-    _known(assistant_id)
-    graph = await _graph(request)
+    graph = await _graph(request, assistant_id)
     return {
         "graph_id": GRAPH_ID,
         "input_schema": _schema(graph, "get_input_jsonschema"),
@@ -119,19 +249,16 @@ async def get_assistant_schemas(request: Request, assistant_id: str) -> dict[str
 
 @router.get("/{assistant_id}/graph")
 async def get_assistant_graph(request: Request, assistant_id: str, xray: bool | int = False) -> dict[str, Any]:
-    _known(assistant_id)
-    graph = await _graph(request)
+    graph = await _graph(request, assistant_id)
     drawing: dict[str, Any] = (await graph.aget_graph(xray=xray)).to_json()
     return drawing
 
 
 @router.get("/{assistant_id}/subgraphs")
-async def get_assistant_subgraphs(assistant_id: str) -> dict[str, Any]:
-    _known(assistant_id)
+@router.get("/{assistant_id}/subgraphs/{namespace}")
+async def get_assistant_subgraphs(
+    request: Request, assistant_id: str, namespace: str | None = None, recurse: bool = False
+) -> dict[str, Any]:
+    """The lead graph has no subgraph nodes (subagents run as a tool), so none."""
+    await resolve_assistant(runtime_of(request), assistant_id)
     return {}
-
-
-@router.post("/{assistant_id}/versions", response_model=list[AssistantOut])
-async def get_assistant_versions(assistant_id: str) -> list[AssistantOut]:
-    _known(assistant_id)
-    return [_LEAD]

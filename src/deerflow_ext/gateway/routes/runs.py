@@ -26,6 +26,7 @@ from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyErr
 from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
+from ..assistants import resolve_assistant
 from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, THREAD_ID_PATTERN, RunCreate, RunOut, selected
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
@@ -53,7 +54,6 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
         },
     }
 }
-_KNOWN_ASSISTANTS = {ASSISTANT_ID, GRAPH_ID}
 _HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name")
 
 
@@ -126,11 +126,11 @@ async def _check_resumable(runtime: GatewayRuntime, thread_id: str, body: RunCre
 async def _start(
     runtime: GatewayRuntime, thread_id: str, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
 ) -> RunHandle:
-    if body.assistant_id is not None and body.assistant_id not in _KNOWN_ASSISTANTS:
-        raise HTTPException(status_code=404, detail=f"assistant {body.assistant_id} not found; use '{ASSISTANT_ID}'")
+    assistant = await resolve_assistant(runtime, body.assistant_id)  # 404; none read for lead_agent
+    body = assistant.under(body)  # its config and context beneath the run's own
     stored = body.model_dump(mode="json", exclude_none=True)
     stored.setdefault("goal", None)
-    stored["assistant_id"] = ASSISTANT_ID
+    stored["assistant_id"] = assistant.assistant_id
 
     async def start() -> RunHandle:
         # The thread is checked with the run's row (one transaction): an existing thread,
