@@ -176,6 +176,9 @@ class RequestLimits(_Strict):
     max_message_bytes: int = Field(default=1024 * 1024, ge=256)
     max_field_bytes: int = Field(default=256 * 1024, ge=256)
     max_json_depth: int = Field(default=64, ge=4, le=JSON_DEPTH_CEILING)
+    #: Seconds a request body may take to arrive in full (408 past it): a body sent a byte a
+    #: second would otherwise hold its connection and its route for days.
+    body_timeout_seconds: float = Field(default=60.0, gt=0)
 
 
 class GatewayConfig(_Strict):

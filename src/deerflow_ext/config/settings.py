@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     #: sessions and the host's statements off the run path; a run's own transactions use
     #: ``persistence.transactions.POSTGRES_THREADS`` connections of their own (issue 16).
     database_pool_size: int = Field(default=10, ge=1)
+    #: How long a commit waits for the disk, on every connection the Gateway opens:
+    #: ``full`` (SQLite ``synchronous=FULL``, PostgreSQL ``synchronous_commit=on``: a crash
+    #: loses no commit) or ``relaxed`` (``NORMAL`` / ``off``: an OS or database-server crash
+    #: may lose the last commits, never corrupt). Unset: SQLite ``NORMAL``, PostgreSQL the
+    #: server's own (``on``), as before the setting existed (``persistence.durability``).
+    database_durability: Literal["full", "relaxed"] | None = None
     host: str = "127.0.0.1"
     port: int = Field(default=8001, ge=0, le=65535)
     log_level: str = "INFO"

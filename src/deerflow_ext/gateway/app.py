@@ -215,7 +215,8 @@ def create_app(
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
     # Middlewares, innermost first: each add_middleware wraps everything added before it.
     app.add_middleware(OriginlessBodiesAreJson)  # agent-chat-ui's server-side proxy drops Content-Type
-    app.add_middleware(BodySizeLimit, max_body_bytes=config.gateway.limits.max_body_bytes)
+    limits = config.gateway.limits
+    app.add_middleware(BodySizeLimit, max_body_bytes=limits.max_body_bytes, body_seconds=limits.body_timeout_seconds)
     origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
     policy = _access_policy(settings, config, origins)
     app.add_middleware(AccessGuard, policy=policy)

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..adapters.uvicorn_private import HeadDeadlineProtocol, set_head_deadline
 from ..exitcodes import EXIT_OK, EXIT_STARTUP
 
 __all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "startup_line", "uvicorn_options"]
@@ -55,15 +56,22 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
 
     ``timeout_graceful_shutdown`` is always set: uvicorn's default waits for every open
     request forever, so a single hanging request (an extension route that never returns)
-    would block shutdown — and with it the run drain and service stops behind it.
+    would block shutdown — and with it the run drain and service stops behind it. The
+    protocol class adds a deadline for each request head (``adapters.uvicorn_private``),
+    which uvicorn lacks: without it an idle or slowloris connection is held for ever.
     """
-    return {
+    set_head_deadline(settings.http_header_timeout_seconds)
+    options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
         "reload": False,
         "log_level": settings.log_level.lower(),
         "timeout_graceful_shutdown": settings.graceful_shutdown_seconds,
+        "timeout_keep_alive": settings.http_keepalive_seconds,
     }
+    if HeadDeadlineProtocol is not None:
+        options["http"] = HeadDeadlineProtocol
+    return options
 
 
 def build_app_from_env() -> Any:
@@ -74,6 +82,7 @@ def build_app_from_env() -> Any:
 
     settings = load_settings()
     set_metrics_enabled(settings.metrics)
+    set_head_deadline(settings.http_header_timeout_seconds)  # this worker's protocol instances
     return create_app(settings, options=_serve_options())
 
 

@@ -1,0 +1,101 @@
+"""uvicorn's HTTP protocol class, given a deadline for each request's head.
+
+uvicorn (0.55) arms its keep-alive timer only once a response completes, and cancels it on
+the first byte that arrives. A connection that sends nothing, or sends its request head a
+byte every few seconds (slowloris), is therefore held for ever: each costs a descriptor and
+a protocol object, and enough of them use up the process's descriptors, after which it
+accepts nothing at all. uvicorn has no setting for a head deadline.
+
+:data:`HeadDeadlineProtocol` is uvicorn's own protocol class (``auto``: httptools when it is
+installed, else h11) with one timer more. It is armed when the connection opens and again
+whenever a response completes; when it fires and no new request head has arrived since
+(uvicorn starts a new ``cycle`` for each head it has parsed) and nothing is in flight, the
+connection is closed. Requests in flight, streamed responses included, are never touched.
+The deadline is process-wide (:func:`set_head_deadline`): ``serve`` sets it from
+``DEERFLOW_HTTP_HEADER_TIMEOUT_SECONDS`` in each worker process, since a class travels to
+uvicorn's worker processes by name.
+
+Private: ``uvicorn.protocols.http.auto.AutoHTTPProtocol``, its ``connection_made``,
+``on_response_complete`` and ``connection_lost``, and the ``cycle`` (with
+``response_complete``) and ``transport`` attributes.
+Fallback: :data:`HeadDeadlineProtocol` is ``None`` and ``serve`` runs uvicorn's own class,
+without a head deadline (keep-alive and every other timeout stay as configured).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["DEFAULT_HEAD_DEADLINE", "HeadDeadlineProtocol", "head_deadline", "set_head_deadline"]
+
+DEFAULT_HEAD_DEADLINE = 10.0
+_deadline = DEFAULT_HEAD_DEADLINE
+_HOOKS = ("connection_made", "on_response_complete", "connection_lost")
+
+
+def set_head_deadline(seconds: float) -> None:
+    """Seconds a connection may take to send a complete request head (this process)."""
+    global _deadline
+    _deadline = float(seconds)
+
+
+def head_deadline() -> float:
+    return _deadline
+
+
+def _auto_protocol() -> type[Any] | None:
+    try:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+    except ImportError:
+        return None
+    if not all(callable(getattr(AutoHTTPProtocol, hook, None)) for hook in _HOOKS):
+        return None
+    return AutoHTTPProtocol
+
+
+def _make(base: type[Any]) -> type[Any]:
+    class HeadDeadline(base):  # type: ignore[misc, valid-type]
+        """uvicorn's protocol, closing a connection whose next request head is overdue."""
+
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm_head_deadline()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_head_deadline()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+            super().connection_lost(exc)
+
+        def _arm_head_deadline(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            waiting_after = getattr(self, "cycle", None)
+            loop = asyncio.get_running_loop()
+            self._head_timer = loop.call_later(_deadline, self._head_overdue, waiting_after)
+
+        def _head_overdue(self, waiting_after: Any) -> None:
+            self._head_timer = None
+            cycle = getattr(self, "cycle", None)
+            if cycle is not waiting_after:  # a new head arrived meanwhile
+                return
+            if cycle is not None and not getattr(cycle, "response_complete", True):
+                return
+            transport = getattr(self, "transport", None)
+            if transport is not None and not transport.is_closing():
+                transport.close()
+
+    HeadDeadline.__name__ = HeadDeadline.__qualname__ = "HeadDeadlineProtocol"
+    return HeadDeadline
+
+
+_base = _auto_protocol()
+HeadDeadlineProtocol: type[Any] | None = None if _base is None else _make(_base)
+"""The protocol class ``serve`` hands uvicorn (``http=``); None: uvicorn's own (fallback)."""

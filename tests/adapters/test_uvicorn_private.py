@@ -1,0 +1,101 @@
+"""uvicorn's protocol class with a request-head deadline (``adapters/uvicorn_private.py``),
+on a real uvicorn: idle and slowloris connections are closed, requests and long streamed
+responses are not. Failures name uvicorn's version."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from importlib import metadata
+from typing import Any
+
+import uvicorn
+
+from deerflow_ext.adapters import uvicorn_private
+
+WHERE = f"uvicorn {metadata.version('uvicorn')}"
+DEADLINE = 0.5
+
+
+async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    if scope["path"] == "/long":  # a streamed response that outlives the deadline
+        for _ in range(4):
+            await send({"type": "http.response.body", "body": b"tick\n", "more_body": True})
+            await asyncio.sleep(DEADLINE)
+    await send({"type": "http.response.body", "body": b"done\n"})
+
+
+@contextlib.asynccontextmanager
+async def _server() -> AsyncIterator[int]:
+    assert uvicorn_private.HeadDeadlineProtocol is not None, f"{WHERE}: the head deadline fell back to uvicorn's own"
+    uvicorn_private.set_head_deadline(DEADLINE)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(
+        _app, host="127.0.0.1", port=port, http=uvicorn_private.HeadDeadlineProtocol, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag
+        await asyncio.sleep(0.01)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        await task
+        uvicorn_private.set_head_deadline(uvicorn_private.DEFAULT_HEAD_DEADLINE)
+
+
+async def _exchange(port: int, payload: bytes, *, dribble: bool = False) -> bytes:
+    """What the server sent until it closed the connection (the test times out otherwise)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(payload)
+    feeder = None
+    if dribble:
+
+        async def feed() -> None:
+            for i in range(100):
+                await asyncio.sleep(DEADLINE / 5)
+                writer.write(f"X-{i}: y\r\n".encode())
+
+        feeder = asyncio.create_task(feed())
+    try:
+        async with asyncio.timeout(DEADLINE * 20):
+            return await reader.read()
+    finally:
+        if feeder is not None:
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
+        writer.close()
+
+
+def test_the_private_hooks_exist() -> None:
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    for hook in ("connection_made", "on_response_complete", "connection_lost"):
+        assert callable(getattr(AutoHTTPProtocol, hook, None)), f"{WHERE}: {AutoHTTPProtocol.__name__}.{hook} is gone"
+
+
+async def test_an_idle_connection_is_closed_at_the_deadline() -> None:
+    async with _server() as port:
+        assert await _exchange(port, b"") == b""
+
+
+async def test_a_slowloris_head_is_closed_unanswered() -> None:
+    async with _server() as port:
+        assert await _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n", dribble=True) == b""
+
+
+async def test_requests_and_long_streams_are_served_then_keep_alive_closes() -> None:
+    async with _server() as port:
+        answer = await _exchange(port, b"GET /long HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"tick") == 4 and b"done" in answer, answer
+        two = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 2
+        assert (await _exchange(port, two)).count(b"HTTP/1.1 200") == 2
