@@ -4,7 +4,7 @@ namespace match conditions.
 A namespace is a tuple of labels. The store keeps it as one text column, the labels joined
 with dots (``a.b.c``), which is why a label may contain no dot (nor NUL, which PostgreSQL
 text cannot hold) and may not be empty: then joining is reversible and "under ``(a, b)``" is
-exactly ``prefix = 'a.b' OR prefix LIKE 'a.b.%'``, which the database answers from its index.
+exactly ``prefix = 'a.b'`` or ``'a.b.' <= prefix < 'a.b/'``, which the database answers from its index.
 
 Value filters are LangGraph's: ``{"field": value}`` is equality (a nested object matches the
 fields it names, a list matches element by element), ``{"field": {"$op": operand}}`` applies

@@ -92,14 +92,12 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _under(prefix: str, dialect: str) -> ColumnElement[bool]:
-    """Rows whose namespace is ``prefix`` or lies under it, answered from an index: a range
-    on SQLite (its text order is bytewise, and its ``LIKE`` ignores case), ``LIKE`` on
-    PostgreSQL (served by the ``text_pattern_ops`` index whatever the collation)."""
+def _under(prefix: str) -> ColumnElement[bool]:
+    """Rows whose namespace is ``prefix`` or lies under it, as a range on the primary key:
+    in bytewise order (SQLite's; PostgreSQL's "C" collation on this column) every text that
+    starts with "a.b." sorts at or after it and before "a.b/". (Not ``LIKE``: SQLite's
+    ignores case, and a label may hold ``%`` or ``_``.)"""
     column = _T.c.prefix
-    if dialect == "postgresql":
-        return or_(column == prefix, column.startswith(prefix + SEPARATOR, autoescape=True))
-    # Every text that starts with "a.b." sorts at or after it and before "a.b/".
     below = prefix + chr(ord(SEPARATOR) + 1)
     return or_(column == prefix, (column >= prefix + SEPARATOR) & (column < below))
 
@@ -128,7 +126,8 @@ class _Batch:
 
     def run(self, op: Op) -> Result:
         if isinstance(op, PutOp):
-            return self.put(op)
+            self.put(op)
+            return None
         if isinstance(op, GetOp):
             return self.get(op)
         if isinstance(op, SearchOp):
@@ -150,13 +149,13 @@ class _Batch:
         if row is None:
             return None
         self._owe_refresh(row, op.refresh_ttl)
-        return _item(row)  # type: ignore[no-any-return]
+        return _item(row)
 
     def search(self, op: SearchOp) -> list[SearchItem]:
         check_filter(op.filter)
         query = select(*_COLUMNS).where(_LIVE)
         if op.namespace_prefix:
-            query = query.where(_under(join_namespace(op.namespace_prefix), self.dialect))
+            query = query.where(_under(join_namespace(op.namespace_prefix)))
         query = query.order_by(_T.c.updated_at.desc(), _T.c.prefix, _T.c.key)
         params = {"p_now": self.now}
         if not op.filter:
@@ -190,7 +189,7 @@ class _Batch:
                     break
                 literal.append(label)
             if literal:
-                query = query.where(_under(join_namespace(literal), self.dialect))
+                query = query.where(_under(join_namespace(literal)))
         found: set[tuple[str, ...]] = set()
         for (prefix,) in self.conn.execute(query, {"p_now": self.now}):
             namespace = split_namespace(prefix)
@@ -330,7 +329,7 @@ class ItemStore(BaseStore):
         if op.refresh_ttl and row.ttl_minutes is not None:
             expires = _expiry(now, row.ttl_minutes)
             await self._pg.execute(_REFRESH_ITEM, {"p_prefix": prefix, "p_key": op.key, "p_expires_at": expires})
-        return _item(row)  # type: ignore[no-any-return]
+        return _item(row)
 
     async def sweep_expired(self) -> int:
         """Delete the items whose time to live has passed; how many."""

@@ -2,12 +2,14 @@
 
 A namespace is stored as its labels joined with dots in ``prefix`` (a label may not contain
 a dot: ``item_matching``), so "every item under a namespace prefix" is an equality or a
-``LIKE 'a.b.%'`` on one indexed column rather than a scan of every row. PostgreSQL can serve
-that ``LIKE`` from a btree only when the index uses ``text_pattern_ops`` (its default
-collation is not C); on SQLite the same index is a plain one.
+range (``>= 'a.b.'`` and ``< 'a.b/'``) on the primary key's leading column rather than a
+scan of every row. A range is a prefix only in bytewise order: SQLite's, and PostgreSQL's
+under the "C" collation, which the column takes there (so no second index is needed, and a
+write maintains the primary key alone).
 
 An item with a time to live keeps ``expires_at`` and the minutes it was given
-(``ttl_minutes``), so a read that refreshes it can push the deadline forward by as much again.
+(``ttl_minutes``), so a read that refreshes it can push the deadline forward by as much again;
+the expiry index holds only such items.
 
 The table sits on the host's ``MetaData`` (``models.Base``) so that alembic autogenerate
 compares it with the migrations; the package imports this module, so the table is there
@@ -16,16 +18,18 @@ whenever the host's metadata is.
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Column, DateTime, Float, Index, PrimaryKeyConstraint, Table, Text
+from sqlalchemy import JSON, Column, DateTime, Float, Index, PrimaryKeyConstraint, Table, Text, text
 
 from .models import STORE_TABLE, Base
 
 __all__ = ["STORE_ITEMS"]
 
+_EXPIRING = text("expires_at IS NOT NULL")
+
 STORE_ITEMS = Table(
     STORE_TABLE,
     Base.metadata,
-    Column("prefix", Text, nullable=False),
+    Column("prefix", Text().with_variant(Text(collation="C"), "postgresql"), nullable=False),
     Column("key", Text, nullable=False),
     Column("value", JSON, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -33,6 +37,5 @@ STORE_ITEMS = Table(
     Column("expires_at", DateTime(timezone=True), nullable=True),
     Column("ttl_minutes", Float, nullable=True),
     PrimaryKeyConstraint("prefix", "key", name="pk_store_items"),
-    Index("ix_store_items_prefix_pattern", "prefix", postgresql_ops={"prefix": "text_pattern_ops"}),
-    Index("ix_store_items_expires_at", "expires_at"),
+    Index("ix_store_items_expires_at", "expires_at", postgresql_where=_EXPIRING, sqlite_where=_EXPIRING),
 )
