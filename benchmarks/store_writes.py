@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import statistics
 import subprocess
@@ -44,6 +45,8 @@ VALUE = {"theme": "dark", "language": "en", "tags": ["a", "b"], "count": 3}
 METADATA = {"user": "bench", "source": "store_writes"}
 
 Write = Callable[[int], Awaitable[object]]
+
+_KEYS = itertools.count()  # every put writes a new item, as threads.create makes a new thread
 
 
 def _free_port() -> int:
@@ -121,7 +124,7 @@ async def http_pair(url: str, ops: int, rounds: int, concurrency: int) -> None:
     run = uuid.uuid4().hex[:8]
 
     async def put_item(n: int) -> object:
-        return await client.store.put_item(["bench", run], f"k{n}-{uuid.uuid4().hex[:6]}", VALUE)
+        return await client.store.put_item(["bench", run], f"k{next(_KEYS)}", VALUE)
 
     async def create_thread(n: int) -> object:
         return await client.threads.create(metadata=METADATA)
@@ -139,7 +142,7 @@ async def in_process_pair(database_url: str, ops: int, rounds: int) -> None:
     try:
 
         async def put(n: int) -> object:
-            return await items.abatch([PutOp(("bench", run), f"k{n}-{uuid.uuid4().hex[:6]}", VALUE)])
+            return await items.abatch([PutOp(("bench", run), f"k{next(_KEYS)}", VALUE)])
 
         async def create(n: int) -> object:
             return await threads.create_thread(dict(METADATA))
