@@ -182,7 +182,7 @@ async def _run_stored(config: Any, extensions: Any, settings: Any, console: Step
     from .client import DeerFlowClient
     from .persistence import open_checkpointer
 
-    async with open_checkpointer(settings.async_database_url) as checkpointer:
+    async with open_checkpointer(settings.async_database_url, settings.database_durability) as checkpointer:
         client = DeerFlowClient(config, extensions=extensions, checkpointer=checkpointer)
         try:
             return await _run(client, console, args.prompt, args.thread)

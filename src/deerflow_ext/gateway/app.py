@@ -286,7 +286,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         watchdog = LoopWatchdog(asyncio.get_running_loop(), threshold=opts.loop_block_threshold)
         watchdog.start()
     bound: ExitBound | None = None
-    engine = create_engine(url) if is_sqlite(url) else create_engine(url, pool_size=settings.database_pool_size)
+    durability = settings.database_durability  # every connection of the host: engine, twin, checkpointer
+    pool = {} if is_sqlite(url) else {"pool_size": settings.database_pool_size}
+    engine = create_engine(url, durability=durability, **pool)
     store: HostStore | None = None
     items: ItemStore | None = None
     try:
@@ -302,7 +304,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         settled = await store.settle_idle_busy_threads()
         if settled:
             logger.warning("%d thread(s) were busy with no run in flight; status repaired", len(settled))
-        async with open_checkpointer(url) as checkpointer:
+        async with open_checkpointer(url, durability) as checkpointer:
             notification_loop.register(asyncio.get_running_loop())
             try:
                 if state.agent_host_takes_store:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
+from .durability import Durability, sqlite_synchronous, with_libpq_options
 from .engine import SQLITE_SYNCHRONOUS, normalize_database_url, sqlite_path
 from .wal_checkpoints import WalCheckpoints
 
@@ -24,9 +25,10 @@ __all__ = ["SETUP_LOCK_KEY", "open_checkpointer", "psycopg_conninfo", "run_write
 SETUP_LOCK_KEY = 0x6465657266_636B70  # "deerf" "ckp"
 
 
-def psycopg_conninfo(url: str | URL) -> str:
-    """A libpq URL (``postgresql://...``) for psycopg from any spelling of a Postgres URL."""
-    parsed = normalize_database_url(url).set(drivername="postgresql")
+def psycopg_conninfo(url: str | URL, durability: Durability | None = None) -> str:
+    """A libpq URL (``postgresql://...``) for psycopg from any spelling of a Postgres URL,
+    asking for ``durability`` (``durability``) on each connection: asyncpg reads it too."""
+    parsed = with_libpq_options(normalize_database_url(url).set(drivername="postgresql"), durability)
     return parsed.render_as_string(hide_password=False)
 
 
@@ -40,8 +42,9 @@ def run_writes(checkpointer: Any) -> AbstractAsyncContextManager[None]:
 
 
 @asynccontextmanager
-async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
-    """Open, set up and finally close the saver that matches ``url``'s database."""
+async def open_checkpointer(url: str | URL, durability: Durability | None = None) -> AsyncIterator[Any]:
+    """Open, set up and finally close the saver that matches ``url``'s database, its
+    connections at ``durability`` (``durability``; ``None``: each database's default)."""
     parsed = normalize_database_url(url)
     if parsed.get_backend_name() == "sqlite":
         from .sqlite_saver import open_sqlite_saver
@@ -52,10 +55,11 @@ async def open_checkpointer(url: str | URL) -> AsyncIterator[Any]:
         path.parent.mkdir(parents=True, exist_ok=True)
         # The file's WAL checkpoints too: the saver's and the store's commits leave them to it.
         with WalCheckpoints(str(path)):
-            async with open_sqlite_saver(str(path), pragmas=[f"synchronous={SQLITE_SYNCHRONOUS}"]) as saver:
+            synchronous = sqlite_synchronous(durability) or SQLITE_SYNCHRONOUS
+            async with open_sqlite_saver(str(path), pragmas=[f"synchronous={synchronous}"]) as saver:
                 yield saver
         return
     from .pg_saver import open_postgres_saver
 
-    async with open_postgres_saver(psycopg_conninfo(parsed), lock_key=SETUP_LOCK_KEY) as saver:
+    async with open_postgres_saver(psycopg_conninfo(parsed, durability), lock_key=SETUP_LOCK_KEY) as saver:
         yield saver

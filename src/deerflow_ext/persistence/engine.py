@@ -9,6 +9,7 @@ pooled connections the server closed (a restart) are replaced at checkout.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+
+from .durability import Durability, engine_options, postgres_server_settings, sqlite_synchronous
 
 __all__ = [
     "DEFAULT_DATABASE_URL",
@@ -30,6 +33,7 @@ __all__ = [
     "make_session_factory",
     "normalize_database_url",
     "sqlite_path",
+    "sqlite_pragmas",
     "wait_for_no_lock",
 ]
 
@@ -44,7 +48,8 @@ SessionFactory = async_sessionmaker[AsyncSession]
 # power cut or kernel crash can lose the last commits, never corrupt the database. FULL
 # (SQLite's default) paid an fsync per commit, and a run commits about ten times across
 # the host tables and the checkpointer: issue 16 measured SQLite as the Gateway's
-# bottleneck. The checkpointer's own connection gets the same setting.
+# bottleneck. The checkpointer's own connection gets the same setting. The level when no
+# durability is chosen (``durability``: ``full`` is FULL, ``relaxed`` NORMAL).
 SQLITE_SYNCHRONOUS = "NORMAL"
 
 
@@ -76,9 +81,15 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
-def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
-    """An ``AsyncEngine`` for ``url``; creates the SQLite folder when needed."""
+def create_engine(url: str | URL, *, durability: Durability | None = None, **kwargs: Any) -> AsyncEngine:
+    """An ``AsyncEngine`` for ``url``; creates the SQLite folder when needed.
+
+    ``durability`` (``durability``: ``full``, ``relaxed``, or ``None`` for each database's
+    default) is applied to every connection the engine opens and carried by the engine for
+    what is derived from it."""
     parsed = normalize_database_url(url)
+    if durability is not None:
+        kwargs["execution_options"] = {**kwargs.get("execution_options", {}), **engine_options(durability)}
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_path(parsed)
         if path is None:
@@ -91,10 +102,15 @@ def create_engine(url: str | URL, **kwargs: Any) -> AsyncEngine:
         # more hop to aiosqlite's thread per transaction (issue 16).
         kwargs.setdefault("pool_reset_on_return", None)
         engine = create_async_engine(parsed, **kwargs)
-        event.listen(engine.sync_engine, "connect", apply_sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", sqlite_pragmas(durability))
         if kwargs["pool_reset_on_return"] is None:
             event.listen(engine.sync_engine, "reset", _sqlite_reset)
         return engine
+    settings = postgres_server_settings(durability)
+    if settings:  # sent in the startup packet: no round trip
+        connect_args = dict(kwargs.get("connect_args", {}))
+        connect_args["server_settings"] = {**connect_args.get("server_settings", {}), **settings}
+        kwargs["connect_args"] = connect_args
     engine = create_async_engine(parsed, **kwargs)
     event.listen(engine.sync_engine, "checkout", _discard_closed)
     return engine
@@ -118,12 +134,24 @@ def _discard_closed(_dbapi_connection: Any, record: ConnectionPoolEntry, _proxy:
 
 
 def apply_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """The ``connect`` listener of a SQLite engine of the host with no durability set:
+    :func:`sqlite_pragmas` at :data:`SQLITE_SYNCHRONOUS`."""
+    _pragmas(dbapi_connection, SQLITE_SYNCHRONOUS)
+
+
+def sqlite_pragmas(durability: Durability | None) -> Callable[[Any, Any], None]:
     """The ``connect`` listener of every SQLite engine of the host (WAL, sync level, keys,
-    busy timeout): the async engine's and its synchronous twin's (``transactions``)."""
+    busy timeout) at ``durability``'s sync level: the async engine's and its synchronous
+    twin's (``transactions``)."""
+    synchronous = sqlite_synchronous(durability) or SQLITE_SYNCHRONOUS
+    return lambda dbapi_connection, _record: _pragmas(dbapi_connection, synchronous)
+
+
+def _pragmas(dbapi_connection: Any, synchronous: str) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA busy_timeout=30000")
     finally:

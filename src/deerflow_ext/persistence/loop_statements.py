@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
 from .compiled import Compiled, compile_for
+from .durability import durability_of, postgres_server_settings
 
 __all__ = ["LOOP_CONNECTIONS", "LoopStatements", "Row", "compile_statement"]
 
@@ -114,12 +115,17 @@ class LoopStatements:
     @classmethod
     def for_engine(cls, engine: AsyncEngine) -> LoopStatements | None:
         """Loop statements on ``engine``'s PostgreSQL database (its URL read as its asyncpg
-        dialect reads it); ``None`` for any other database."""
+        dialect reads it) at the engine's durability (``durability``); ``None`` for any other
+        database."""
         if engine.dialect.driver != "asyncpg":
             return None
         _args, kwargs = engine.dialect.create_connect_args(engine.url)
         # Less what only SQLAlchemy's dialect reads (``prepared_statement_cache_size``).
-        return cls({key: value for key, value in kwargs.items() if key in _CONNECT_PARAMETERS})
+        connect = {key: value for key, value in kwargs.items() if key in _CONNECT_PARAMETERS}
+        settings = postgres_server_settings(durability_of(engine))
+        if settings:
+            connect["server_settings"] = {**connect.get("server_settings", {}), **settings}
+        return cls(connect)
 
     async def execute(self, statement: ClauseElement, params: Mapping[str, Any]) -> int:
         """Send ``statement``; how many rows it changed (its command's count)."""

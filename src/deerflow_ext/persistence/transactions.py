@@ -43,7 +43,8 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from .engine import SQLITE_TIMEOUT_SECONDS, apply_sqlite_pragmas, is_sqlite, is_sqlite_busy, wait_for_no_lock
+from .durability import durability_of, libpq_options
+from .engine import SQLITE_TIMEOUT_SECONDS, is_sqlite, is_sqlite_busy, sqlite_pragmas, wait_for_no_lock
 from .liveness import closed_by_server
 from .one_thread import Busy, OneThread
 from .wal_checkpoints import checkpoint_rarely
@@ -200,10 +201,17 @@ def _discard_closed(dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy:
 
 def transactions_for(engine: AsyncEngine) -> Transactions:
     """A synchronous twin of ``engine`` on threads of its own: SQLite's (same file, same
-    pragmas, pysqlite) on one, PostgreSQL's (psycopg) on :data:`POSTGRES_THREADS`."""
+    pragmas, pysqlite) on one, PostgreSQL's (psycopg) on :data:`POSTGRES_THREADS`; at the
+    engine's durability (``durability``)."""
     url = engine.url
+    durability = durability_of(engine)
     if not is_sqlite(url):
-        twin = create_sync_engine(url.set(drivername="postgresql+psycopg"), pool_size=POSTGRES_THREADS, max_overflow=0)
+        twin = create_sync_engine(
+            url.set(drivername="postgresql+psycopg"),
+            connect_args=libpq_options(durability),
+            pool_size=POSTGRES_THREADS,
+            max_overflow=0,
+        )
         event.listen(twin, "checkout", _discard_closed)
         return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS, autocommit=True)
     sync = create_sync_engine(
@@ -213,7 +221,7 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
         pool_size=1,
         max_overflow=0,
     )
-    event.listen(sync, "connect", apply_sqlite_pragmas)  # the connection the engine's would be
+    event.listen(sync, "connect", sqlite_pragmas(durability))  # the connection the engine's would be
     event.listen(sync, "connect", wait_for_no_lock)  # after them: its transactions run on the loop
     event.listen(sync, "connect", checkpoint_rarely)  # and so do its commits
     return ThreadTransactions(sync, loop_first=is_sqlite_busy)
