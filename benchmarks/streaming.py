@@ -47,6 +47,7 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from langgraph_sdk.client import LangGraphClient
 from peer_langgraph import (
@@ -165,7 +166,7 @@ async def converse(client: LangGraphClient, server: Server, conversation: Conver
                 elif part.event == "error":
                     raise RuntimeError(f"error event: {part.data!r:.200}")
                 elif part.event.startswith("messages"):
-                    chunk = part.data[0] if isinstance(part.data, list) and part.data else {}
+                    chunk: dict[str, Any] = part.data[0] if isinstance(part.data, list) and part.data else {}
                     content = chunk.get("content") if chunk.get("type", "").startswith(("AIMessage", "ai")) else None
                     if isinstance(content, str) and content:
                         turn.arrivals.append((now, len(content.split())))
