@@ -8,7 +8,15 @@ nothing but ``nox`` itself; ``bench`` is opt-in because it measures, it does not
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+import venv
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nox
@@ -95,6 +103,58 @@ def chaos(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     env = {"DEERFLOW_CHAOS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     session.run("pytest", "tests/chaos", *session.posargs, env=env)
+
+
+PEER = "langgraph-cli[inmem]"
+
+
+@contextmanager
+def _langgraph_dev(session: nox.Session, graph: Path) -> Iterator[str]:
+    """LangGraph's own server on ``graph`` (as ``lead_agent``), in a virtualenv of its own (its
+    pins are not ours), on a free loopback port; yields its API root and stops it afterwards."""
+    home = Path(session.create_tmp()).resolve() / "peer"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    venv.create(home / "venv", with_pip=True)
+    python = str(home / "venv" / "bin" / "python")
+    session.run(python, "-m", "pip", "install", "-q", PEER, "langchain", external=True)
+    shutil.copyfile(graph, home / "peer_graph.py")
+    (home / "langgraph.json").write_text('{"dependencies": ["."], "graphs": {"lead_agent": "./peer_graph.py:graph"}}')
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (home / "server.log").open("wb")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(LANGSMITH_TRACING="false", LANGGRAPH_CLI_NO_ANALYTICS="1")
+    command = [str(home / "venv" / "bin" / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    server = subprocess.Popen(command, cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            if server.poll() is not None or time.monotonic() > deadline:
+                session.error(f"langgraph dev did not start; see {home / 'server.log'}")
+            try:
+                with urllib.request.urlopen(f"{url}/ok", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+@nox.session(python=PYTHON)
+def compat(session: nox.Session) -> None:
+    """The LangGraph Platform suite (tests/platform_api) against LangGraph's own server
+    (``langgraph dev`` on tests/platform_api/peer_graph.py): where we diverge from LangGraph, a
+    case fails here unless the divergence is on purpose and says so. Opt-in: it installs the
+    peer from PyPI."""
+    session.install("-e", ".[test]")
+    with _langgraph_dev(session, ROOT / "tests" / "platform_api" / "peer_graph.py") as url:
+        tests = session.posargs or ["tests/platform_api"]
+        session.run("pytest", *tests, env={"DEERFLOW_COMPAT_URL": url})
 
 
 @nox.session(python=PYTHON)

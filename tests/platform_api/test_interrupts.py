@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
-from platform_support import human
+from platform_support import COMPAT_URL, Platform, human
 
-from gateway.sdk_server import SdkServer, sdk_server
+from gateway.sdk_server import sdk_server
 from pg_support import PG_UNREACHABLE, fresh_database
 
 pytestmark = pytest.mark.e2e
@@ -24,28 +24,44 @@ APPROVE = {"decisions": [{"type": "approve"}]}
 REJECT = {"decisions": [{"type": "reject", "message": "not now"}]}
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def _kinds() -> list[Any]:
+    return ["peer"] if COMPAT_URL else ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="module", params=_kinds())
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def served(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+def served(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Our Gateway with the HITL extension, or the peer, whose graph gates ``task`` itself."""
+    if kind == "peer":
+        assert COMPAT_URL is not None
+        yield Platform("peer", COMPAT_URL.rstrip("/"))
+        return
     directory = tmp_path_factory.mktemp(f"hitl-{kind}")
     with _database(kind, directory) as database, sdk_server(directory, database_url=database, plugins=HITL) as server:
         yield server
 
 
 @pytest.fixture
-def client(served: SdkServer) -> Any:
+def client(served: Any) -> Any:
     return get_sync_client(url=served.url, api_key=None)
+
+
+def _paused_run_status(served: Any) -> str:
+    """A divergence on purpose: LangGraph's server ends a run that paused ``success`` (only the
+    thread says ``interrupted``); ours ends it ``interrupted``, outcome ``aborted``, so a run
+    list and the extensions' ``on_task_stop`` tell a pause from a completion."""
+    return "success" if getattr(served, "is_peer", False) else "interrupted"
 
 
 def _tool_messages(values: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in values.get("messages", []) if m.get("type") == "tool"]
 
 
-def test_a_gated_tool_call_pauses_the_run_and_the_thread_shows_the_interrupt(client: Any) -> None:
+def test_a_gated_tool_call_pauses_the_run_and_the_thread_shows_the_interrupt(client: Any, served: Any) -> None:
     thread = client.threads.create()["thread_id"]
     values = client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
     interrupts = values["__interrupt__"]
@@ -59,10 +75,12 @@ def test_a_gated_tool_call_pauses_the_run_and_the_thread_shows_the_interrupt(cli
     state = client.threads.get_state(thread)
     assert state["next"] and state["interrupts"][0]["id"] == interrupts[0]["id"]
     run = client.runs.list(thread)[0]
-    assert run["status"] == "interrupted" and run["outcome"] == "aborted" and run["error"] is None
+    assert run["status"] == _paused_run_status(served)
+    if not getattr(served, "is_peer", False):
+        assert run["outcome"] == "aborted" and run["error"] is None
 
 
-def test_approving_resumes_the_run_and_the_tool_runs(client: Any) -> None:
+def test_approving_resumes_the_run_and_the_tool_runs(client: Any, served: Any) -> None:
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
     values = client.runs.wait(thread, "lead_agent", command={"resume": APPROVE})
@@ -70,7 +88,7 @@ def test_approving_resumes_the_run_and_the_tool_runs(client: Any) -> None:
     assert len(_tool_messages(values)) == 1 and _tool_messages(values)[0].get("status") != "error"
     assert values["messages"][-1]["type"] == "ai"
     assert client.threads.get(thread)["status"] == "idle"
-    assert sorted(r["status"] for r in client.runs.list(thread)) == ["interrupted", "success"]
+    assert sorted(r["status"] for r in client.runs.list(thread)) == sorted([_paused_run_status(served), "success"])
 
 
 def test_rejecting_resumes_the_run_without_the_tool(client: Any) -> None:
@@ -96,7 +114,7 @@ def test_the_interrupt_is_streamed_in_values_and_updates_as_langgraph_sends_it(c
     assert parts[-1].event != "error"
 
 
-async def test_the_async_client_resumes_a_paused_thread(served: SdkServer) -> None:
+async def test_the_async_client_resumes_a_paused_thread(served: Any) -> None:
     aclient = get_client(url=served.url, api_key=None)
     thread = (await aclient.threads.create())["thread_id"]
     await aclient.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
@@ -117,7 +135,9 @@ def test_a_breakpoint_stops_before_the_tools_node_and_a_resume_goes_on(client: A
     assert client.threads.get(thread)["status"] == "interrupted" and state["next"]
 
 
-def test_resuming_a_thread_that_is_not_interrupted_is_a_409_with_one_line(served: SdkServer, client: Any) -> None:
+def test_resuming_a_thread_that_is_not_interrupted_is_a_409_with_one_line(served: Any, client: Any) -> None:
+    if getattr(served, "is_peer", False):
+        pytest.skip("a divergence on purpose: LangGraph's server runs a resume of a thread with nothing pending")
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "lead_agent", input=human("hello"))
     answer = httpx.post(
@@ -127,7 +147,7 @@ def test_resuming_a_thread_that_is_not_interrupted_is_a_409_with_one_line(served
     assert answer.json()["detail"] == f"thread {thread} is not interrupted (status idle); there is nothing to resume"
 
 
-def test_a_command_and_an_input_together_or_an_empty_command_are_refused(served: SdkServer) -> None:
+def test_a_command_and_an_input_together_or_an_empty_command_are_refused(served: Any) -> None:
     thread = get_sync_client(url=served.url, api_key=None).threads.create()["thread_id"]
     for body in (
         {"input": human("hi"), "command": {"resume": 1}},
@@ -150,6 +170,8 @@ def _database(kind: str, directory: Path) -> Iterator[str]:
 
 
 def test_an_interrupt_survives_a_gateway_restart(kind: str, tmp_path: Path) -> None:
+    if kind == "peer":
+        pytest.skip("restarts our Gateway")
     with _database(kind, tmp_path) as database:
         with sdk_server(tmp_path / "first", database_url=database, plugins=HITL) as first:
             client = get_sync_client(url=first.url, api_key=None)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
 import pytest
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import ConflictError, NotFoundError
 from platform_support import Platform, human
 
 pytestmark = pytest.mark.e2e
@@ -19,13 +20,16 @@ def test_a_stateless_wait_answers_and_its_thread_is_gone(client: Any) -> None:
     _eventually(lambda: client.threads.count() == before)
 
 
-def test_a_stateless_stream_with_keep_leaves_a_thread_holding_the_answer(client: Any) -> None:
+def test_a_stateless_stream_with_keep_leaves_a_thread_holding_the_answer(client: Any, platform: Platform) -> None:
+    before = client.threads.count()
     parts = list(
         client.runs.stream(None, "lead_agent", input=human("hello"), stream_mode="values", on_completion="keep")
     )
-    thread_id = parts[0].data["thread_id"]
     assert any(p.event == "values" for p in parts)
-    state = client.threads.get_state(thread_id)
+    _eventually(lambda: client.threads.count() == before + 1)
+    if platform.is_peer:
+        return  # LangGraph's metadata event names the run alone
+    state = client.threads.get_state(parts[0].data["thread_id"])
     assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"]
 
 
@@ -38,7 +42,7 @@ async def test_a_stateless_background_run_through_the_async_client(aclient: Any)
 def test_a_stateless_run_for_an_unknown_assistant_leaves_no_thread(client: Any, platform: Platform) -> None:
     before = client.threads.count()
     answer = httpx.post(f"{platform.url}/runs/wait", json={"assistant_id": "nobody", "input": human("hi")})
-    assert answer.status_code == 404
+    assert answer.status_code == (422 if platform.is_peer else 404)
     assert client.threads.count() == before
 
 
@@ -48,7 +52,7 @@ def test_a_copied_thread_has_the_state_and_history_under_a_new_id(client: Any) -
     client.runs.wait(thread, "lead_agent", input=human("two"))
     copy = client.threads.copy(thread)
     assert copy["thread_id"] != thread and copy["metadata"]["owner"] == "ada"
-    assert copy["values"] == client.threads.get_state(thread)["values"]
+    assert client.threads.get_state(copy["thread_id"])["values"] == client.threads.get_state(thread)["values"]
     original = client.threads.get_history(thread, limit=100)
     copied = client.threads.get_history(copy["thread_id"], limit=100)
     assert [h["checkpoint"]["checkpoint_id"] for h in copied] == [h["checkpoint"]["checkpoint_id"] for h in original]
@@ -58,9 +62,10 @@ def test_a_copied_thread_has_the_state_and_history_under_a_new_id(client: Any) -
     assert len(client.threads.get_state(copy["thread_id"])["values"]["messages"]) == 6
 
 
-def test_copying_an_unknown_thread_is_a_404(client: Any) -> None:
-    with pytest.raises(NotFoundError):
-        client.threads.copy("no-such-thread")
+def test_copying_an_unknown_thread_is_a_404(client: Any, platform: Platform) -> None:
+    # LangGraph's server answers 409 here; an unknown thread is a 404 everywhere else.
+    with pytest.raises(ConflictError if platform.is_peer else NotFoundError):
+        client.threads.copy(str(uuid.uuid4()))
 
 
 def test_threads_count_filters_by_metadata_and_status(client: Any) -> None:
@@ -73,6 +78,8 @@ def test_threads_count_filters_by_metadata_and_status(client: Any) -> None:
 
 
 def test_every_cron_route_answers_501_with_one_line(client: Any, platform: Platform) -> None:
+    if platform.is_peer:
+        pytest.skip("a divergence on purpose: LangGraph's server schedules crons; ours refuses them (README)")
     thread = client.threads.create()["thread_id"]
     for method, path in (
         ("POST", "/runs/crons"),

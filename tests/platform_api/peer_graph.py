@@ -1,0 +1,64 @@
+"""The peer's graph for ``nox -s compat``: LangGraph's own server (``langgraph dev``) serves it
+as ``lead_agent``, so the LangGraph Platform suite's cases run against it unchanged.
+
+It has the lead agent's shape where the suite looks: a LangChain v1 ``create_agent`` on a
+deterministic offline model that calls the ``task`` tool for ``delegate: <task>`` and answers
+anything else, with LangChain's ``HumanInTheLoopMiddleware`` gating ``task`` as the suite's
+``hitl_ext`` extension does on ours. It imports nothing of deerflow-ext: the peer runs in a
+virtualenv of its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+
+
+class RuleModel(BaseChatModel):
+    @property
+    def _llm_type(self) -> str:
+        return "rules"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> RuleModel:
+        return self
+
+    def _reply(self, messages: list[BaseMessage]) -> ChatResult:
+        last = messages[-1]
+        text = str(last.content)
+        if last.type == "human" and text.startswith("delegate:"):
+            call = {"name": "task", "args": {"description": text[9:].strip()}, "id": f"call_{uuid.uuid4().hex[:8]}"}
+            message = AIMessage("", tool_calls=[call], id=str(uuid.uuid4()))
+        elif last.type == "tool":
+            message = AIMessage(f"The task returned: {text}", id=str(uuid.uuid4()))
+        else:
+            message = AIMessage(f"Here is my answer to: {text}", id=str(uuid.uuid4()))
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        return self._reply(messages)
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Any:
+        return self._reply(messages)
+
+
+@tool
+def task(description: str) -> str:
+    """Delegate a task to a subagent."""
+    return f"done: {description}"
+
+
+graph = create_agent(
+    RuleModel(),
+    tools=[task],
+    system_prompt="You are a helpful assistant.",
+    middleware=[HumanInTheLoopMiddleware(interrupt_on={"task": {"allowed_decisions": ["approve", "reject"]}})],
+)
