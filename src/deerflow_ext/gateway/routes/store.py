@@ -39,6 +39,7 @@ MAX_LIMIT = 1000
 """The most items or namespaces one page answers."""
 
 _RESERVED_ROOT = "langgraph"  # LangGraph keeps namespaces under it for itself
+_JSON_KINDS = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
 
 
 def _namespace(labels: list[str], field: str, *, allow_empty: bool = False) -> list[str]:
@@ -65,6 +66,14 @@ class ItemPut(BaseModel):
         if labels[0] == _RESERVED_ROOT:
             raise ValueError(f'the root label "{_RESERVED_ROOT}" is reserved')
         return labels
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _object(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            kind = "null" if value is None else _JSON_KINDS.get(type(value), type(value).__name__)
+            raise ValueError(f"an item's value must be a JSON object, not {kind}")
+        return value
 
 
 class ItemDelete(BaseModel):
