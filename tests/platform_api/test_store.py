@@ -42,6 +42,17 @@ def test_put_get_replace_and_delete_through_the_sync_client(client: Any) -> None
     client.store.delete_item([root, "u1"], "prefs")  # already gone: no error
 
 
+async def test_ttl_index_and_query_are_accepted(aclient: Any) -> None:
+    root = _root()
+    # A time to live (minutes) and an index choice on the put, refresh_ttl on the reads: the
+    # item is there until it expires; with no vector index, ``query`` is ignored.
+    await aclient.store.put_item([root], "k", {"v": 1}, index=False, ttl=5)
+    assert (await aclient.store.get_item([root], "k", refresh_ttl=False))["value"] == {"v": 1}
+    assert (await aclient.store.get_item([root], "k", refresh_ttl=True))["value"] == {"v": 1}
+    found = await aclient.store.search_items([root], query="anything at all", refresh_ttl=False)
+    assert [item["key"] for item in found["items"]] == ["k"]
+
+
 async def test_search_by_prefix_filter_and_pages_through_the_async_client(aclient: Any) -> None:
     root = _root()
     for i in range(6):
