@@ -13,7 +13,11 @@ them in pipelined batches, in order (only the first event and the ``end`` are aw
 Redis fails, the batch is logged and dropped — the run itself goes on and is persisted;
 readers then see the stream close with an ``end`` built from the run's persisted status
 (``gateway.sse``). Readers block in ``XREAD`` on a pooled
-connection each, for at most their heartbeat interval.
+connection each, for at most their heartbeat interval. A read that fails (Redis down or
+restarting) answers "nothing retained" instead of raising, so the SSE layer decides from the
+run's persisted status: a finished run's stream ends with ``not_retained`` and ``end``, a live
+one waits and reads again — and, Redis back, resumes after a ``not_retained`` for what was
+lost with it. Without this the response was cut mid-body.
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ class RedisStreamBridge:
         self.retain_events = retain_events
         self.retain_seconds = retain_seconds
         self._redis: Any = Redis.from_url(url, decode_responses=True)
+        self._read_failing = False  # one log line per outage, not one per reader and heartbeat
 
     def key(self, run_id: str) -> str:
         return f"{self.prefix}run:{run_id}:events"
@@ -143,6 +148,23 @@ class RedisStreamBridge:
             await pipe.execute()
 
     async def read(self, run_id: str, after: str | None, *, wait: float = 0.0) -> StreamBatch:
+        try:
+            batch = await self._read(run_id, after, wait=wait)
+        except Exception as exc:
+            if not self._read_failing:
+                logger.warning(
+                    "run streams: Redis read failed (%s: %s); streams wait for it or end from the runs' status",
+                    type(exc).__name__,
+                    exc,
+                )
+            self._read_failing = True
+            return StreamBatch(retained=False)
+        if self._read_failing:
+            self._read_failing = False
+            logger.warning("run streams: Redis answers reads again")
+        return batch
+
+    async def _read(self, run_id: str, after: str | None, *, wait: float) -> StreamBatch:
         key = self.key(run_id)
         position = position_of(after)
         async with self._redis.pipeline(transaction=False) as pipe:
