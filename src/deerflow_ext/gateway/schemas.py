@@ -176,7 +176,11 @@ class RunCreate(_Request):
     )
     goal: str | None = Field(default=None, description="A goal the run keeps working towards (DeerFlow).")
     context: dict[str, Any] = Field(default_factory=dict, description="The run's runtime context.")
-    assistant_id: str | None = Field(default=None, description=f"'{ASSISTANT_ID}' (the default when omitted).")
+    assistant_id: str | None = Field(
+        default=None,
+        description=f"An assistant's id, or '{ASSISTANT_ID}' (the default when omitted); its config and context "
+        "lie under the run's own.",
+    )
     config: RunConfig | None = None
     metadata: dict[str, Any] = Field(default_factory=dict, description="Stored with the run and its checkpoints.")
     stream_mode: ApiStreamMode | list[ApiStreamMode] | None = Field(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -38,7 +39,7 @@ LEAD = {
 }
 
 
-def _fields() -> list[sa.Column]:
+def _fields() -> list[sa.Column[Any]]:
     return [
         sa.Column("graph_id", sa.String(64), nullable=False),
         sa.Column("name", sa.Text(), nullable=False),
