@@ -118,6 +118,11 @@ class Settings(BaseSettings):
     #: bound, one hanging request (an extension route that never returns) keeps the Gateway
     #: from ever stopping; the ordered shutdown (drain runs, stop services) runs after it.
     graceful_shutdown_seconds: float = Field(default=30.0, ge=0)
+    #: Seconds a connection may take to send a complete request head, when it opens and
+    #: after each response; past it the connection is closed (slowloris, idle sockets).
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Seconds an idle keep-alive connection stays open after a response (uvicorn's).
+    http_keepalive_seconds: float = Field(default=5.0, gt=0)
     #: Browser origins allowed to call the API (comma-separated; ``*`` for any, ``loopback``
     #: for localhost on any port). Unset: ``gateway.cors_origins`` in config.yaml, else loopback.
     cors_origins: str | None = None
