@@ -6,14 +6,19 @@ packages of its committed lock file. It is served from ``localhost:<port>`` whil
 is ``127.0.0.1:<other port>``, so every call is a cross-origin request with a CORS preflight,
 and it runs in Debian's Chromium. The Gateway is a real one (embedded model, SQLite) with
 the gate extension (``sdk_gate_ext``), which holds a run at ``gate:<name>`` until the test
-opens it: the page is reloaded while its run is certainly in flight.
+opens it: the page is reloaded while its run is certainly in flight. The human-in-the-loop
+cases run on a second Gateway that also loads ``platform_api.hitl_ext`` (LangChain's
+``HumanInTheLoopMiddleware`` gating the ``task`` tool): the page shows the paused call in its
+inbox and resumes the run with the user's decision.
 
 A console error fails a test: that is how a browser reports a CORS refusal.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +38,20 @@ from sdk_server import SdkServer, sdk_server
 pytestmark = pytest.mark.e2e
 
 WAIT_MS = 60_000
+HITL = [{"name": "hitl", "use": "platform_api.hitl_ext:install"}]
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
     require_browser(page=True)
     with sdk_server(tmp_path_factory.mktemp("browser-gateway")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def hitl_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    require_browser(page=True)
+    with sdk_server(tmp_path_factory.mktemp("browser-hitl-gateway"), plugins=HITL) as running:
         yield running
 
 
@@ -93,8 +106,9 @@ class Tab:
         (self.shots / f"{name}.png").write_bytes(self.page.screenshot(full_page=True))
 
 
-@pytest.fixture
-def tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Path) -> Iterator[Tab]:
+@contextmanager
+def opened_tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Path) -> Iterator[Tab]:
+    """A fresh browser context on the page, talking to ``gateway``."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     escaped = loopback_only(context)
     page = context.new_page()
@@ -110,6 +124,12 @@ def tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Path) -> I
         yield tab
     finally:
         context.close()
+
+
+@pytest.fixture
+def tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Path) -> Iterator[Tab]:
+    with opened_tab(browser, gateway, page_origin, tmp_path) as opened:
+        yield opened
 
 
 def assert_clean(tab: Tab) -> None:
@@ -216,4 +236,135 @@ def test_after_a_reload_the_thread_list_and_history_come_back(tab: Tab, gateway:
         f"document.querySelectorAll('main [data-testid=message]').length === {len(before)}", timeout=WAIT_MS
     )
     assert tab.messages() == before
+    assert_clean(tab)
+
+
+@pytest.fixture
+def hitl_tab(browser: Any, hitl_gateway: SdkServer, page_origin: str, tmp_path: Path) -> Iterator[Tab]:
+    with opened_tab(browser, hitl_gateway, page_origin, tmp_path) as opened:
+        yield opened
+
+
+def wait_listed_as(tab: Tab, thread_id: str, status: str) -> None:
+    """Until the thread list (refetched when a run ends) shows the thread with ``status``."""
+    tab.page.wait_for_function(
+        f"document.querySelector(\"[data-testid=thread][data-thread-id='{thread_id}']\")"
+        f"?.textContent.endsWith('({status})')",
+        timeout=WAIT_MS,
+    )
+
+
+def wait_paused(tab: Tab) -> str:
+    """Until the run has stopped on the interrupt and the inbox shows it; its interrupt id."""
+    item = tab.page.wait_for_selector("[data-testid=inbox-item]", timeout=WAIT_MS)
+    tab.page.wait_for_function(
+        "document.querySelector('[data-testid=status]')?.textContent === 'interrupted'", timeout=WAIT_MS
+    )
+    return str(item.get_attribute("data-interrupt-id"))
+
+
+def assert_paused_on_task(tab: Tab, gateway: SdkServer, thread_id: str, interrupt_id: str, task: str) -> None:
+    """The inbox shows the gated ``task`` call; the server says the thread waits on that interrupt."""
+    assert tab.page.locator("[data-testid=gated-name]").all_inner_texts() == ["task"]
+    args = json.loads(tab.page.locator("[data-testid=gated-args]").inner_text())
+    assert args == {"description": task, "prompt": task}
+    assert tab.page.locator("[data-testid=approve]").is_enabled()
+    assert tab.page.locator("[data-testid=reject]").is_enabled()
+    assert tab.messages() == [
+        ("human", f"delegate: {task}"),
+        ("ai", f"calls task({json.dumps(args, separators=(',', ':'))})"),
+    ]  # the tool has not run
+    thread = get_sync_client(url=gateway.url, api_key=None).threads.get(thread_id)
+    assert thread["status"] == "interrupted"
+    assert [i["id"] for pending in thread["interrupts"].values() for i in pending] == [interrupt_id]
+
+
+def test_a_gated_tool_call_waits_in_the_inbox_and_approve_runs_it(hitl_tab: Tab, hitl_gateway: SdkServer) -> None:
+    tab = hitl_tab
+    tab.send("delegate: count the stars")
+    interrupt_id = wait_paused(tab)
+    thread_id = tab.thread_id()
+    assert_paused_on_task(tab, hitl_gateway, thread_id, interrupt_id, "count the stars")
+    wait_listed_as(tab, thread_id, "interrupted")  # the thread list, refetched when the run stopped
+    tab.shot("inbox")
+
+    tab.page.click("[data-testid=approve]")
+    tab.page.wait_for_selector("main [data-type=tool][data-name=task]", timeout=WAIT_MS)
+    tab.wait_idle()
+    wait_listed_as(tab, thread_id, "idle")
+    tab.shot("approved")
+
+    assert tab.page.locator("[data-testid=inbox-item]").count() == 0
+    assert tab.messages() == [
+        ("human", "delegate: count the stars"),
+        ("ai", 'calls task({"description":"count the stars","prompt":"count the stars"})'),
+        ("tool", "tool result (task): Here is my answer to: count the stars"),
+        ("ai", "Done. task returned: Here is my answer to: count the stars"),
+    ]
+    seen = tab.seen()
+    assert seen["resumed"] == [{"resume": {"decisions": [{"type": "approve"}]}}]
+    first, second = seen["created"]
+    assert first["thread_id"] == second["thread_id"] == thread_id
+    client = get_sync_client(url=hitl_gateway.url, api_key=None)
+    assert client.threads.get(thread_id)["status"] == "idle"
+    assert client.runs.get(thread_id, first["run_id"])["status"] == "interrupted"
+    assert client.runs.get(thread_id, second["run_id"])["status"] == "success"
+    assert_clean(tab)
+
+
+def test_reject_resumes_without_the_tool_and_shows_the_reason_as_its_error(
+    hitl_tab: Tab, hitl_gateway: SdkServer
+) -> None:
+    tab = hitl_tab
+    tab.send("delegate: book the flights")
+    wait_paused(tab)
+    thread_id = tab.thread_id()
+    tab.page.fill("[data-testid=reject-reason]", "not in this quarter's budget")
+    tab.page.click("[data-testid=reject]")
+    tab.page.wait_for_selector("main [data-type=tool][data-name=task]", timeout=WAIT_MS)
+    tab.wait_idle()
+    wait_listed_as(tab, thread_id, "idle")
+    tab.shot("rejected")
+
+    assert tab.page.locator("[data-testid=inbox-item]").count() == 0
+    tool = tab.page.locator("main [data-type=tool][data-name=task]")
+    assert tool.get_attribute("data-status") == "error"
+    assert tool.inner_text().startswith("tool error (task): ")
+    assert "not in this quarter's budget" in tool.inner_text()
+    assert "Here is my answer" not in "".join(text for _, text in tab.messages())  # the task never ran
+    assert tab.seen()["resumed"] == [
+        {"resume": {"decisions": [{"type": "reject", "message": "not in this quarter's budget"}]}}
+    ]
+    # The page shows what the thread holds: the same tool message, marked as an error.
+    values = get_sync_client(url=hitl_gateway.url, api_key=None).threads.get_state(thread_id)["values"]
+    [stored] = [m for m in values["messages"] if m["type"] == "tool"]
+    assert stored["status"] == "error" and tool.inner_text() == f"tool error (task): {stored['content']}"
+    assert get_sync_client(url=hitl_gateway.url, api_key=None).threads.get(thread_id)["status"] == "idle"
+    assert_clean(tab)
+
+
+def test_a_reload_while_interrupted_brings_the_inbox_back_from_the_server(
+    hitl_tab: Tab, hitl_gateway: SdkServer
+) -> None:
+    tab = hitl_tab
+    tab.send("delegate: water the plants")
+    interrupt_id = wait_paused(tab)
+    thread_id = tab.thread_id()
+
+    tab.page.reload()  # nothing of the page survives but ?thread= in its URL
+    tab.wait_loaded()
+    assert tab.thread_id() == thread_id
+    assert wait_paused(tab) == interrupt_id
+    tab.shot("inbox-after-reload")
+    assert_paused_on_task(tab, hitl_gateway, thread_id, interrupt_id, "water the plants")
+    assert tab.seen()["created"] == []  # shown from the thread's state: no run was started
+
+    # The decision still goes through from the reloaded page.
+    tab.page.click("[data-testid=approve]")
+    tab.page.wait_for_selector("main [data-type=tool][data-name=task]", timeout=WAIT_MS)
+    tab.wait_idle()
+    assert tab.messages()[-1] == ("ai", "Done. task returned: Here is my answer to: water the plants")
+    client = get_sync_client(url=hitl_gateway.url, api_key=None)
+    assert client.threads.get(thread_id)["status"] == "idle"
+    assert sorted(r["status"] for r in client.runs.list(thread_id)) == ["interrupted", "success"]
     assert_clean(tab)

@@ -5,9 +5,15 @@
 // cross-origin one. `?api=<Gateway>/api` says where the Gateway is; the open thread is kept
 // in `?thread=` so that a reload comes back to it.
 //
+// When the thread is paused on an interrupt (`stream.interrupt`), the page shows it as an
+// inbox item: for a human-in-the-loop request (LangChain's HumanInTheLoopMiddleware), each
+// gated tool call with its arguments and the decisions the request allows; a decision is
+// sent back with `stream.submit(undefined, { command: { resume } })`. After a reload the
+// inbox comes back from the thread's own state (its tasks' interrupts), not from memory.
+//
 // The page records what it saw on `window.__deerflow` for the test that drives it
 // (tests/gateway/test_browser_client.py): which message ids arrived while a run was
-// streaming, the custom events, the runs created, and any error.
+// streaming, the custom events, the runs created, the resumes sent, and any error.
 import { useCallback, useEffect, useRef, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { Client } from "@langchain/langgraph-sdk";
@@ -16,7 +22,20 @@ import { useStream } from "@langchain/langgraph-sdk/react";
 const params = new URLSearchParams(window.location.search);
 const apiUrl = params.get("api");
 const client = new Client({ apiUrl });
-const seen = (window.__deerflow = { streamed: [], custom: [], created: [], errors: [], finished: 0 });
+const seen = (window.__deerflow = { streamed: [], custom: [], created: [], errors: [], resumed: [], finished: 0 });
+
+// The inbox's look; kept here rather than in index.html so the feature is in one file.
+const INBOX_STYLE = `
+  .inbox { border: 1px solid #e0a526; background: #fff8e6; border-radius: 8px; padding: 10px 12px; max-width: 70ch; }
+  .inbox h4 { margin: 0 0 6px; color: #8a5a00; }
+  .inbox .action { margin: 6px 0; }
+  .inbox pre { background: #fff; border: 1px solid #eadfc4; border-radius: 6px; padding: 6px 8px; margin: 4px 0; white-space: pre-wrap; }
+  .inbox .decide { display: flex; gap: 8px; align-items: center; margin-top: 8px; }
+  .inbox .decide input { flex: 1; }
+  .inbox button.approve { background: #2e9e5b; color: white; border: 0; border-radius: 6px; padding: 5px 12px; }
+  .inbox button.reject { background: #c4372d; color: white; border: 0; border-radius: 6px; padding: 5px 12px; }
+  .message.tool.error { background: #fdecea; border-left-color: #c4372d; }
+`;
 
 function textOf(message) {
   const content = message.content;
@@ -86,9 +105,16 @@ function ThreadList({ selected, onSelect, refreshKey }) {
 function Message({ message }) {
   const type = typeOf(message);
   if (type === "tool") {
+    const failed = message.status === "error";
     return (
-      <div className="message tool" data-testid="message" data-type="tool" data-name={message.name}>
-        tool result ({message.name}): {textOf(message)}
+      <div
+        className={failed ? "message tool error" : "message tool"}
+        data-testid="message"
+        data-type="tool"
+        data-name={message.name}
+        data-status={failed ? "error" : "success"}
+      >
+        tool {failed ? "error" : "result"} ({message.name}): {textOf(message)}
       </div>
     );
   }
@@ -102,6 +128,75 @@ function Message({ message }) {
         </div>
       ))}
     </div>
+  );
+}
+
+// The gated tool calls of a human-in-the-loop request, or null when the interrupt is of
+// another kind (a breakpoint, or a graph's own `interrupt(value)`). The SDK exposes the
+// request's fields in both casings; the camelCase ones are its canonical names.
+function actionRequestsOf(interrupt) {
+  const value = interrupt?.value;
+  const requests = value?.actionRequests ?? value?.action_requests;
+  return Array.isArray(requests) ? requests : null;
+}
+
+function allowedDecisions(interrupt, name) {
+  const configs = interrupt.value?.reviewConfigs ?? interrupt.value?.review_configs ?? [];
+  const config = configs.find((c) => (c.actionName ?? c.action_name) === name);
+  return config?.allowedDecisions ?? config?.allowed_decisions ?? ["approve", "reject"];
+}
+
+function InboxItem({ interrupt, busy, onDecide }) {
+  const [reason, setReason] = useState("");
+  const requests = actionRequestsOf(interrupt);
+  if (requests == null) {
+    return (
+      <section className="inbox" data-testid="inbox-item" data-interrupt-id={interrupt.id ?? ""}>
+        <h4>Paused{interrupt.when === "breakpoint" ? " at a breakpoint" : ""}</h4>
+        {interrupt.value !== undefined ? <pre>{JSON.stringify(interrupt.value, null, 2)}</pre> : null}
+      </section>
+    );
+  }
+  // One decision per gated call, in the request's order: that is what the middleware expects.
+  const allowed = new Set(requests.flatMap((r) => allowedDecisions(interrupt, r.name)));
+  const decide = (type) =>
+    onDecide(
+      interrupt,
+      requests.map(() => (type === "reject" ? { type, message: reason.trim() || "Rejected by the user" } : { type })),
+    );
+  return (
+    <section className="inbox" data-testid="inbox-item" data-interrupt-id={interrupt.id ?? ""}>
+      <h4>Waiting for your approval</h4>
+      {requests.map((request, index) => (
+        <div key={index} className="action" data-testid="gated-call" data-name={request.name}>
+          <div>
+            tool <b data-testid="gated-name">{request.name}</b>
+          </div>
+          <pre data-testid="gated-args">{JSON.stringify(request.args, null, 2)}</pre>
+        </div>
+      ))}
+      <div className="decide">
+        {allowed.has("approve") ? (
+          <button className="approve" data-testid="approve" disabled={busy} onClick={() => decide("approve")}>
+            Approve
+          </button>
+        ) : null}
+        {allowed.has("reject") ? (
+          <>
+            <input
+              data-testid="reject-reason"
+              placeholder="Reason for rejecting (optional)"
+              value={reason}
+              disabled={busy}
+              onChange={(e) => setReason(e.target.value)}
+            />
+            <button className="reject" data-testid="reject" disabled={busy} onClick={() => decide("reject")}>
+              Reject
+            </button>
+          </>
+        ) : null}
+      </div>
+    </section>
   );
 }
 
@@ -135,6 +230,16 @@ function App() {
     }
   }, [stream.messages]);
 
+  // `interrupt` is one interrupt, several (an array) or none.
+  const pending = stream.interrupt == null ? [] : [stream.interrupt].flat();
+  const resume = (interrupt, decisions) => {
+    // With several interrupts pending, LangGraph takes the answers keyed by interrupt id.
+    const answer = { decisions };
+    const command = { resume: pending.length > 1 && interrupt.id ? { [interrupt.id]: answer } : answer };
+    seen.resumed.push(command);
+    stream.submit(undefined, { command });
+  };
+
   const send = (event) => {
     event.preventDefault();
     const text = draft.trim();
@@ -149,6 +254,7 @@ function App() {
 
   return (
     <>
+      <style>{INBOX_STYLE}</style>
       <aside>
         <button data-testid="new-thread" onClick={() => onThreadId(null)}>
           New thread
@@ -166,11 +272,14 @@ function App() {
       <main>
         <header>
           thread <code data-testid="thread-id">{threadId ?? "new"}</code> ·{" "}
-          <span data-testid="status">{stream.isLoading ? "streaming" : "idle"}</span>
+          <span data-testid="status">{stream.isLoading ? "streaming" : pending.length ? "interrupted" : "idle"}</span>
           {stream.error ? <div data-testid="error">{String(stream.error?.message ?? stream.error)}</div> : null}
         </header>
         {stream.messages.map((message, index) => (
           <Message key={message.id ?? index} message={message} />
+        ))}
+        {pending.map((interrupt, index) => (
+          <InboxItem key={interrupt.id ?? index} interrupt={interrupt} busy={stream.isLoading} onDecide={resume} />
         ))}
         <form onSubmit={send}>
           <textarea data-testid="input" value={draft} onChange={(e) => setDraft(e.target.value)} rows={2} />
