@@ -70,7 +70,7 @@ def _base(server: Server) -> str:
 async def run(args: argparse.Namespace, servers: list[Server]) -> None:
     for server in servers:
         await http_arm(_base(server), 16, 4)  # warm-up: imports, compilation, pools
-    print(f"{'clients':>7} {'arm':<16}{'runs/s':>9}{'p50 ms':>9}   PostgreSQL/SQLite (by round)")
+    print(f"{'clients':>7} {'arm':<20}{'runs/s':>9}{'p50 ms':>9}   PostgreSQL/SQLite (by round)")
     by_name = {s.name: s for s in servers}
     for clients in args.clients:
         total = max(args.runs, clients * WAVES)
@@ -81,7 +81,7 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
                 server.latencies.setdefault(clients, []).extend(latencies)
         for server in servers:
             rate = statistics.median(server.rates[clients])
-            line = f"{clients:>7} {server.name:<16}{rate:>9.1f}{_pct(server.latencies[clients], 0.5) * 1e3:>9.1f}"
+            line = f"{clients:>7} {server.name:<20}{rate:>9.1f}{_pct(server.latencies[clients], 0.5) * 1e3:>9.1f}"
             database, _, pair = server.name.partition(":")
             if database == "postgresql":
                 sqlite = by_name[f"sqlite:{pair}"]

@@ -22,8 +22,11 @@ Clients: N conversations at once, each a thread and 3 turns of ``langgraph_sdk``
 token is kept. Per server and N: time to first token (p50/p99, from the request), the gap
 between two tokens of a reply (p50/p99, a chunk carrying k tokens counts one gap and k-1
 zeros), completed turns (the reply's 200 tokens all received) and errors; CPU seconds of
-the server's processes (``/proc``) per 1,000 streamed tokens; its RSS growth over a round
-(peak less the level before it, sampled every 100 ms) per conversation. **Capacity** is the
+the server's processes (``/proc``) per 1,000 streamed tokens; RSS (sampled every 100 ms,
+less the level before the round) per open stream, the peak while the N first turns stream
+and before any has ended, and per conversation over the whole round, which adds the ended
+streams a server keeps for resume (ours: ``DEERFLOW_STREAM_RETAIN_SECONDS``, 600 s). Memory
+an earlier round freed and this one reuses is not growth: later rounds can read lower. **Capacity** is the
 largest N whose p99 gap stays under 100 ms with no error. The servers run on ``--pin``
 (default CPU 0), the provider and these clients on the others; arms alternate within each
 round; ratios ours/peer are of the medians with the range of the per-round ratios.
@@ -117,7 +120,10 @@ class Round:
 
     conversations: list[Conversation]
     cpu_seconds: float
-    rss_growth_kib: int
+    rss_open_kib: int
+    """RSS growth while the N first turns stream, before any ends: what open streams hold."""
+    rss_round_kib: int
+    """RSS growth over the round: open streams, and ended ones kept for resume."""
 
     @property
     def tokens(self) -> int:
@@ -171,6 +177,7 @@ async def converse(client: LangGraphClient, server: Server, conversation: Conver
                     if isinstance(content, str) and content:
                         turn.arrivals.append((now, len(content.split())))
                         turn.text += content
+            turn.end = time.perf_counter()
             if turn.tokens != REPLY_TOKENS:
                 raise RuntimeError(f"turn {n + 1} ended after {turn.tokens} of {REPLY_TOKENS} tokens")
     except Exception as exc:  # counted, not raised: errors are one of the figures
@@ -220,13 +227,13 @@ async def one_round(server: Server, n: int, turns: int = TURNS) -> Round:
     pids = _tree(server.proc.pid)
     client = sdk_client(server.url)
     conversations = [Conversation(i) for i in range(n)]
-    base_rss, peak = _rss_kib(pids), 0
+    base_rss = _rss_kib(pids)
+    samples: list[tuple[float, int]] = []
     done = asyncio.Event()
 
     async def sample() -> None:
-        nonlocal peak
         while not done.is_set():
-            peak = max(peak, _rss_kib(pids))
+            samples.append((time.perf_counter(), _rss_kib(pids)))
             await asyncio.sleep(0.1)
 
     sampler = asyncio.create_task(sample())
@@ -238,7 +245,10 @@ async def one_round(server: Server, n: int, turns: int = TURNS) -> Round:
         done.set()
         await sampler
         await client.http.client.aclose()
-    return Round(conversations, cpu, max(0, peak - base_rss))
+    first_end = min((t.end for c in conversations for t in c.turns if t.end), default=float("inf"))
+    open_peak = max((rss for at, rss in samples if at < first_end), default=base_rss)
+    round_peak = max((rss for _, rss in samples), default=base_rss)
+    return Round(conversations, cpu, max(0, open_peak - base_rss), max(0, round_peak - base_rss))
 
 
 def _ms(values: list[float], q: float) -> str:
@@ -263,10 +273,12 @@ def report(n: int, servers: list[Server], rounds: dict[str, list[Round]]) -> dic
         errors = [e for r in mine for e in r.errors()]
         done, expected = sum(r.completed() for r in mine), len(mine) * n * TURNS
         cpu = [r.cpu_seconds / r.tokens * 1000 if r.tokens else float("nan") for r in mine]
-        rss = [r.rss_growth_kib / n for r in mine]
+        rss_open = [r.rss_open_kib / n for r in mine]
+        rss_round = [r.rss_round_kib / n for r in mine]
         line = (
             f"{n:>5} {server.name:<9}{_ms(ttfts, 0.5):>7}{_ms(ttfts, 0.99):>7}{_ms(gaps, 0.5):>6}{_ms(gaps, 0.99):>6}"
-            f"{done:>6}/{expected:<6}{len(errors):>4}{statistics.median(cpu):>8.3f}{statistics.median(rss):>8.1f}"
+            f"{done:>6}/{expected:<6}{len(errors):>4}{statistics.median(cpu):>8.3f}"
+            f"{statistics.median(rss_open):>8.1f}{statistics.median(rss_round):>8.1f}"
         )
         if peer is not None and server.name != "peer":
             peer_cpu = [r.cpu_seconds / max(1, r.tokens) * 1000 for r in peer]
@@ -313,7 +325,8 @@ async def run(args: argparse.Namespace, servers: list[Server]) -> None:
             raise SystemExit(f"streaming: {server.name} failed its warm-up: {warm.errors()[0]}")
     print(
         f"{'N':>5} {'server':<9}{'ttft50':>7}{'ttft99':>7}{'gap50':>6}{'gap99':>6}{'done':>13}{'err':>4}"
-        f"{'cpu/1k':>8}{'KiB/cv':>8}   (ms; cpu s per 1,000 tokens; RSS growth KiB per conversation)"
+        f"{'cpu/1k':>8}{'KiB/st':>8}{'KiB/cv':>8}   (ms; CPU s per 1,000 tokens; RSS growth in KiB per open"
+        " stream, first turns, and per conversation over the round, ended streams kept for resume included)"
     )
     capacity: dict[str, int] = {s.name: 0 for s in servers}
     for n in args.n:

@@ -31,6 +31,7 @@ class Turn:
     run_id: str | None
     question: str
     start: float
+    end: float = 0.0
     arrivals: list[tuple[float, int]] = field(default_factory=list)  # (time, tokens in the chunk)
     event_ids: list[str] = field(default_factory=list)
     text: str = ""
