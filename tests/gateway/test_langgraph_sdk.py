@@ -176,7 +176,7 @@ def _stream(client: Any, thread_id: str, text: str, modes: Any, **options: Any) 
         ("debug", {"debug"}),
         ("tasks", {"tasks"}),
         ("checkpoints", {"checkpoints"}),
-        ("events", set()),
+        ("events", {"events"}),
     ],
 )
 def test_stream_each_mode(client: Any, server: SdkServer, mode: str, expected: set[str]) -> None:

@@ -114,3 +114,20 @@ def test_the_events_stream_mode_sends_langchain_callback_events(client: Any) -> 
     values = [p.data for p in parts if p.event == "values"]
     assert values and values[-1]["messages"][-1]["type"] == "ai"
     assert client.threads.get(thread)["status"] == "idle"
+
+
+def test_thread_search_filters_metadata_in_the_database_by_containment(client: Any, platform: Platform) -> None:
+    tag = "search-" + str(uuid.uuid4())
+    client.threads.create(metadata={"tag": tag, "n": 1, "on": True, "who": {"name": "ada", "team": "x"}})
+    client.threads.create(metadata={"tag": tag, "n": 2, "on": False, "who": {"name": "bob"}})
+    client.threads.create(metadata={"tag": tag, "n": "1", "on": None})
+    assert client.threads.count(metadata={"tag": tag}) == 3
+    assert client.threads.count(metadata={"tag": tag, "n": 1}) == 1  # the number, not the text "1"
+    assert client.threads.count(metadata={"tag": tag, "on": False}) == 1
+    assert client.threads.count(metadata={"tag": tag, "on": None}) == 1
+    assert [t["metadata"]["n"] for t in client.threads.search(metadata={"tag": tag, "who": {"name": "ada"}})] == [1]
+    page = client.threads.search(metadata={"tag": tag}, limit=2, offset=1, sort_by="created_at", sort_order="asc")
+    assert [t["metadata"]["n"] for t in page] == [2, "1"]
+    if not platform.is_peer:
+        answer = httpx.post(f"{platform.url}/threads/search", json={"metadata": {'a"b': 1}})
+        assert answer.status_code == 422 and "metadata" in answer.text

@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.messages import convert_to_messages
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..persistence.json_match import check_filter_keys
 from ..persistence.records import RunRecord, ThreadRecord
 from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
 from .door import readable
@@ -286,6 +287,12 @@ class ThreadCount(_Request):
     metadata: dict[str, Any] = Field(default_factory=dict)
     values: dict[str, Any] | None = None
     status: _ThreadStatus | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _quotable_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_filter_keys(value, "metadata")  # the filter is said in SQL (persistence.json_match)
+        return value
 
     @field_validator("values")
     @classmethod

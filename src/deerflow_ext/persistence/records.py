@@ -22,10 +22,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..tokens import TokenUsage
-from . import sqlite_statements
+from . import sqlite_statements, thread_search
 from .engine import SessionFactory
 from .loop_statements import LoopStatements
 from .models import THREAD_STATUS_AFTER, RunRow, RunStatus, ThreadRow, ThreadStatus, utcnow
+from .thread_search import ThreadQuery
 from .transactions import Transactions, transactions_for
 
 __all__ = [
@@ -285,29 +286,11 @@ class HostStore:
         return await self.search_threads(ThreadQuery(limit=limit, offset=offset))
 
     async def search_threads(self, query: ThreadQuery) -> list[ThreadRecord]:
-        """Threads matching ``query``, in its order, ``offset``/``limit`` applied after filtering.
-
-        Status and ids filter in SQL; the metadata filter (every key equal, as LangGraph's
-        thread search does) is applied here, over the rows in order, because the JSON column
-        is queried differently by SQLite and PostgreSQL: the scan stops once the page is full.
-        """
-        wanted = query.offset + query.limit
-
-        def tx(conn: Connection) -> list[ThreadRecord]:
-            matched: list[ThreadRecord] = []
-            scanned = 0
-            while len(matched) < wanted:
-                rows = conn.execute(_thread_select(query).limit(_SCAN_BATCH).offset(scanned)).all()
-                scanned += len(rows)
-                matched.extend(ThreadRecord.of(r) for r in rows if _metadata_matches(r.metadata, query.metadata))
-                if len(rows) < _SCAN_BATCH:
-                    break
-            return matched
-
-        return (await self._tx.read(tx))[query.offset : wanted]
+        """Threads matching ``query``, in its order (``thread_search``: filtered in SQL)."""
+        return [ThreadRecord.of(r) for r in await self._tx.read(thread_search.search_threads, query)]
 
     async def count_threads(self, query: ThreadQuery) -> int:
-        return len(await self.search_threads(dataclasses.replace(query, offset=0, limit=2**62)))
+        return await self._tx.read(thread_search.count_threads, query)
 
     async def update_thread_metadata(self, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
         """Merge ``patch`` into the thread's metadata (keys it names are replaced)."""
@@ -610,44 +593,6 @@ class HostStore:
                     .values(status=THREAD_STATUS_AFTER.get(last or "", ThreadStatus.IDLE).value, updated_at=utcnow())
                 )
             return tuple(busy)
-
-
-_SCAN_BATCH = 500
-_THREAD_SORT = {
-    "thread_id": _THREADS.c.id,
-    "status": _THREADS.c.status,
-    "created_at": _THREADS.c.created_at,
-    "updated_at": _THREADS.c.updated_at,
-}
-
-
-@dataclass(frozen=True)
-class ThreadQuery:
-    """A thread search: LangGraph's filters and order (``sort_by`` is a ``threads`` column)."""
-
-    metadata: dict[str, Any] = field(default_factory=dict)
-    status: str | None = None
-    ids: tuple[str, ...] | None = None
-    sort_by: str = "updated_at"
-    descending: bool = True
-    limit: int = 100
-    offset: int = 0
-
-
-def _thread_select(query: ThreadQuery) -> Any:
-    statement = select(_THREADS)
-    if query.status is not None:
-        statement = statement.where(_THREADS.c.status == query.status)
-    if query.ids is not None:
-        statement = statement.where(_THREADS.c.id.in_(query.ids))
-    column = _THREAD_SORT[query.sort_by]
-    key = column.desc() if query.descending else column.asc()
-    return statement.order_by(key, _THREADS.c.id)
-
-
-def _metadata_matches(metadata: dict[str, Any] | None, wanted: dict[str, Any]) -> bool:
-    have = metadata or {}
-    return all(key in have and have[key] == value for key, value in wanted.items())
 
 
 _LOCK_THREAD = _SELECT_THREAD.with_for_update()

@@ -1,0 +1,64 @@
+"""Thread search and count: LangGraph's filters (metadata, status, ids) and order, in SQL.
+
+The metadata filter is containment, as LangGraph's thread search says it (``json_match``), so
+the database answers a page with ``LIMIT``/``OFFSET`` and a count with ``COUNT(*)``: no row is
+built to be filtered or counted in Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from sqlalchemy import Connection, Row, Table, func, select
+
+from .json_match import json_contains
+from .models import ThreadRow
+
+__all__ = ["ThreadQuery", "count_threads", "search_threads"]
+
+_THREADS = cast(Table, ThreadRow.__table__)
+_THREAD_SORT = {
+    "thread_id": _THREADS.c.id,
+    "status": _THREADS.c.status,
+    "created_at": _THREADS.c.created_at,
+    "updated_at": _THREADS.c.updated_at,
+}
+
+
+@dataclass(frozen=True)
+class ThreadQuery:
+    """A thread search: LangGraph's filters and order (``sort_by`` is a ``threads`` column)."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None
+    ids: tuple[str, ...] | None = None
+    sort_by: str = "updated_at"
+    descending: bool = True
+    limit: int = 100
+    offset: int = 0
+
+
+def _filtered(statement: Any, query: ThreadQuery, dialect: str) -> Any:
+    if query.status is not None:
+        statement = statement.where(_THREADS.c.status == query.status)
+    if query.ids is not None:
+        statement = statement.where(_THREADS.c.id.in_(query.ids))
+    if query.metadata:
+        statement = statement.where(json_contains(_THREADS.c.metadata, query.metadata, dialect))
+    return statement
+
+
+def search_threads(conn: Connection, query: ThreadQuery) -> list[Row[Any]]:
+    """The rows of the threads matching ``query``, one page in its order (a transaction
+    function: ``Transactions.read``)."""
+    column = _THREAD_SORT[query.sort_by]
+    key = column.desc() if query.descending else column.asc()
+    statement = _filtered(select(_THREADS), query, conn.dialect.name).order_by(key, _THREADS.c.id)
+    return list(conn.execute(statement.limit(query.limit).offset(query.offset)).all())
+
+
+def count_threads(conn: Connection, query: ThreadQuery) -> int:
+    """How many threads match ``query`` (its limit and offset aside)."""
+    statement = _filtered(select(func.count()).select_from(_THREADS), query, conn.dialect.name)
+    return int(conn.execute(statement).scalar_one())
