@@ -3,7 +3,7 @@
 counted against another.
 
 Why callgrind: on a shared 2-core VM a timed arm spreads by tens of percent, while the
-instructions a process executes do not move with the load (issue 16). Each script starts its
+instructions a process executes do not move with the load. Each script starts its
 arms with counting off (``--instr-atstart=no``) and switches it on for the measured runs only
 (:func:`instrument`), so imports and warm-up are not counted.
 """

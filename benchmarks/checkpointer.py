@@ -35,7 +35,7 @@ from deerflow_ext.persistence.sqlite_saver import open_sqlite_saver
 
 @asynccontextmanager
 async def langgraph_async_saver(path: str) -> AsyncIterator[Any]:
-    """What ``open_checkpointer`` opened before issue 16's change."""
+    """What ``open_checkpointer`` opened before its change to a shared pool."""
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         await saver.setup()
         await saver.conn.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")

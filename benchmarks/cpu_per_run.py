@@ -4,7 +4,7 @@ Run: ``PYTHONPATH=src python benchmarks/cpu_per_run.py [--pg URL] [--baseline DI
 test: it prints per-run figures of arms measured alternately in one run.
 
 Throughput on a shared 2-core machine spreads by tens of percent between rounds of the same
-arm (issue 16). CPU seconds per run spread far less, and they say *which* part of the
+arm. CPU seconds per run spread far less, and they say *which* part of the
 process pays: the event loop (the serve process's main thread), the threads the host hands
 blocking work to (the checkpointer's, the store's), and PostgreSQL's backends, which share
 the cores with the Gateway. Each arm is ``deerflow-ext serve`` as ``peer_langgraph.py``
@@ -18,7 +18,7 @@ The last columns say what bounds an arm: ``loop busy`` is the share of one core 
 loop used (its ms per run times the runs per second), ``cores`` that of the whole process.
 A loop near 1.0 is loop-bound. A process near 1.0 with its loop well below it is bound by
 its one GIL: its threads take their share of it from the loop, however idle the other core
-(PostgreSQL at 32 clients, issue 16); there a thread that does not wake is what helps.
+(PostgreSQL at 32 clients); there a thread that does not wake is what helps.
 ``loop waits`` is the share of the wall time the loop was ready to run but another process
 had the cores (``/proc/<pid>/schedstat``): what the load generator and PostgreSQL's backends
 take from it when they share its cores. ``--pin CPUS`` puts the servers on those CPUs and

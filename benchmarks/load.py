@@ -24,7 +24,7 @@ cost and only a cold process pays it. Per arm, two figures:
 * ``total`` — the process's wall time including importing the framework (deerflow_ext's
   loader pulls in pydantic and the config schema; stevedore and pluggy are small).
 
-Target (issue 7): ``load`` <= 1.2x the faster of stevedore and pluggy at 100, and linear in N.
+Target: ``load`` <= 1.2x the faster of stevedore and pluggy at 100, and linear in N.
 Arms and sizes are interleaved within each repeat; figures are medians over the repeats.
 """
 

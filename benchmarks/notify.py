@@ -1,7 +1,7 @@
 """What the fail-open rules cost on the fast path: ``_notify_each`` vs a bare await loop.
 
 Run: ``PYTHONPATH=src python benchmarks/notify.py``. Not a test: timings are machine
-dependent, so this prints the ratios instead of asserting them. The target (issue 3) is
+dependent, so this prints the ratios instead of asserting them. The target is
 ``_notify_each`` over 10 no-op contributors at most 1.5x a bare
 ``for c in cs: await c.on_task_start(...)`` loop, measured side by side in one run.
 

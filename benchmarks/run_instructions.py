@@ -75,7 +75,7 @@ def main(runs: int) -> None:
     print(f"{'arm':<24}{'per run':>14}{'ratio':>9}{'extra':>14}")
     for arm, count in counts.items():
         print(f"{arm:<24}{count:>14,.0f}{count / counts['none']:>9.3f}{count - counts['none']:>14,.0f}")
-    print("targets (issue 7): every-kind x10 <= 1.10x; routers+services x10 1.00x")
+    print("targets: every-kind x10 <= 1.10x; routers+services x10 1.00x")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ would add noise, not extension cost). The arms are interleaved within each repea
 (frequency scaling, a noisy neighbour) hits them alike; each figure is the median of the
 repeats' per-run means, with the best shown too.
 
-Targets (issue 7): every-kind <= 1.10x the bare run; routers/services 1.00x (within noise),
+Targets: every-kind <= 1.10x the bare run; routers/services 1.00x (within noise),
 because the spec says an extension that registers only services, routers or assembly
 observers costs a run nothing (no task store, no notifications).
 
 A fourth arm runs the every-kind extensions with the per-extension hook metrics switched
 off (``DEERFLOW_METRICS=0``, what ``GET /metrics`` reads): ``every-kind x10`` minus it is
-what that instrumentation costs a run (issue 15).
+what that instrumentation costs a run .
 
 ``--gc`` also reports, per arm, the time spent in the cyclic garbage collector and its
 collections per run (``gc.callbacks``): objects an arm keeps alive through a run, or leaves

@@ -6,7 +6,7 @@ instructions per run of ``deerflow-ext serve`` from this checkout and, with ``--
 from another, and their ratio.
 
 Why: on a shared 2-core VM the CPU a served run costs spread by half within one arm in one
-run (issue 16, twenty-first pass), so ``cpu_per_run.py`` cannot tell a 2% change from the
+run, so ``cpu_per_run.py`` cannot tell a 2% change from the
 noise, and most of what is left to take out of a run is in pieces of 1-2%. Callgrind counts
 the instructions the whole process executes (every thread), which no load changes.
 
@@ -16,7 +16,7 @@ counting goes on for ``--runs`` runs (``threads.create`` + ``runs.wait`` by ``la
 at ``--clients``) and off again. The hash seed is fixed. What is not fixed is what the
 process does by the clock (the WAL's checkpoint thread once a second, timers): under
 callgrind a run takes ~50 times as long, so that work is counted per second of a slowed run
-in both arms alike; one tree counted within ±0.2% over six runs of 100 (issue 16).
+in both arms alike; one tree counted within ±0.2% over six runs of 100 .
 """
 
 from __future__ import annotations

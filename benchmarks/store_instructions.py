@@ -5,7 +5,7 @@ Needs valgrind (Debian's ``valgrind``); not a test. Prints the instructions per 
 checkout's ``HostStore`` and, with ``--baseline``, of another checkout's, and their ratio.
 
 Why: the store's part of a served run is a few percent of its CPU, and on a shared 2-core
-VM the CPU a run costs spread by half within one arm in one run (issue 16, twenty-first
+VM the CPU a run costs spread by half within one arm in one run (measured in the twenty-first
 pass): no timed benchmark there tells a 5% change from the noise. Callgrind counts the
 instructions the process executes, which no load changes (the hash seed is fixed, a full
 collection made before the measured runs, as ``run_instructions.py`` does).

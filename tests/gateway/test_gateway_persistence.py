@@ -96,7 +96,7 @@ def test_sqlite_folder_is_created(tmp_path) -> None:
 
 async def test_sqlite_connections_sync_the_log_at_checkpoints_not_every_commit(tmp_path) -> None:
     """Both writers (host tables and checkpointer) run WAL with ``synchronous=NORMAL``:
-    ``FULL`` cost an fsync per commit, about ten per run (issue 16)."""
+    ``FULL`` cost an fsync per commit, about ten per run."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
     engine = create_engine(url)
     try:

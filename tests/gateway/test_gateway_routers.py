@@ -89,7 +89,7 @@ def _clashes(routers: list[Any]) -> list[tuple[str, str]]:
 
 
 def test_host_routers_are_disjoint_so_their_order_decides_only_speed() -> None:
-    """``HOST_ROUTERS`` puts the hottest first (issue 16); no path of one may be a path of
+    """``HOST_ROUTERS`` puts the hottest first; no path of one may be a path of
     another, or the order would decide which route answers (or which 405 it gives)."""
     assert sum(len(route_keys(r.routes)) for r in HOST_ROUTERS) >= 30  # every host route is seen
     assert _clashes(list(HOST_ROUTERS)) == []

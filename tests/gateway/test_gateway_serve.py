@@ -115,7 +115,7 @@ async def test_a_hanging_extension_route_cannot_block_shutdown(settings_for: Any
 
 def test_serve_runs_on_uvloop_and_httptools(settings_for: Any) -> None:
     """The Gateway depends on uvicorn's fast event loop and HTTP parser and lets uvicorn pick
-    them: on asyncio's loop and h11 a trivial run cost about twice the CPU (issue 16)."""
+    them: on asyncio's loop and h11 a trivial run cost about twice the CPU."""
     import uvicorn
 
     config = uvicorn.Config(lambda: None, **uvicorn_options(settings_for(port=free_port())))

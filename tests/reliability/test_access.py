@@ -1,4 +1,4 @@
-"""Who may talk to the Gateway (issue 14, item 11), against a real Gateway on loopback.
+"""Who may talk to the Gateway, against a real Gateway on loopback.
 
 * DNS rebinding: a request addressed as ``Host: attacker.example`` is refused (421) on every
   route but liveness; loopback names are answered, and ``DEERFLOW_ALLOWED_HOSTS`` adds names.

@@ -1,4 +1,4 @@
-"""What a request may carry (issue 14, items 3, 4, 7 and 8), against a real Gateway.
+"""What a request may carry, against a real Gateway.
 
 * Text no database stores — a lone surrogate, a NUL — and ``NaN``/``Infinity`` are refused
   with 422 naming the field, wherever they appear (content, metadata, context, a key);

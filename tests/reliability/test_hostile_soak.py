@@ -1,6 +1,6 @@
 """Soak: hostile extensions loaded next to the four examples, in a real ``deerflow-ext serve``.
 
-Issue 14, "Must show": the Gateway serves throughout and every run is persisted. Next to the
+the Gateway serves throughout and every run is persisted. Next to the
 examples (observers, audit — required, costs, otel) the process loads extensions that
 ``sys.exit()`` and raise ``KeyboardInterrupt`` from lifecycle hooks, a middleware, a
 system-model observer, an assembly observer, a subagent's hooks and a route; raise and
@@ -210,7 +210,7 @@ def test_hostile_extensions_next_to_the_examples(tmp_path: Path, gateway_process
     log = gw.output()
     assert code == 0, log[-3000:]
     assert "Application shutdown complete" in log
-    # The hostility was real: each of these ended a Gateway before issue 14.
+    # The hostility was real: each of these ended a Gateway before the hardening.
     for line in (
         "Extension faulty_ext:install: on_task_start raised SystemExit: 7",
         "Extension faulty_ext:install: on_task_stop raised KeyboardInterrupt",

@@ -1,4 +1,4 @@
-"""Hypothesis over HTTP bodies against a live Gateway (issue 14, must show).
+"""Hypothesis over HTTP bodies against a live Gateway.
 
 Bodies mix what the door must refuse with what it must serve: text with lone surrogates
 and NULs (as JSON escapes, the way a client can send them), JSON nested to any depth,

@@ -1,4 +1,4 @@
-"""Schemathesis over every route of the Gateway's own OpenAPI document (issue 14, must show).
+"""Schemathesis over every route of the Gateway's own OpenAPI document.
 
 The document is read from the running Gateway (``/openapi.json``), so a route added later is
 fuzzed without touching this file. For every operation, cases that follow the schema

@@ -1,6 +1,6 @@
 """``KeyboardInterrupt`` / ``SystemExit`` from extension code is that extension's failure.
 
-Issue 14, item 1: raised from a lifecycle hook, a middleware's model call, a system-model
+raised from a lifecycle hook, a middleware's model call, a system-model
 observer (or any other contribution), either used to end the Gateway process within seconds
 without its ordered shutdown. Now (``extensions/exits.py``): attributed, contained, the run
 ends with an outcome and is persisted, the Gateway keeps serving and shuts down in order.

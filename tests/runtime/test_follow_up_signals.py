@@ -1,6 +1,6 @@
 """A follow-up run tells the other Gateway processes to stop its thread's older runs only when
 there is one: the stop request is written with the follow-up's row, and ``pg_notify`` goes
-out only when that marked a run (issue 16: every run paid for both before, alone on its
+out only when that marked a run (every run paid for both before, alone on its
 thread or not). Real PostgreSQL: the manager publishes through ``PostgresRunSignals``, a
 second one listens as the other process would."""
 

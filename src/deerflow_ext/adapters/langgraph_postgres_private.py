@@ -5,7 +5,7 @@ Used by the PostgreSQL checkpointer (``persistence/pg_saver.py``) to send the wr
 several operations in one round trip. ``PostgresSaver.put`` and ``put_writes`` open
 ``self._cursor(pipeline=True)``, call ``execute``/``executemany`` on it and close it, which
 syncs: one round trip and one commit per operation, each ~0.2 ms of the Gateway's CPU
-besides PostgreSQL's own (issue 16). :class:`RecordingPostgresSaver` can run them with a
+besides PostgreSQL's own. :class:`RecordingPostgresSaver` can run them with a
 recorder in place of that cursor, so the statements they would send come back as values;
 the checkpointer sends the statements of every operation waiting on a connection in one
 pipeline, with one sync.

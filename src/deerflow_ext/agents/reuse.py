@@ -2,7 +2,7 @@
 
 Why: compiling a ``create_agent`` graph (``StateGraph.compile``, a node per hook, langsmith's
 ``traceable`` per wrap layer, signature and type-hint inspection) was the largest single cost
-of a trivial Gateway run (issue 16: ~27% of the busy event loop), and nothing in it depends
+of a trivial Gateway run (~27% of the busy event loop), and nothing in it depends
 on the run. The spec's construction still happens per run: contributors are called, the
 stack is composed and the descriptor emitted every time (``agents.lead``). Only the
 compiled graph is shared, and it holds no run's middleware: it is compiled over *slots*, one

@@ -1,6 +1,6 @@
 """Shutdown ends within its bound, whatever extensions left running.
 
-Two things used to keep a stopped Gateway alive for good (issue 14): a *non-daemon thread*
+Two things used to keep a stopped Gateway alive for good: a *non-daemon thread*
 an extension started (Python's interpreter shutdown joins every one of them, forever), and a
 service whose ``stop()`` blocks the event loop in a call nothing can interrupt. Neither can
 be fixed from inside the loop, so ``deerflow-ext serve`` arms an :class:`ExitBound` when the

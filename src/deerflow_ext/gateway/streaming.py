@@ -1,6 +1,6 @@
 """A streamed response whose client's disconnect is watched by one plain asyncio task.
 
-Why (issue 16): every ``/wait``, ``/join`` and SSE answer is streamed, and starlette's
+Why: every ``/wait``, ``/join`` and SSE answer is streamed, and starlette's
 ``StreamingResponse`` watches for the client leaving (under an ASGI server of spec 2.3,
 uvicorn's) by running the stream and a listener in an anyio task group: a cancel scope, a
 task for each, a collapsing exception group. That costs ~50 us a response where one asyncio

@@ -4,7 +4,7 @@ It extracts durable facts from a conversation with one model call, debounced per
 on a worker thread, and keeps them in process memory. One timer thread keeps every
 thread's deadline and hands due extractions to a few kept workers: a ``threading.Timer``
 per request started an OS thread per conversation turn, and the caller (a Gateway's event
-loop) waited for it to start, ~290 us a call against ~17 us now (issue 16). The workers are
+loop) waited for it to start, ~290 us a call against ~17 us now. The workers are
 not a ``ThreadPoolExecutor``'s: its threads never end when idle, and the interpreter joins
 them at exit, so one extraction stuck in a model call would hold the process open; these
 are daemons that end after :data:`IDLE_SECONDS` without work.

@@ -1,6 +1,6 @@
 """A thread hold's periodic check: a timer, not a task, since most holds end before it is due.
 
-Why (issue 16): every PostgreSQL hold started a task that waited, inside ``asyncio.wait_for``
+Why: every PostgreSQL hold started a task that waited, inside ``asyncio.wait_for``
 (a second task and a timer), for a third of the lease to pass or for the hold to end. A
 trivial run ends long before its first refresh is due, yet ending that wait cost the
 releasing run two or three turns of a busy event loop before its give-back was even queued:

@@ -4,7 +4,7 @@ Why: a session-level advisory lock lives on the session that took it, so the coo
 used to check a connection out of its pool for every hold and keep it for the whole run.
 With 32 runs in flight that is 32 sessions, and as the count moves the pool's overflow
 opens and closes them: 0.26 new PostgreSQL sessions a run (a backend started, asyncpg's
-set-up, ~3 ms of the Gateway's CPU each) plus the lock's own round trips (issue 16). A
+set-up, ~3 ms of the Gateway's CPU each) plus the lock's own round trips. A
 session may hold any number of advisory locks, so the locks of free threads — the common
 case — are taken on this one session instead. A thread another process holds is still
 waited for on a connection of its own (``pg_advisory_lock`` blocks its session).
@@ -12,7 +12,7 @@ waited for on a connection of its own (``pg_advisory_lock`` blocks its session).
 Statements take turns on the connection (asyncpg runs one at a time), sent one after
 another by one task as soon as the one before has answered, rather than each by its caller
 in turn behind a lock: then each hand-over was one more wake-up of a busy event loop with
-the connection idle, and at 8 clients a run waited 9 ms to take its thread (issue 16).
+the connection idle, and at 8 clients a run waited 9 ms to take its thread .
 Each statement runs whatever happens to its caller. A caller awaits the statement's future
 itself, not a shield around it: every future between the answer and the caller is one more
 turn of a busy loop (a shield was two, 4-5 ms a hold at 8 clients). A caller cancelled
@@ -75,7 +75,7 @@ class LockSession:
         """As :meth:`execute`, for a hold's own statements (a take, a give-back): sent by
         asyncpg itself (``loop_statements``' compiled form), rows as asyncpg's records.
         SQLAlchemy's async layer around each was most of their cost to the event loop: 4%
-        of its busy time at 32 clients (issue 16). A caller cancelled meanwhile stops
+        of its busy time at 32 clients. A caller cancelled meanwhile stops
         waiting; the statement still runs."""
         return await self.start(statement, parameters)
 

@@ -61,7 +61,7 @@ WAIT_STREAM_MODES: tuple[str, ...] = ("values",)
 """What a ``/wait`` run streams when the client names no mode (``langgraph_sdk``'s
 ``runs.wait`` names none): LangGraph Platform's default. Its client reads only the final
 values, and the ``messages`` mode alone costs a trivial run a callback on every runnable
-(issue 16: ~2.5 of 13 ms in-process); a ``join_stream`` of such a run gets its values."""
+(~2.5 of 13 ms in-process); a ``join_stream`` of such a run gets its values."""
 
 ALWAYS_SENT = frozenset({"metadata", "error", "end", "not_retained"})
 """Events every reader gets, whatever modes it asked for."""

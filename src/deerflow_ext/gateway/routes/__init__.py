@@ -26,7 +26,7 @@ __all__ = [
 HOST_ROUTERS = (
     # Hottest first. FastAPI matches a request against each included router in turn, every
     # route of it, and the one that matches twice: before runs and threads, health's and
-    # assistants' routes cost 2.3% of a served trivial run's instructions (issue 16). The
+    # assistants' routes cost 2.3% of a served trivial run's instructions. The
     # routers' paths are disjoint (a test holds them so), so the order decides only how soon.
     runs_router,
     threads_router,

@@ -60,7 +60,7 @@ def _answer(content: dict[str, Any] | list[dict[str, Any]]) -> TolerantJSONRespo
     """Threads as :func:`_thread_out` made them (JSON already), sent as they are.
 
     Returned plainly, FastAPI walks the content again with its ``jsonable_encoder``: 0.9% of
-    a served trivial run's instructions for ``threads.create`` alone (issue 16), and the walk
+    a served trivial run's instructions for ``threads.create`` alone, and the walk
     drops every key that starts with ``_sa`` (its guard for SQLAlchemy objects), a client's
     metadata key included."""
     return TolerantJSONResponse(content)
