@@ -41,7 +41,7 @@ optimisation was measured against the tree before it.
 ``--pin CPUS`` runs every server on those CPUs and this script, whose coroutines are the
 clients, on the others. On a 2-core machine the load generator otherwise takes turns on the
 server's core: a PostgreSQL arm, whose backends want the cores as well, lost ~9% of its
-event loop's time waiting to be scheduled at 32 clients where SQLite's lost ~1% .
+event loop's time waiting to be scheduled at 32 clients where SQLite's lost ~1%.
 The peer, a process of several threads, reads faster pinned as well (at 32 clients 110.8
 against 93.2 runs/s, 2026-12-05). PostgreSQL's own processes stay where the operating system
 puts them.

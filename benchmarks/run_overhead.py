@@ -18,7 +18,7 @@ observers costs a run nothing (no task store, no notifications).
 
 A fourth arm runs the every-kind extensions with the per-extension hook metrics switched
 off (``DEERFLOW_METRICS=0``, what ``GET /metrics`` reads): ``every-kind x10`` minus it is
-what that instrumentation costs a run .
+what that instrumentation costs a run.
 
 ``--gc`` also reports, per arm, the time spent in the cyclic garbage collector and its
 collections per run (``gc.callbacks``): objects an arm keeps alive through a run, or leaves

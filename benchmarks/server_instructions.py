@@ -16,7 +16,7 @@ counting goes on for ``--runs`` runs (``threads.create`` + ``runs.wait`` by ``la
 at ``--clients``) and off again. The hash seed is fixed. What is not fixed is what the
 process does by the clock (the WAL's checkpoint thread once a second, timers): under
 callgrind a run takes ~50 times as long, so that work is counted per second of a slowed run
-in both arms alike; one tree counted within ±0.2% over six runs of 100 .
+in both arms alike; one tree counted within ±0.2% over six runs of 100.
 """
 
 from __future__ import annotations

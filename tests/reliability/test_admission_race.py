@@ -1,4 +1,4 @@
-"""A cancel that lands while a run is being admitted .
+"""A cancel that lands while a run is being admitted.
 
 Admission is "hold the thread, mark the run started (run ``running``, thread ``busy``)". A
 cancel delivered inside that write used to record the run as "interrupted before it started"

@@ -1,4 +1,4 @@
-"""Extensions that block the event loop or leave threads behind .
+"""Extensions that block the event loop or leave threads behind.
 
 Nothing in asyncio can interrupt a hook that blocks the loop, so every request waits behind
 it. What the Gateway owes the operator: the log names the extension and hook while the loop

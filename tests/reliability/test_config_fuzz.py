@@ -1,4 +1,4 @@
-"""Hypothesis over ``config.yaml`` at the YAML level .
+"""Hypothesis over ``config.yaml`` at the YAML level.
 
 A mapping used as a key (``? {name: a}``) reached ``doctor``, ``serve`` and ``extensions
 enable`` as a raw ``TypeError``. JSON-shaped fuzzing cannot find that: JSON has no complex

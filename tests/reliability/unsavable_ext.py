@@ -1,4 +1,4 @@
-"""An intercepting middleware whose model answer no database can store .
+"""An intercepting middleware whose model answer no database can store.
 
 SQLite cannot encode a lone surrogate as UTF-8, PostgreSQL refuses NUL in text: the run
 produces a completion that fails to save, which must still end with a terminal status.

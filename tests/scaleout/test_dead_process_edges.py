@@ -1,4 +1,4 @@
-"""The two scale-out edges ``docs/SCALE-OUT.md`` used to list as not done .
+"""The two scale-out edges ``docs/SCALE-OUT.md`` used to list as not done.
 
 * A ``pending`` run whose process died before it ever held its thread stayed ``pending``
   until that host restarted: no lease names it, so no takeover or sweep ever saw it. Each

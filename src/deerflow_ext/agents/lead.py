@@ -139,7 +139,7 @@ def _describe_stack(
     never of the models or the memory itself (a test holds it), so the host's descriptors
     are made once per configuration and handed out again. Only contributed middlewares are
     described at every construction. Why: describing the host's eleven middlewares was a
-    fifth of what ten observing extensions cost a run .
+    fifth of what ten observing extensions cost a run.
     """
     host = _host_descriptors.descriptor(
         (scope, policy, memory is not None),

@@ -3,8 +3,8 @@
 Why: ``create_agent`` makes every ``before_agent`` / ``before_model`` / ``after_model`` /
 ``after_agent`` hook a graph node of its own, and every node is a superstep (a checkpoint,
 a ``values`` event, LangGraph's task bookkeeping). The host stack alone holds nine such
-hooks, so a trivial run was twelve supersteps, and they were most of its cost (
-~12 ms in-process with them, ~4 ms with none). The hooks themselves are cheap.
+hooks, so a trivial run was twelve supersteps, and they were most of its cost
+(~12 ms in-process with them, ~4 ms with none). The hooks themselves are cheap.
 
 What is fused: for each hook kind, a *run* of host middlewares (built by
 ``build_host_stack``, never an extension's) that are next to each other among the stack's
@@ -20,8 +20,8 @@ The model's own step takes two runs more (:class:`ModelBracket`): the host's
 ``before_model`` hooks that run last before the model and its ``after_model`` hooks that
 run first after it are called inside the ``model`` node, before and after the node's own
 work, when nothing could tell the difference from the graph's edges (see
-:func:`_bracketed`). A trivial lead run is then four graph steps instead of six (
-each step is ~0.3 ms of a ~3 ms in-process run). A failed model call now also drops what
+:func:`_bracketed`). A trivial lead run is then four graph steps instead of six
+(each step is ~0.3 ms of a ~3 ms in-process run). A failed model call now also drops what
 the ``before_model`` hooks wrote in the same step, and a resumed ``model`` node calls them
 again; host hooks neither interrupt nor hold anything a second call would repeat wrongly.
 

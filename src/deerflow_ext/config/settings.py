@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     #: Connections the async engine's pool keeps open to a database server (PostgreSQL; not
     #: for SQLite); up to 10 more open under a peak and close after it. It serves extensions'
     #: sessions and the host's statements off the run path; a run's own transactions use
-    #: ``persistence.transactions.POSTGRES_THREADS`` connections of their own .
+    #: ``persistence.transactions.POSTGRES_THREADS`` connections of their own.
     database_pool_size: int = Field(default=10, ge=1)
     #: How long a commit waits for the disk, on every connection the Gateway opens:
     #: ``full`` (SQLite ``synchronous=FULL``, PostgreSQL ``synchronous_commit=on``: a crash

@@ -62,9 +62,9 @@ class RunHandle:
         checkpoint: ``CREATED``, because a task cancelled before its first step never runs
         the worker at all (the row would stay ``pending``, the stream open); and
         ``ADMITTING``, because a cancel inside "mark started" used to leave a run recorded
-        as never started, with ``started_at`` set, no hooks and its thread ``busy`` for good
-       . Marked there, the run either never started or started and is aborted
-        right after ``on_task_start``: the spec's "marked started gets both hooks" holds.
+        as never started, with ``started_at`` set, no hooks and its thread ``busy`` for good.
+        Marked there, the run either never started or started and is aborted right after
+        ``on_task_start``: the spec's "marked started gets both hooks" holds.
         """
         if self.phase in (RunPhase.FINALIZING, RunPhase.DONE) or self.task is None:
             return False

@@ -12,7 +12,7 @@ waited for on a connection of its own (``pg_advisory_lock`` blocks its session).
 Statements take turns on the connection (asyncpg runs one at a time), sent one after
 another by one task as soon as the one before has answered, rather than each by its caller
 in turn behind a lock: then each hand-over was one more wake-up of a busy event loop with
-the connection idle, and at 8 clients a run waited 9 ms to take its thread .
+the connection idle, and at 8 clients a run waited 9 ms to take its thread.
 Each statement runs whatever happens to its caller. A caller awaits the statement's future
 itself, not a shield around it: every future between the answer and the caller is one more
 turn of a busy loop (a shield was two, 4-5 ms a hold at 8 clients). A caller cancelled
