@@ -4,8 +4,8 @@ A failing non-required entry is skipped with a diagnostic naming it, whatever it
 is rolled back positionally, the entries after it still load, and the Gateway serves. A
 ``CancelledError`` raised by the extension's code while loading is such a failure: nothing is
 cancelling the host during synchronous loading, so it can only be the extension's own. So are
-a ``KeyboardInterrupt`` and a ``SystemExit`` the extension raises itself (
-``sys.exit(7)`` in ``install()`` used to end ``serve`` with exit code 7 and no output); only
+a ``KeyboardInterrupt`` and a ``SystemExit`` the extension raises itself
+(``sys.exit(7)`` in ``install()`` used to end ``serve`` with exit code 7 and no output); only
 an operator's real Ctrl-C propagates (``tests/extensions/test_loader.py``).
 """
 
