@@ -316,3 +316,12 @@ def test_bad_bodies_get_422_naming_the_field(client: Any, platform: Platform, ou
     answer = httpx.post(f"{platform.url}/assistants", json={"graph_id": "lead_agent", "gaol": "x"})
     assert answer.status_code == 422 and answer.json()["detail"].startswith("gaol:")
     assert client.assistants.get(aid)["version"] == 1  # nothing changed by the refusals
+
+
+def test_a_thread_a_run_creates_and_the_runs_checkpoints_name_its_assistant(client: Any) -> None:
+    assistant = client.assistants.create("lead_agent", name=f"named-{uuid.uuid4().hex[:6]}")["assistant_id"]
+    thread = str(uuid.uuid4())
+    client.runs.wait(thread, assistant, input=human("hello"), if_not_exists="create")
+    assert client.threads.get(thread)["metadata"]["assistant_id"] == assistant
+    assert client.threads.get_state(thread)["metadata"]["assistant_id"] == assistant
+    assert client.threads.count(metadata={"assistant_id": assistant}) == 1

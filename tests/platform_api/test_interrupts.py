@@ -147,15 +147,22 @@ def test_resuming_a_thread_that_is_not_interrupted_is_a_409_with_one_line(served
     assert answer.json()["detail"] == f"thread {thread} is not interrupted (status idle); there is nothing to resume"
 
 
-def test_a_command_and_an_input_together_or_an_empty_command_are_refused(served: Any) -> None:
+def test_an_empty_or_misspelt_command_is_refused(served: Any) -> None:
     thread = get_sync_client(url=served.url, api_key=None).threads.create()["thread_id"]
-    for body in (
-        {"input": human("hi"), "command": {"resume": 1}},
-        {"command": {}},
-        {"command": {"resum": 1}},
-    ):
-        answer = httpx.post(f"{served.url}/threads/{thread}/runs/wait", json=body)
+    for body in ({"command": {}}, {"command": {"resum": 1}}):
+        answer = httpx.post(f"{served.url}/threads/{thread}/runs/wait", json={"assistant_id": "lead_agent", **body})
         assert answer.status_code == 422, body
+
+
+def test_a_resume_sent_with_an_empty_input_as_agent_chat_ui_sends_it(client: Any, served: Any) -> None:
+    """agent-chat-ui's inbox submits ``input: {}`` next to the command: the command wins."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+    body = {"assistant_id": "lead_agent", "input": {}, "command": {"resume": APPROVE}}
+    answer = httpx.post(f"{served.url}/threads/{thread}/runs/wait", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert len(_tool_messages(answer.json())) == 1
+    assert client.threads.get(thread)["status"] == "idle"
 
 
 @contextmanager

@@ -224,6 +224,15 @@ class RunCreate(_Request):
     checkpoint_during: bool | None = Field(default=None, description=_IGNORED + "use durability.")
     strict_resume: bool | None = Field(default=None, description=_IGNORED + "a resume needs a pending interrupt.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _command_replaces_input(cls, data: Any) -> Any:
+        # As LangGraph's server does: with a command, the input is not the graph's (clients
+        # such as agent-chat-ui send "input": {} next to a resume).
+        if isinstance(data, dict) and data.get("command") is not None and "input" in data:
+            data = {k: v for k, v in data.items() if k != "input"}
+        return data
+
     @model_validator(mode="after")
     def _input_or_checkpoint(self) -> RunCreate:
         if self.input is None and self.command is None and self.fork_checkpoint_id is None:
@@ -231,8 +240,6 @@ class RunCreate(_Request):
                 "'input' is required unless the run resumes with 'command' or re-runs from a 'checkpoint' "
                 "(or 'checkpoint_id')"
             )
-        if self.input is not None and self.command is not None:
-            raise ValueError("a run takes 'input' or 'command', not both")
         return self
 
     @property

@@ -65,10 +65,16 @@ def _heartbeat(request: Request) -> float:
     return float(request.app.state.options.sse_heartbeat)
 
 
-_RUN_THREAD_METADATA = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+def _ids(assistant_id: str) -> dict[str, str]:
+    return {"graph_id": GRAPH_ID, "assistant_id": assistant_id}
 
 
-async def _create_missing_thread(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> None:
+_RUN_THREAD_METADATA = _ids(ASSISTANT_ID)
+
+
+async def _create_missing_thread(
+    runtime: GatewayRuntime, thread_id: str, body: RunCreate, ids: Mapping[str, str]
+) -> None:
     """The run's thread does not exist: create it (``if_not_exists: create``) or answer 404."""
     if body.if_not_exists != "create":
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
@@ -76,10 +82,10 @@ async def _create_missing_thread(runtime: GatewayRuntime, thread_id: str, body: 
         raise HTTPException(
             status_code=422, detail=f"thread_id: {thread_id!r} is not a thread id (letters, digits, . : @ ~ -)"
         )
-    await runtime.store.create_thread(dict(_RUN_THREAD_METADATA), thread_id=thread_id)
+    await runtime.store.create_thread(dict(ids), thread_id=thread_id)
 
 
-def _spec(body: RunCreate, default_modes: tuple[str, ...]) -> LeadRunSpec:
+def _spec(body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str]) -> LeadRunSpec:
     config = body.config
     configurable = {k: v for k, v in (config.configurable if config else {}).items() if k not in _HOST_CONTEXT_KEYS}
     return LeadRunSpec(
@@ -91,7 +97,7 @@ def _spec(body: RunCreate, default_modes: tuple[str, ...]) -> LeadRunSpec:
         checkpoint_id=body.fork_checkpoint_id,
         recursion_limit=config.recursion_limit if config else None,
         tags=tuple(config.tags) if config else (),
-        metadata={**body.metadata, "assistant_id": ASSISTANT_ID, "graph_id": GRAPH_ID},
+        metadata={**body.metadata, **ids},
         durability=body.durability,
         delay=body.after_seconds or 0.0,
         command=body.command.as_mapping() if body.command is not None else None,
@@ -131,17 +137,19 @@ async def _start(
     stored = body.model_dump(mode="json", exclude_none=True)
     stored.setdefault("goal", None)
     stored["assistant_id"] = assistant.assistant_id
+    # What a LangGraph server records on the thread and the run's checkpoints: UIs find an
+    # assistant's threads by these (thread search).
+    ids = _RUN_THREAD_METADATA if assistant.assistant_id == ASSISTANT_ID else _ids(assistant.assistant_id)
 
     async def start() -> RunHandle:
         # The thread is checked with the run's row (one transaction): an existing thread,
-        # the common case, costs no lookup of its own. What a LangGraph server records on
-        # it: UIs find a graph's threads by these (thread search).
+        # the common case, costs no lookup of its own.
         return await runtime.runs.start(
             thread_id,
-            spec=_spec(body, default_modes),
+            spec=_spec(body, default_modes, ids),
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
-            thread_defaults=_RUN_THREAD_METADATA,
+            thread_defaults=ids,
         )
 
     await _check_resumable(runtime, thread_id, body)
@@ -149,7 +157,7 @@ async def _start(
         try:
             return await start()
         except ThreadNotFoundError:
-            await _create_missing_thread(runtime, thread_id, body)
+            await _create_missing_thread(runtime, thread_id, body, ids)
             return await start()
     except ThreadBusyError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc
@@ -203,7 +211,7 @@ async def _final_values(
     """LangGraph's answer to wait/join: the thread's values, or ``__error__`` for a failed run.
 
     ``known``: the values a successful run of this process ended with (``RunHandle``), which
-    spares reading the run and the thread back (issue 16: two queries and a state snapshot
+    spares reading the run and the thread back (two queries and a state snapshot
     per ``/wait``)."""
     if known is not None:
         return jsonable(known)
