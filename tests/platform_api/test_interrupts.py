@@ -4,6 +4,7 @@ by a middleware an extension contributes (LangChain's ``HumanInTheLoopMiddleware
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -191,3 +192,30 @@ def test_an_interrupt_survives_a_gateway_restart(kind: str, tmp_path: Path) -> N
             values = client.runs.wait(thread, "lead_agent", command={"resume": APPROVE})
             assert len(_tool_messages(values)) == 1
             assert client.threads.get(thread)["status"] == "idle"
+
+
+def test_a_tool_call_that_pauses_passes_through_observers_and_isolation_untouched(tmp_path: Path) -> None:
+    """``interrupt()`` inside a wrapped tool call is control flow for every layer around it:
+    the observing extension outside it sees no call until the human answers, the tool runs
+    once (after "yes"), and a broken extension beside them still fails open."""
+    log = tmp_path / "tools.jsonl"
+    plugins = [
+        {"name": "observe", "use": "platform_api.tool_interrupt_ext:observe", "config": {"log": str(log)}},
+        {"name": "ask", "use": "platform_api.tool_interrupt_ext:ask"},
+        {"name": "broken", "use": "platform_api.tool_interrupt_ext:broken"},
+    ]
+    with sdk_server(tmp_path, plugins=plugins) as served:
+        client = get_sync_client(url=served.url, api_key=None)
+        thread = client.threads.create()["thread_id"]
+        paused = client.runs.wait(thread, "lead_agent", input=human('use calculator {"expression": "6*7"}'))
+        assert paused["__interrupt__"][0]["value"] == {"question": "run calculator?"}
+        assert not log.exists()  # the observer saw no tool call: none ran
+        assert client.threads.get(thread)["status"] == "interrupted"
+
+        done = client.runs.wait(thread, "lead_agent", command={"resume": "yes"})
+        tool = _tool_messages(done)
+        assert len(tool) == 1 and tool[0]["content"] == "42"
+        assert [json.loads(line) for line in log.read_text().splitlines()] == [
+            {"tool": "calculator", "status": "success"}
+        ]
+        assert client.threads.get(thread)["status"] == "idle"
