@@ -149,6 +149,27 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
     return EXIT_OK
 
 
+# -- extensions skill / mcp: extensions_config.json, beside config.yaml -----------------------
+def _cmd_extensions_config(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from deerflow_ext.gateway.routes import extensions_config as ec
+
+    path = _config_path(args).parent / ec.EXTENSIONS_CONFIG_FILE
+    enabled = args.action == "enable"
+    try:  # under the file's lock, as the Gateway's PUT: no torn file, no lost update
+        ec.update_extensions_config(path, lambda config: ec.set_entry_enabled(config, args.kind, args.name, enabled))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _error(f"{path}: {problems}")
+        return EXIT_FAILED
+    except ValueError as exc:  # ValidationError's base: after it
+        _error(str(exc))
+        return EXIT_FAILED
+    print(f"{args.action}d {args.kind} {args.name} in {path}")
+    return EXIT_OK
+
+
 # -- extensions doctor ----------------------------------------------------------------------
 class _Echo(logging.Handler):
     """Print the extension runtime's log lines exactly as the Gateway's log would carry them."""
@@ -349,6 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("name", metavar="NAME", help="entry name, entry-point name, or use value")
         _add_config(sub)
         sub.set_defaults(handler=lambda args, enabled=enabled: _set_enabled(args, enabled))
+
+    for kind, what in (("skill", "a skill"), ("mcp", "an MCP server")):
+        sub = ext_commands.add_parser(kind, help=f"enable or disable {what} in extensions_config.json")
+        sub.add_argument("action", choices=("enable", "disable"))
+        sub.add_argument("name", metavar="NAME")
+        _add_config(sub)
+        sub.set_defaults(handler=_cmd_extensions_config, kind=kind)
 
     doctor = ext_commands.add_parser("doctor", help="dry-run the Gateway's extension loading")
     _add_config(doctor)

@@ -8,19 +8,28 @@ What may be written is bounded too: names are identifiers, URLs are http(s), eve
 and list has a length limit, and the rendered file at most :data:`MAX_FILE_BYTES` (413), so a
 caller cannot fill the disk or plant text other tools choke on (the door has already refused
 NULs and lone surrogates).
+
+Writers take turns: every write — ``PUT`` here, ``deerflow-ext extensions skill|mcp`` on the
+command line — reads, changes and replaces the file holding ``config.editing``'s lock on
+it, so the file is never torn and two writers never interleave. A read-modify-write client
+sends back the ``ETag`` it read as ``If-Match``; if another writer changed the file since,
+its ``PUT`` is refused with 412 naming both revisions instead of silently undoing that
+change. A ``PUT`` without ``If-Match`` replaces whatever is there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Header, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ...config.editing import atomic_write
+from ...config.editing import atomic_write, config_lock
 
 __all__ = [
     "EXTENSIONS_CONFIG_FILE",
@@ -28,8 +37,12 @@ __all__ = [
     "ExtensionsConfig",
     "McpServer",
     "Skill",
+    "StaleRevisionError",
     "read_extensions_config",
+    "revision_of",
     "router",
+    "set_entry_enabled",
+    "update_extensions_config",
 ]
 
 EXTENSIONS_CONFIG_FILE = "extensions_config.json"
@@ -84,13 +97,95 @@ def _dump(config: ExtensionsConfig) -> dict[str, Any]:
     return config.model_dump(by_alias=True)
 
 
+class StaleRevisionError(Exception):
+    """The file changed since the revision the writer read (``If-Match``)."""
+
+    def __init__(self, expected: str, current: str) -> None:
+        super().__init__(
+            f"{EXTENSIONS_CONFIG_FILE} changed since revision {expected} (it is now {current}); "
+            f'read it again, re-apply your change and send If-Match: "{current}"'
+        )
+        self.current = current
+
+
+def revision_of(raw: bytes | None) -> str:
+    """The file's revision (its ETag): a digest of its bytes, ``absent`` when there is none."""
+    return "absent" if raw is None else hashlib.sha256(raw).hexdigest()[:20]
+
+
+def _parse(raw: bytes | None) -> ExtensionsConfig:
+    if raw is None:
+        return ExtensionsConfig()
+    return ExtensionsConfig.model_validate(json.loads(raw.decode("utf-8")))
+
+
+def update_extensions_config(
+    path: Path,
+    change: Callable[[ExtensionsConfig], ExtensionsConfig] | ExtensionsConfig,
+    *,
+    expected: str | None = None,
+) -> tuple[ExtensionsConfig, str]:
+    """Read, change and replace the file under its lock; the new content and revision.
+
+    ``change`` is the new content, or a function of the current one (which may raise a
+    ``ValueError`` naming what is wrong: the file is then left as it was). A replacement does
+    not read the old content, so it can repair a file that no longer parses. ``expected`` is
+    the revision the caller read: :class:`StaleRevisionError` when the file has another now.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with config_lock(path):
+        raw = path.read_bytes() if path.exists() else None
+        current = revision_of(raw)
+        if expected is not None and expected != current:
+            raise StaleRevisionError(expected, current)
+        updated = change if isinstance(change, ExtensionsConfig) else change(_parse(raw))
+        text = _render(updated)
+        size = len(text.encode())
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"{EXTENSIONS_CONFIG_FILE} would be {size} bytes; at most {MAX_FILE_BYTES}")
+        atomic_write(path, text)
+    return updated, revision_of(text.encode())
+
+
+def set_entry_enabled(
+    config: ExtensionsConfig, kind: Literal["skill", "mcp"], name: str, enabled: bool
+) -> ExtensionsConfig:
+    """``config`` with skill or MCP server ``name`` switched on or off; an unknown skill is
+    added, an unknown MCP server is a ``ValueError`` (it needs a command or a URL)."""
+    data = _dump(config)
+    section = data["skills"] if kind == "skill" else data["mcpServers"]
+    if name not in section and kind == "mcp":
+        raise ValueError(
+            f"no MCP server {name!r} in {EXTENSIONS_CONFIG_FILE}; add it first (PUT /api/extensions-config)"
+        )
+    section[name] = {**section.get(name, {}), "enabled": enabled}
+    return ExtensionsConfig.model_validate(data)
+
+
+def _etag(revision: str) -> str:
+    return f'"{revision}"'
+
+
+def _if_match(value: str | None) -> str | None:
+    if value is None or value.strip() == "*":
+        return None
+    return value.strip().removeprefix("W/").strip('"')
+
+
 @router.get("/api/extensions-config")
-async def get_extensions_config(request: Request) -> dict[str, Any]:
+async def get_extensions_config(request: Request, response: Response) -> dict[str, Any]:
     path = _path(request)
+
+    def read() -> tuple[ExtensionsConfig, str]:
+        raw = path.read_bytes() if path.exists() else None
+        return _parse(raw), revision_of(raw)
+
     try:
-        return _dump(await asyncio.to_thread(read_extensions_config, path))
+        config, revision = await asyncio.to_thread(read)
     except (ValueError, ValidationError) as exc:
         raise HTTPException(status_code=500, detail=f"{path} is not a valid extensions config: {exc}") from exc
+    response.headers["ETag"] = _etag(revision)
+    return _dump(config)
 
 
 def write_extensions_config(path: Path, config: ExtensionsConfig) -> None:
@@ -109,11 +204,22 @@ def _render(config: ExtensionsConfig) -> str:
 
 
 @router.put("/api/extensions-config")
-async def put_extensions_config(request: Request, body: ExtensionsConfig) -> dict[str, Any]:
+async def put_extensions_config(
+    request: Request,
+    response: Response,
+    body: ExtensionsConfig,
+    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+) -> dict[str, Any]:
     size = len(_render(body).encode())
     if size > MAX_FILE_BYTES:
         raise HTTPException(
             status_code=413, detail=f"{EXTENSIONS_CONFIG_FILE} would be {size} bytes; at most {MAX_FILE_BYTES}"
         )
-    await asyncio.to_thread(write_extensions_config, _path(request), body)
+    try:
+        _, revision = await asyncio.to_thread(
+            update_extensions_config, _path(request), body, expected=_if_match(if_match)
+        )
+    except StaleRevisionError as exc:
+        raise HTTPException(status_code=412, detail=str(exc), headers={"ETag": _etag(exc.current)}) from exc
+    response.headers["ETag"] = _etag(revision)
     return _dump(body)
