@@ -19,6 +19,7 @@ __all__ = [
     "CHECKPOINT_TABLES",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
+    "LIVE_RUN_STATUSES",
     "STORE_TABLE",
     "THREAD_STATUS_AFTER",
     "Base",
@@ -50,6 +51,9 @@ class RunStatus(enum.StrEnum):
     ERROR = "error"
     INTERRUPTED = "interrupted"
 
+
+LIVE_RUN_STATUSES: tuple[RunStatus, ...] = (RunStatus.PENDING, RunStatus.RUNNING)
+"""The statuses of a run some process may still be executing (queued or started)."""
 
 THREAD_STATUS_AFTER: dict[str, ThreadStatus] = {
     RunStatus.SUCCESS: ThreadStatus.IDLE,
@@ -95,7 +99,8 @@ class ThreadRow(Base):
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict, nullable=False)
 
 
-_LIVE = text("status IN ('pending', 'running')")
+# The text migration 0005 wrote, built from the statuses it names.
+_LIVE = text(f"status IN ({', '.join(repr(status.value) for status in LIVE_RUN_STATUSES)})")
 
 
 class RunRow(Base):

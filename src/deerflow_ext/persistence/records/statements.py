@@ -1,0 +1,114 @@
+"""The statements on threads and runs, as SQLAlchemy Core: what SQLite runs, and what
+PostgreSQL runs in a transaction (``transactions``' psycopg threads).
+
+Every one is built once, here, its values bound at execution: the hot path's are compiled
+once for the driver (``compiled``: ``sqlite_statements`` on SQLite) and SQLAlchemy
+memoizes the others' cache keys. Core on a connection, not ORM sessions: a session's unit
+of work, identity map and ORM execution plugins cost more CPU than the statements
+(docs/ARCHITECTURE.md, "How a run's rows are written"). PostgreSQL's own forms, each one
+round trip, are in ``pg_statements``.
+
+Run and thread states are the enums of ``models``; a statement never spells one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, delete, insert, or_, select, update
+
+from ..models import LIVE_RUN_STATUSES, RunOutcome, RunRow, RunStatus, ThreadRow, ThreadStatus
+
+__all__ = [
+    "CANCEL_RUN",
+    "DELETE_RUN",
+    "DELETE_RUNS_OF_THREAD",
+    "DELETE_THREAD",
+    "INSERT_RUN",
+    "INSERT_THREAD",
+    "INTERRUPTED_RUN",
+    "INTERRUPT_BUSY_THREADS",
+    "INTERRUPT_OLDER",
+    "INTERRUPT_RUNS",
+    "LIVE",
+    "LIVE_RUN_OF_THREAD",
+    "LOCK_THREAD",
+    "RUNS",
+    "SELECT_RUN",
+    "SELECT_THREAD",
+    "SET_THREAD_METADATA",
+    "START_RUN",
+    "THREADS",
+    "THREAD_METADATA",
+    "UPDATE_RUN",
+    "UPDATE_THREAD",
+]
+
+# Declarative models type ``__table__`` as a FromClause; it is a Table.
+THREADS = cast(Table, ThreadRow.__table__)
+RUNS = cast(Table, RunRow.__table__)
+
+LIVE: tuple[str, ...] = tuple(status.value for status in LIVE_RUN_STATUSES)
+"""The statuses of a run some process may still be executing, as stored."""
+
+INTERRUPTED_RUN: dict[str, Any] = {"status": RunStatus.INTERRUPTED.value, "outcome": RunOutcome.ABORTED.value}
+"""What a run interrupted before it finished records: one mapping, every dialect's form
+(here and ``pg_statements.interrupt_runs``) built from it."""
+
+INSERT_THREAD = insert(THREADS)
+INSERT_RUN = insert(RUNS)
+SELECT_THREAD = select(THREADS).where(THREADS.c.id == bindparam("thread_id"))
+LOCK_THREAD = SELECT_THREAD.with_for_update()
+SELECT_RUN = select(RUNS).where(RUNS.c.id == bindparam("run_id"), RUNS.c.thread_id == bindparam("thread_id"))
+START_RUN = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.PENDING.value)
+    .values(status=RunStatus.RUNNING.value, started_at=bindparam("now"))
+)
+# SET from the parameters' keys: one statement for every combination of columns written.
+UPDATE_RUN = update(RUNS).where(RUNS.c.id == bindparam("run_id"))
+UPDATE_THREAD = update(THREADS).where(THREADS.c.id == bindparam("thread_id"))
+# A run's insert on SQLite reads only this: a process's SQLite transactions run one at a
+# time (``transactions``), so nothing changes the row before the insert's own writes.
+THREAD_METADATA = select(THREADS.c.metadata).where(THREADS.c.id == bindparam("thread_id"))
+SET_THREAD_METADATA = (
+    update(THREADS)
+    .where(THREADS.c.id == bindparam("thread_id"))
+    .values(metadata=bindparam("merged"), updated_at=bindparam("now"))
+)
+LIVE_RUN_OF_THREAD = (
+    select(RUNS.c.id).where(RUNS.c.thread_id == bindparam("thread_id"), RUNS.c.status.in_(LIVE)).limit(1)
+)
+
+# Stop requests on live runs (``cancel_requested``), applied by whichever process runs them:
+# a cancel's on one run; a follow-up's on the older runs of its thread. ``LIVE`` spelled
+# out, not ``IN``: a statement compiled once (``compiled``) has no expanding parameters.
+_REQUEST_STOP = (
+    update(RUNS).where(or_(*(RUNS.c.status == status for status in LIVE))).values(cancel_requested=bindparam("action"))
+)
+CANCEL_RUN = _REQUEST_STOP.where(RUNS.c.id == bindparam("run_id"))
+# The older runs of the follow-up ``run_id``'s thread (a column's own name cannot be a
+# bindparam of an UPDATE: ``on_thread``).
+INTERRUPT_OLDER = _REQUEST_STOP.where(
+    RUNS.c.thread_id == bindparam("on_thread"),
+    RUNS.c.created_at < bindparam("created_before"),
+    RUNS.c.id != bindparam("run_id"),
+)
+
+# A run ended as interrupted (``INTERRUPTED_RUN``) at ``now``, saying ``why``: only while it
+# is still live, so a run that ended meanwhile keeps its end. Its thread, if ``busy``, too.
+INTERRUPT_RUNS = (
+    update(RUNS)
+    .where(RUNS.c.id.in_(bindparam("run_ids", expanding=True)), RUNS.c.status.in_(LIVE))
+    .values(**INTERRUPTED_RUN, finished_at=bindparam("now"), error=bindparam("why"))
+)
+INTERRUPT_BUSY_THREADS = (
+    update(THREADS)
+    .where(THREADS.c.id.in_(bindparam("thread_ids", expanding=True)), THREADS.c.status == ThreadStatus.BUSY.value)
+    .values(status=ThreadStatus.INTERRUPTED.value, updated_at=bindparam("now"))
+)
+
+# Runs before their thread: SQLite honours ON DELETE CASCADE only with the foreign_keys pragma.
+DELETE_RUNS_OF_THREAD = delete(RUNS).where(RUNS.c.thread_id == bindparam("thread_id"))
+DELETE_THREAD = delete(THREADS).where(THREADS.c.id == bindparam("thread_id"))
+DELETE_RUN = delete(RUNS).where(RUNS.c.id == bindparam("run_id"), RUNS.c.thread_id == bindparam("thread_id"))

@@ -1,0 +1,56 @@
+"""A thread's writes that are transactions of their own: its metadata merged, and the thread
+deleted with its runs. Transaction functions (``transactions``): written once, run on
+either database's connection."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from .. import sqlite_statements
+from ..models import utcnow
+from .statements import (
+    DELETE_RUNS_OF_THREAD,
+    DELETE_THREAD,
+    LIVE_RUN_OF_THREAD,
+    LOCK_THREAD,
+    SET_THREAD_METADATA,
+)
+from .values import ThreadRecord
+
+__all__ = ["delete_thread", "merge_metadata", "set_metadata"]
+
+
+def merge_metadata(conn: Connection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
+    """Merge ``patch`` into a thread's metadata inside ``conn``'s transaction, the row
+    locked first (``FOR UPDATE`` on PostgreSQL; SQLite serialises writers anyway)."""
+    found = conn.execute(LOCK_THREAD, {"thread_id": thread_id}).first()
+    if found is None:
+        return None
+    merged = {**(found.metadata or {}), **patch}
+    now = set_metadata(conn, thread_id, merged)
+    return ThreadRecord(thread_id, found.title, found.status, found.created_at, now, merged)
+
+
+def set_metadata(conn: Connection, thread_id: str, metadata: dict[str, Any]) -> datetime:
+    """Write a locked thread's whole metadata; returns its new ``updated_at``."""
+    now = utcnow()
+    sqlite_statements.execute(conn, SET_THREAD_METADATA, {"thread_id": thread_id, "merged": metadata, "now": now})
+    return now
+
+
+def delete_thread(conn: Connection, thread_id: str) -> bool | None:
+    """Delete a thread and its runs: True; False when it does not exist; None when a run of
+    it is live in any process (the database, not one process's memory, knows every
+    process's runs). The thread row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite
+    serialises writers anyway), so a run being created on it concurrently waits for the
+    outcome."""
+    params = {"thread_id": thread_id}
+    if conn.execute(LOCK_THREAD, params).first() is None:
+        return False
+    if conn.execute(LIVE_RUN_OF_THREAD, params).first() is not None:
+        return None
+    conn.execute(DELETE_RUNS_OF_THREAD, params)
+    return bool(conn.execute(DELETE_THREAD, params).rowcount)
