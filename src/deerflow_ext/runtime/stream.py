@@ -185,13 +185,16 @@ class _RunLog:
 
 def position_of(cursor: str | None) -> int | None:
     """The sequence number an event id names (both bridges number a run's events 1, 2, ...);
-    0 is "before the first event"; None: not an id either bridge issued."""
+    0 is "before the first event"; None: not an id either bridge issued.
+
+    Only ASCII decimal digits (after an optional ``-``) name a position: ``int`` alone would
+    also read ``"1_0"`` as 10, ``" 7 "`` as 7 and Arabic-Indic digits as numbers."""
     if cursor is None or cursor == "":
         return 0
-    try:
-        return max(int(cursor), 0)
-    except ValueError:
+    digits = cursor.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 20:
         return None
+    return max(int(cursor), 0)
 
 
 class _MemoryWriter:
