@@ -55,7 +55,7 @@ def _auto_protocol() -> type[Any] | None:
 
 
 def _make(base: type[Any]) -> type[Any]:
-    class HeadDeadline(base):  # type: ignore[misc, valid-type]
+    class HeadDeadline(base):
         """uvicorn's protocol, closing a connection whose next request head is overdue."""
 
         _head_timer: asyncio.TimerHandle | None = None
