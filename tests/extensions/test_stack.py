@@ -39,6 +39,7 @@ from deerflow_ext.extensions.assembly import describe_middleware
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.hooks import WRAP_HOOK_PAIRS, implemented_hooks
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
+from deerflow_ext.extensions.memo import Memo
 from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
@@ -645,7 +646,7 @@ def _fusion_scenario(trace: list[str]) -> LoadedExtensions:
 def _arrange(monkeypatch: pytest.MonkeyPatch, arrangement: str) -> None:
     """Compose groups ``carried`` (the default), ``fused`` into a layer of their own but not
     carried, or ``separate``: one layer per contribution."""
-    monkeypatch.setattr(stack_module, "_plans", {})  # decided anew, under the patches below
+    monkeypatch.setattr(stack_module, "_plans", Memo(limit=256))  # decided anew, under the patches below
     if arrangement in ("fused", "separate"):
         monkeypatch.setattr(stack_module, "carry_plan", lambda stack: ())
     if arrangement == "separate":
@@ -779,7 +780,7 @@ def _shape_of(stack: Sequence[Any]) -> list[Any]:
 
 def test_a_repeated_shape_is_built_from_its_plan_without_deciding_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The second construction of a shape makes its own objects the way the first decided."""
-    monkeypatch.setattr(stack_module, "_plans", {})
+    monkeypatch.setattr(stack_module, "_plans", Memo(limit=256))
     trace: list[str] = []
     ext = loaded(
         Fresh(lambda: Tracer("a", trace)),
@@ -812,7 +813,7 @@ def test_a_repeated_shape_is_built_from_its_plan_without_deciding_again(monkeypa
 
 
 def test_a_shape_that_differs_by_what_fusing_reads_is_planned_anew(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stack_module, "_plans", {})
+    monkeypatch.setattr(stack_module, "_plans", Memo(limit=256))
     trace: list[str] = []
     with_tool = {"now": False}
 
@@ -833,7 +834,7 @@ def test_a_shape_that_differs_by_what_fusing_reads_is_planned_anew(monkeypatch: 
 
 
 def test_a_dropped_contribution_is_reported_by_every_construction(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stack_module, "_plans", {})
+    monkeypatch.setattr(stack_module, "_plans", Memo(limit=256))
     ext = loaded(Fresh(Plain), Fresh(lambda: Counter("late"), Placement.MODEL_PHYSICAL))
     real_check = stack_module.assert_ordering
 
@@ -849,7 +850,7 @@ def test_a_dropped_contribution_is_reported_by_every_construction(monkeypatch: p
         stack = compose_middleware_stack(host_stack(), extensions=ext, ctx=LEAD, diagnostics=diagnostics)
         assert [type(mw.inner).__name__ for mw in stack if isinstance(mw, IsolatedMiddleware)] == ["Plain"]
         assert [(d.extension, "dropped" in d.message) for d in diagnostics] == [("ext1:install", True)]
-    assert stack_module._plans == {}
+    assert len(stack_module._plans) == 0
 
 
 def test_a_fused_run_keeps_every_entry_in_place_for_descriptor_and_ordering() -> None:

@@ -29,7 +29,7 @@ from deerflow_ext.extensions.assembly import (
     emit_agent_assembled,
     text_hash,
 )
-from deerflow_ext.extensions.descriptor_memo import DescriptorMemo
+from deerflow_ext.extensions.memo import DescriptorMemo
 from deerflow_ext.extensions.snapshot import LoadedExtensions, bound_extensions, build_extensions
 from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_ext.subagents.executor import SubagentBuilder
@@ -80,7 +80,7 @@ ASSEMBLY_NAMESPACE = "deerflow"
 ModelFactory = Callable[[str | None], BaseChatModel]
 
 #: The last descriptor of each agent, handed out again for a construction that describes it
-#: exactly (``extensions/descriptor_memo.py``).
+#: exactly (``extensions/memo.py``).
 _descriptors: DescriptorMemo[AgentAssemblyDescriptor] = DescriptorMemo()
 
 #: The host middlewares' descriptors, by scope, policy and presence of a memory, for the

@@ -34,7 +34,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from deerflow_ext.extensions.classmemo import ClassMemo
+from deerflow_ext.extensions.memo import ClassMemo
 from deerflow_ext.extensions.hooks import (
     ASYNC_HOOKS,
     STATE_HOOKS,
@@ -225,7 +225,7 @@ def _run_stack(runtime: Any) -> RunStack:
 #: The slot class standing for each middleware class (cached weakly), or ``None`` if a hook
 #: of the class takes parameters LangGraph would inject differently into a slot's
 #: (``_build_slot_class``). Read for every middleware of every construction: a hit is one
-#: dict lookup (``classmemo.py``); only a class seen for the first time is built.
+#: dict lookup (``extensions/memo.py``); only a class seen for the first time is built.
 _slot_classes: ClassMemo[type | None] = ClassMemo(lambda cls: _build_slot_class(cls))
 _UNSEEN: Any = object()
 

@@ -13,17 +13,14 @@ registered it is never called and no descriptor, hash or schema is ever computed
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import logging
 import math
 import os
-import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
@@ -38,12 +35,11 @@ from deerflow_extension_api import (
 )
 
 from .. import __version__
-from .classmemo import ClassMemo
-from .descriptor_memo import scalar_key
 from .diagnostics import log_extension_failure
 from .exits import EXTENSION_FAILURES
 from .isolation import IsolatedMiddleware
 from .loopwatch import RunningHook, register_site
+from .memo import ClassMemo, Memo, scalar_key
 from .metrics import call_stats, count_call
 from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
@@ -139,7 +135,7 @@ def describe_middleware(mw: Any) -> MiddlewareDescriptor:
 
     The same class, extension and policy values give the same descriptor object: every
     construction makes new middleware instances that describe alike, and a shared descriptor
-    lets the agent's descriptor be reused (``descriptor_memo.py``). Policy values that are
+    lets the agent's descriptor be reused (``memo.py``: ``DescriptorMemo``). Policy values that are
     not plain scalars get a descriptor of their own every time.
     """
     target, extension = (mw._inner, mw._extension) if isinstance(mw, IsolatedMiddleware) else (mw, None)
@@ -155,9 +151,7 @@ def describe_middleware(mw: Any) -> MiddlewareDescriptor:
     # canonical_json takes or refuses alike.
     described = MiddlewareDescriptor(cls.__name__, cls.__module__, _json_checked(parameters), extension)
     if values is not None:
-        if len(_middleware_descriptors) >= _MEMO_LIMIT:  # classes made at run time: stay bounded
-            _middleware_descriptors.clear()
-        _middleware_descriptors[key] = described
+        _middleware_descriptors.put(key, described)
     return described
 
 
@@ -177,8 +171,7 @@ def _json_checked(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 #: Middleware descriptors by (class, extension, policy values as ``scalar_key``).
-_middleware_descriptors: dict[tuple[type, str | None, tuple[Hashable, ...]], MiddlewareDescriptor] = {}
-_MEMO_LIMIT = 1024
+_middleware_descriptors: Memo[tuple[type, str | None, tuple[Hashable, ...]], MiddlewareDescriptor] = Memo()
 
 
 def _policy_parameters(target: Any) -> Mapping[str, Any]:
@@ -299,7 +292,7 @@ def describe_tool(
 
     The same tool, unchanged, gets the same descriptor object: a construction describes the
     same few tools every time, and a shared descriptor lets the agent's be reused
-    (``descriptor_memo.py``). Unchanged means the same name, description, ``args_schema``
+    (``memo.py``: ``DescriptorMemo``). Unchanged means the same name, description, ``args_schema``
     class, tool class and source; a tool whose schema is not a class is described anew.
     """
     known = _tool_descriptors.get(id(tool))
@@ -322,29 +315,28 @@ def describe_tool(
         mcp_transport=mcp_transport,
     )
     if isinstance(schema, type):  # a dict schema may change in place: not remembered
-        if len(_tool_descriptors) >= _MEMO_LIMIT:
-            _tool_descriptors.clear()
         # The entry holds the tool, so its id cannot be another object's while it is here.
-        _tool_descriptors[id(tool)] = (tool, key, described)
+        _tool_descriptors.put(id(tool), (tool, key, described))
     return described
 
 
 #: The last descriptor of each tool, by id, with the tool and what it was described from.
-_tool_descriptors: dict[int, tuple[Any, tuple[Any, ...], ToolDescriptor]] = {}
+_tool_descriptors: Memo[int, tuple[Any, tuple[Any, ...], ToolDescriptor]] = Memo()
 
 
-@functools.lru_cache(maxsize=256)
 def text_hash(text: str) -> str:
     """``canonical_hash`` of a string, memoised: prompts and tool descriptions repeat every run."""
-    return canonical_hash(text)
+    return _text_hashes(text)
+
+
+_text_hashes: Memo[str, str] = Memo(canonical_hash, limit=256)
 
 
 #: Speed: schema hashes per ``args_schema`` class, then per (tool class, name, description).
 #: ``convert_to_openai_tool`` rebuilds a pydantic subset model on every call (milliseconds per
-#: construction); its output is a function of exactly those inputs. Weak keys, so schema
-#: classes created per run are not kept alive by the cache.
-_schema_hashes: WeakKeyDictionary[type, dict[tuple[type, str, str | None], str]] = WeakKeyDictionary()
-_schema_lock = threading.Lock()
+#: construction); its output is a function of exactly those inputs. Kept per class
+#: (``memo.py``), so schema classes created per run are not kept alive past the memo's bound.
+_schema_hashes: ClassMemo[dict[tuple[type, str, str | None], str]] = ClassMemo(lambda schema: {})
 
 
 def _schema_hash(tool: Any) -> str:
@@ -352,12 +344,10 @@ def _schema_hash(tool: Any) -> str:
     if not isinstance(schema, type):  # a dict schema or none: not cacheable by identity
         return canonical_hash(_args_schema(tool))
     key = (type(tool), tool.name, tool.description)
-    with _schema_lock:
-        cached = _schema_hashes.get(schema, {}).get(key)
+    by_tool = _schema_hashes(schema)
+    cached = by_tool.get(key)
     if cached is None:
-        cached = canonical_hash(_args_schema(tool))
-        with _schema_lock:
-            _schema_hashes.setdefault(schema, {})[key] = cached
+        cached = by_tool[key] = canonical_hash(_args_schema(tool))
     return cached
 
 

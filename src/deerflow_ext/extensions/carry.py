@@ -39,10 +39,10 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_ext.adapters.langchain_private import wrap_trace_kwargs
 
-from .classmemo import ClassMemo
 from .fusion import COMPOSERS, rewrapped
 from .hooks import WRAP_HOOK_PAIRS
 from .isolation import IsolatedMiddleware
+from .memo import ClassMemo
 from .mirror import agroup_method, group_head_class, group_member_class, group_method
 
 __all__ = ["Carry", "carry_fused_groups", "carry_groups", "carry_plan"]

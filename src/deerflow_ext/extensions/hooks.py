@@ -8,12 +8,11 @@ need that same test and the same hook vocabulary; this is its one copy.
 
 from __future__ import annotations
 
-import functools
 import re
 
 from langchain.agents.middleware import AgentMiddleware
 
-from .classmemo import ClassMemo
+from .memo import ClassMemo, Memo
 
 __all__ = [
     "ASYNC_HOOKS",
@@ -57,7 +56,7 @@ _implemented_hooks: ClassMemo[frozenset[str]] = ClassMemo(_implemented)
 def implemented_hooks(cls: type) -> frozenset[str]:
     """The hook names ``cls`` overrides, exactly as ``create_agent`` would detect them.
 
-    Once per class (``classmemo.py``): the ordering check and node fusion ask it for every
+    Once per class (``memo.py``): the ordering check and node fusion ask it for every
     middleware of every construction. A class's hooks are fixed once it is in use (reuse's
     slot classes and mirror's wrapper classes are built from them once, too).
     """
@@ -75,11 +74,18 @@ def adopt_graph_attributes(target: AgentMiddleware, source: AgentMiddleware) -> 
     target.transformers = tuple(getattr(source, "transformers", ()))
 
 
-@functools.lru_cache(maxsize=1024)
 def node_slug(text: str) -> str:
     """A graph-node-safe fragment: LangGraph reserves ``|`` and ``:`` in node names.
 
-    Memoised: the same extension and class names are slugged for every contribution of
-    every construction, four times each.
+    Memoised (``memo.py``): the same extension and class names are slugged for every
+    contribution of every construction, four times each.
     """
+    slug = _slugs.get(text)
+    return _slugs.put(text, _slug(text)) if slug is None else slug
+
+
+def _slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]+", "_", text).strip("_") or "x"
+
+
+_slugs: Memo[str, str] = Memo()

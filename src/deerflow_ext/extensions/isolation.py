@@ -41,7 +41,6 @@ The wrapper's rules:
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -56,6 +55,7 @@ from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
 from .hooks import node_slug
 from .loopwatch import DOWNSTREAM, RunningHook, register_site
+from .memo import Memo
 from .metrics import HookStats, stats_table
 from .mirror import isolated_class
 from .origin import is_host_cancellation
@@ -82,10 +82,16 @@ _DEFAULT_SCHEMA: Any = AgentMiddleware.state_schema  # type: ignore[misc]
 _NO_TOOLS: tuple[Any, ...] = ()
 
 
-@functools.lru_cache(maxsize=1024)
 def _node_name(extension: str, class_name: str, index: int) -> str:
     """``ext_<slug>_<ClassName>_<n>``, once per contribution slot (every construction asks)."""
-    return f"ext_{node_slug(extension)}_{node_slug(class_name)}_{index}"
+    key = (extension, class_name, index)
+    name = _node_names.get(key)
+    if name is None:
+        name = _node_names.put(key, f"ext_{node_slug(extension)}_{node_slug(class_name)}_{index}")
+    return name
+
+
+_node_names: Memo[tuple[str, str, int], str] = Memo()
 
 
 class RepeatedHandlerCall(RuntimeError):

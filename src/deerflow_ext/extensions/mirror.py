@@ -13,7 +13,7 @@ the missing side would raise ``NotImplementedError`` on that path). Fused groups
 
 The generated methods only forward to the wrapper's own runners by name
 (``_run_state_hook``, ``_run_wrap_hook``, ``_group_calls``...): this module knows the
-wrapper's shape, not its rules. Classes are cached per inner class, weakly (``classmemo.py``).
+wrapper's shape, not its rules. Classes are cached per inner class, weakly (``memo.py``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ import functools
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from weakref import WeakKeyDictionary
 
-from .classmemo import ClassMemo
 from .hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
+from .memo import ClassMemo
 
 __all__ = ["group_head_class", "group_member_class", "isolated_class", "isolated_hook", "isolated_step"]
 
@@ -35,14 +34,13 @@ Axes = tuple[tuple[str, str], ...]
 _ASYNC_STATE_HOOKS = frozenset(STATE_HOOKS[1::2])
 _ASYNC_WRAP_HOOKS = frozenset(asynchronous for _, asynchronous in WRAP_HOOK_PAIRS)
 _lock = threading.Lock()
-_heads: WeakKeyDictionary[type, dict[Axes, type]] = WeakKeyDictionary()
 
 
 def isolated_class(base: W, inner_cls: type) -> W:
     """The subclass of ``base`` that wraps instances of ``inner_cls`` (made once, cached).
 
     Asked for every contribution of every construction: a hit is one dict lookup
-    (``classmemo.py``); only a class seen for the first time is built, under a lock."""
+    (``memo.py``); only a class seen for the first time is built, under a lock."""
     cls = _classes.get(inner_cls)
     return _classes.load(inner_cls, base) if cls is None else cls  # type: ignore[return-value]
 
@@ -71,11 +69,11 @@ def _passed_through(method: Callable[..., Any], hook: str, request: Any, handler
 
 def group_head_class(base: W, inner_cls: type, axes: Axes) -> W:
     """The class of a fused group's head: it exposes the group's wrap hooks on ``axes``."""
-    cls = _heads.get(inner_cls, {}).get(axes)
+    by_axes = _heads(inner_cls)
+    cls = by_axes.get(axes)
     if cls is not None:
         return cls  # type: ignore[return-value]
     with _lock:
-        by_axes = _heads.setdefault(inner_cls, {})
         cls = by_axes.get(axes)
         if cls is None:
             namespace: dict[str, Any] = {"_hooks": implemented_hooks(inner_cls), "__module__": base.__module__}
@@ -151,6 +149,8 @@ def _build_class(inner_cls: type, base: type) -> type:
 #: The per-class wrappers and the group-member classes, by inner class.
 _classes: ClassMemo[type] = ClassMemo(_build_class)
 _members: ClassMemo[type] = ClassMemo(_build_member_class)
+#: A fused group head's classes, by inner class, then by the axes it exposes.
+_heads: ClassMemo[dict[Axes, type]] = ClassMemo(lambda inner_cls: {})
 
 
 def _state_method(hook: str, *, is_async: bool) -> Callable[..., Any]:

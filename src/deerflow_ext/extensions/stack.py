@@ -43,6 +43,7 @@ from .fusion import FusedRun, fuse_runs, fusible_key, fusible_runs
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
 from .loopwatch import RunningHook, register_site
+from .memo import Memo
 from .metrics import call_stats, count_call
 from .ordering import OrderingError, assert_ordering
 from .origin import is_host_cancellation
@@ -118,9 +119,7 @@ def compose_middleware_stack(
     if plan is None:
         plan = _plan(host, placed, diagnostics)
         if not plan.dropped:  # a drop is reported by every construction: it is planned anew
-            if len(_plans) >= _PLANS_LIMIT:  # classes made at run time: stay bounded
-                _plans.clear()
-            _plans[shape] = plan
+            _plans.put(shape, plan)
     return _build(plan, host, placed)
 
 
@@ -142,9 +141,8 @@ class _Plan(NamedTuple):
     carries: tuple[Carry, ...]  # carry.carry_plan of the fused stack
 
 
-#: Plans by shape; bounded like every cache keyed by classes.
-_plans: dict[tuple[Any, ...], _Plan] = {}
-_PLANS_LIMIT = 256
+#: Plans by shape, bounded by the one eviction rule (``memo.py``).
+_plans: Memo[tuple[Any, ...], _Plan] = Memo(limit=256)
 
 
 def _plan(host: Sequence[AgentMiddleware], placed: Sequence[_Placed], diagnostics: DiagnosticsList) -> _Plan:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from deerflow_ext.extensions.classmemo import ClassMemo
+from deerflow_ext.extensions.memo import ClassMemo
 
 
 def _classes(count: int) -> list[type]:
