@@ -18,7 +18,7 @@ Three loops are timed over 1, 10 and 100 contributors that complete without susp
 Two kinds of contributor are timed. ``no-op`` hooks have no suspension point (a hook that
 only writes to its stores is like this), so ``_notify_each`` takes its fast path: nothing can
 interrupt such a hook or deliver a cancellation into it, so the budget timer and the
-origin bookkeeping are skipped (``notify._cannot_suspend``). ``awaiting`` hooks contain an
+origin bookkeeping are skipped (``notify_plans._cannot_suspend``). ``awaiting`` hooks contain an
 ``await`` (of a coroutine that returns at once, so they never actually suspend), which puts
 the notification on the full path; their bare loop awaits the same hooks. The issue's target
 is the no-op row at 10; the awaiting rows show what the full machinery costs.
@@ -39,7 +39,7 @@ from typing import Any
 import pluggy
 
 from deerflow_ext.extensions import metrics
-from deerflow_ext.extensions.notify import _notify_each
+from deerflow_ext.extensions.notify_plans import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution
 from deerflow_extension_api import ExtensionData, TaskInfo
 

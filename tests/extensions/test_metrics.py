@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions import metrics
-from deerflow_ext.extensions.notify import _notify_each
+from deerflow_ext.extensions.notify_plans import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution
 from deerflow_extension_api import ExtensionData, TaskInfo
 

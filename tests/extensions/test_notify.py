@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from deerflow_ext.extensions import notify
-from deerflow_ext.extensions.notify import notification_loop, notify_task_start, notify_task_stop
+from deerflow_ext.extensions import lifecycle as lifecycle_module
+from deerflow_ext.extensions import notify, notify_plans
+from deerflow_ext.extensions.lifecycle import notify_task_start, notify_task_stop
+from deerflow_ext.extensions.notification_loop import notification_loop
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.testing import wait_until
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
@@ -136,7 +138,7 @@ async def test_no_lifecycle_contributors_returns_without_touching_the_loop(
     async def forbidden(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("dispatched although nobody listens")
 
-    monkeypatch.setattr(notify, "_notify_each", forbidden)
+    monkeypatch.setattr(lifecycle_module, "_notify_each", forbidden)
     monkeypatch.setattr(notification_loop, "run", forbidden)
     await notify_task_start(LoadedExtensions(), ExtensionData("t"), INFO)
     await notify_task_stop(LoadedExtensions(), ExtensionData("t"), INFO, TaskOutcome.FAILED)
@@ -444,15 +446,15 @@ class _Methods:
 def test_only_coroutine_functions_without_a_suspension_point_are_classified_as_unable_to_suspend(
     fn: Any, cannot_suspend: bool
 ) -> None:
-    assert notify._cannot_suspend(fn) is cannot_suspend
+    assert notify_plans._cannot_suspend(fn) is cannot_suspend
 
 
 def test_one_contributor_that_may_suspend_puts_the_whole_notification_on_the_full_path() -> None:
     calls: list[str] = []
     immediate = contributions(_Methods(), _Methods())
     mixed = contributions(_Methods(), Recorder(calls, "b"))
-    assert notify._build_plan(immediate, "on_task_start").may_suspend is False
-    assert notify._build_plan(mixed, "on_task_start").may_suspend is True
+    assert notify_plans._build_plan(immediate, "on_task_start").may_suspend is False
+    assert notify_plans._build_plan(mixed, "on_task_start").may_suspend is True
 
 
 class _ImmediateStop:
@@ -474,7 +476,7 @@ async def test_fast_path_stop_hooks_in_a_cancelled_runs_cleanup_contain_their_ow
     ext = lifecycle(
         _ImmediateStop(calls, "a", "self_cancel"), _ImmediateStop(calls, "b", "raise"), _ImmediateStop(calls, "c")
     )
-    assert not notify._build_plan(ext.task_lifecycle, "on_task_stop").may_suspend
+    assert not notify_plans._build_plan(ext.task_lifecycle, "on_task_stop").may_suspend
     with caplog.at_level(logging.ERROR, LOGGER):
         await stop_in_the_cleanup_of_a_cancelled_run(ext)
     assert calls == ["a", "b", "c"]
@@ -526,15 +528,15 @@ async def test_the_fast_path_contains_failures_and_attributes_exits_whatever_the
 
     args = tuple(f"arg{n}" for n in range(arity))
     ok = contributions(Hook("a"), Hook("b", ValueError), Hook("c"))
-    assert not notify._build_plan(ok, "on_hook").may_suspend  # the fast path
+    assert not notify_plans._build_plan(ok, "on_hook").may_suspend  # the fast path
     with caplog.at_level(logging.ERROR, LOGGER):
-        await notify._notify_each(ok, "on_hook", args, task_id="t")
+        await notify_plans._notify_each(ok, "on_hook", args, task_id="t")
     assert calls == [("a", args), ("b", args), ("c", args)]
     assert messages(caplog, logging.ERROR) == ["Extension acme_costs:install: on_hook raised ValueError: b"]
     calls.clear()
     fatal = contributions(Hook("a"), Hook("x", SystemExit), Hook("c"))
     with pytest.raises(SystemExit) as raised:
-        await notify._notify_each(fatal, "on_hook", args, task_id="t")
+        await notify_plans._notify_each(fatal, "on_hook", args, task_id="t")
     assert [name for name, _ in calls] == ["a", "x"]
     origin = exit_origin(raised.value)
     assert origin is not None and origin.extension == "acme_costs:install" and origin.hook == "on_hook"

@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deerflow_ext.extensions import notify
-from deerflow_ext.extensions.notify import _notify_each
+from deerflow_ext.extensions import notify_plans
+from deerflow_ext.extensions.notify_plans import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution
 
 BUDGET = 0.08
@@ -111,7 +111,7 @@ def test_any_mix_of_contributors_follows_the_spec(drawn: list[tuple[str, bool]])
 def test_contributors_that_cannot_suspend_follow_the_spec_on_the_fast_path(behaviours: list[str]) -> None:
     calls: list[int] = []
     contributors = [Immediate(i, behaviour, calls) for i, behaviour in enumerate(behaviours)]
-    assert not notify._build_plan(as_contributions(contributors), "on_task_start").may_suspend
+    assert not notify_plans._build_plan(as_contributions(contributors), "on_task_start").may_suspend
     check_against_the_model(contributors, calls)
 
 

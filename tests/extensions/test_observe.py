@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions import observe
-from deerflow_ext.extensions.notify import notification_loop
+from deerflow_ext.extensions.notification_loop import notification_loop
 from deerflow_ext.extensions.observe import (
     observe_system_call,
     submit_compaction,

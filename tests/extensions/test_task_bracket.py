@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions.lifecycle import task_bracket
-from deerflow_ext.extensions.notify import notification_loop
+from deerflow_ext.extensions.notification_loop import notification_loop
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 

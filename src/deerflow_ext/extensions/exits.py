@@ -6,7 +6,7 @@ kept exactly, inside the helper. What the spec does not say is what the *Gateway
 and a Gateway that lets them travel on has no good answer: asyncio re-raises them out of the
 event loop from whichever task they reach, so one ``sys.exit()`` in a hook used to end the
 process within seconds, with no ordered shutdown, the run left ``running`` and the buffers
-of every other extension lost (issue 14).
+of every other extension lost.
 
 The decision, applied at each boundary where the host calls extension code:
 
@@ -14,7 +14,7 @@ The decision, applied at each boundary where the host calls extension code:
   ``contribute_middlewares``, an assembly observer, a service's ``start``/``stop`` or a
   contributed route, each is handled there exactly like an ``Exception`` from the same code:
   attributed (the log names the extension), contained, fail-open.
-* **Notifications keep the spec's rule.** :func:`~.notify._notify_each` lets them propagate,
+* **Notifications keep the spec's rule.** :func:`~.notify.deliver` lets them propagate,
   after :func:`attribute_exit` records which contributor and hook raised them, and the
   remaining contributors of that notification are not called. The boundary that started the
   notification — the run worker, the subagent executor, system-model observation, the

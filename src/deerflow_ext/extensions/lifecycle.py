@@ -1,12 +1,14 @@
 """The task-lifecycle bracket: ``on_task_start``, the task, its outcome, ``on_task_stop``.
 
 Three places run a task whose hooks bracket it — the Gateway's run worker, the embedded
-``DeerFlowClient`` and the subagent executor — and they must agree on the rule (spec,
-Lifecycle and Observers): ``on_task_start`` is awaited before the task's first step,
+``DeerFlowClient`` and the subagent executor — and they must agree on the rule (docs/SPEC.md,
+"Task lifecycle"): ``on_task_start`` is awaited before the task's first step,
 ``on_task_stop`` runs once the start was attempted, whatever the outcome, after everything
 the caller put inside the bracket (persistence, the sandbox lease's release), and the outcome is ``completed`` unless
 the task said otherwise, ``aborted`` when it was cancelled and ``failed`` when it raised.
-A process exit an extension raised from either hook is contained here
+The two notifications are :func:`notify_task_start` and :func:`notify_task_stop`: each one
+budget of its own, delivered on the notification loop (``notification_loop.py``) under the
+rules of ``notify.py``. A process exit an extension raised from either hook is contained here
 (``extensions/exits.py``: an extension cannot stop the host); a failure of the host's own
 notification machinery at stop time is logged, never put in place of the task's outcome.
 """
@@ -15,17 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from .exits import PROCESS_EXITS, contain_exit
-from .notify import notify_task_start, notify_task_stop
-from .snapshot import LoadedExtensions
+from .notification_loop import notification_loop
+from .notify_plans import _notify_each
+from .snapshot import Contribution, LoadedExtensions
 
-__all__ = ["TaskBracket", "task_bracket"]
+__all__ = ["TaskBracket", "notify_task_start", "notify_task_stop", "task_bracket"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,3 +103,42 @@ async def task_bracket(
         raise
     finally:
         await bracket.stop(ended)
+
+
+async def _dispatch(
+    contributions: Sequence[Contribution[Any]],
+    method: str,
+    args: tuple[Any, ...],
+    task_id: str,
+    budget: float | None,
+) -> None:
+    target = notification_loop.loop
+    if target is None or target is asyncio.get_running_loop():
+        await _notify_each(contributions, method, args, task_id=task_id, budget=budget)
+    else:
+        await notification_loop.run(lambda: _notify_each(contributions, method, args, task_id=task_id, budget=budget))
+
+
+async def notify_task_start(
+    ext: LoadedExtensions, task_store: ExtensionData, info: TaskInfo, *, budget: float | None = None
+) -> None:
+    """Await every ``on_task_start`` on the notification loop within one budget."""
+    contributions = ext.task_lifecycle
+    if not contributions:
+        return
+    await _dispatch(contributions, "on_task_start", (ext.app_store, task_store, info), info.task_id, budget)
+
+
+async def notify_task_stop(
+    ext: LoadedExtensions,
+    task_store: ExtensionData,
+    info: TaskInfo,
+    outcome: TaskOutcome,
+    *,
+    budget: float | None = None,
+) -> None:
+    """Await every ``on_task_stop``, with a budget of its own (separate from the start's)."""
+    contributions = ext.task_lifecycle
+    if not contributions:
+        return
+    await _dispatch(contributions, "on_task_stop", (ext.app_store, task_store, info, outcome), info.task_id, budget)

@@ -36,7 +36,8 @@ from deerflow_extension_api import (
 )
 
 from .exits import PROCESS_EXITS, contain_exit
-from .notify import _notify_each, notification_loop
+from .notification_loop import notification_loop
+from .notify_plans import _notify_each
 from .stores import detached_store, store_or_detached
 
 if TYPE_CHECKING:

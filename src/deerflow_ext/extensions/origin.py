@@ -1,7 +1,7 @@
 """Whose cancellation is it? The one test every fail-open boundary shares.
 
 ``asyncio.CancelledError`` reaches an ``except`` around extension code for two unrelated
-reasons (spec, "Cancellation"; slice, "Fail-open is decided by the origin"):
+reasons (docs/SPEC.md, "Notifications and fail-open": cancellation by origin):
 
 * the **host task is being cancelled** — the user pressed stop, the Gateway is shutting
   down. That must propagate: the remaining contributors are not called.
@@ -22,17 +22,26 @@ callers catch ``(Exception, asyncio.CancelledError)`` and never ``BaseException`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["cancellation_requests", "host_is_cancelling", "is_host_cancellation"]
+__all__ = ["cancellation_requests", "host_is_cancelling", "is_host_cancellation", "requests_of"]
+
+
+#: ``requests_of(task)``: the cancellation requests pending on ``task``
+#: (``Task.cancelling()``), for a caller that holds its task: the method itself, so a
+#: notification, which compares the count before and after its contributors, pays no
+#: Python call frame for it.
+requests_of: Callable[[asyncio.Task[Any]], int] = asyncio.Task.cancelling
 
 
 def cancellation_requests() -> int:
-    """``Task.cancelling()`` of the task running this code (0 outside a task)."""
+    """The cancellation requests pending on the task running this code (0 outside a task)."""
     try:
         task = asyncio.current_task()
     except RuntimeError:  # no running event loop in this thread
         return 0
-    return task.cancelling() if task is not None else 0
+    return requests_of(task) if task is not None else 0
 
 
 def host_is_cancelling(baseline: int = 0) -> bool:

@@ -51,7 +51,7 @@ from ..extensions.gateway import (
 )
 from ..extensions.loader import load_extensions
 from ..extensions.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
-from ..extensions.notify import notification_loop
+from ..extensions.notification_loop import notification_loop
 from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
 from ..persistence import (
     HostStore,
