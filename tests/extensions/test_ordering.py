@@ -285,26 +285,6 @@ def test_importing_the_extension_runtime_loads_no_middleware_until_first_use() -
 
 
 # -- a stack checked after one of the same shape ---------------------------------------------
-def _standard_group() -> list[Any]:
-    """The lead stack with two STANDARD model wrappers fused into one group, as composed."""
-    from deerflow_ext.extensions.fusion import fuse_wrap_only_runs
-
-    stack = host_stack()
-    stack[-1:-1] = [placed(ModelWrap(), Placement.STANDARD), placed(ModelWrap(), Placement.STANDARD)]
-    return fuse_wrap_only_runs(stack)
-
-
-def test_a_shape_found_valid_still_has_its_fused_groups_checked() -> None:
-    assert_ordering(_standard_group())  # a valid stack of this shape
-    stack = _standard_group()
-    head = next(mw for mw in stack if isinstance(mw, IsolatedMiddleware) and mw.fused_group)
-    at = stack.index(head)
-    other = _standard_group()  # a member of another construction's group, same class, same place
-    stack[at + 1] = other[at + 1]
-    with pytest.raises(OrderingError, match="do not follow it in order"):
-        assert_ordering(stack)
-
-
 def test_a_valid_shape_does_not_vouch_for_another_placement() -> None:
     stack = host_stack()
     stack[-1:-1] = [placed(ModelWrap(), Placement.MODEL_PHYSICAL)]

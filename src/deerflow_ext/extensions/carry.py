@@ -39,7 +39,7 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_ext.adapters.langchain_private import wrap_trace_kwargs
 
-from .fusion import COMPOSERS, rewrapped
+from .fusion import COMPOSERS, FusedWrapper, rewrapped
 from .hooks import WRAP_HOOK_PAIRS
 from .isolation import IsolatedMiddleware
 from .memo import ClassMemo
@@ -55,7 +55,7 @@ class Carry(NamedTuple):
     head: int
     kept: tuple[tuple[str, str], ...]
     carriers: tuple[tuple[tuple[str, str], int], ...]
-    exposed: type[IsolatedMiddleware]  # the head's class once carried: it exposes only ``kept``
+    exposed: type[FusedWrapper]  # the head's class once carried: it exposes only ``kept``
 
 
 def carry_plan(stack: Sequence[Any]) -> tuple[Carry, ...]:
@@ -70,7 +70,7 @@ def carry_plan(stack: Sequence[Any]) -> tuple[Carry, ...]:
     classes = [type(mw) for mw in stack]
     plan: list[Carry] = []
     for index, head in enumerate(stack):
-        if not isinstance(head, IsolatedMiddleware) or not head.fused_group:
+        if not isinstance(head, FusedWrapper) or not head.fused_group:
             continue
         kept: list[tuple[str, str]] = []
         carriers: list[tuple[tuple[str, str], int]] = []
@@ -115,17 +115,15 @@ def carry_fused_groups(stack: Sequence[Any]) -> list[Any]:
     return carry_groups(stack, carry_plan(stack))
 
 
-def _exposed_class(head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...]) -> type[IsolatedMiddleware]:
+def _exposed_class(head: FusedWrapper, axes: tuple[tuple[str, str], ...]) -> type[FusedWrapper]:
     """The class of a group head that exposes only ``axes`` (none: a plain member's)."""
     inner_cls = type(head.inner)
     if axes:
-        return group_head_class(IsolatedMiddleware, inner_cls, axes)
-    return group_member_class(IsolatedMiddleware, inner_cls)
+        return group_head_class(FusedWrapper, inner_cls, axes)
+    return group_member_class(FusedWrapper, inner_cls)
 
 
-def _exposing(
-    head: IsolatedMiddleware, axes: tuple[tuple[str, str], ...], cls: type[IsolatedMiddleware]
-) -> IsolatedMiddleware:
+def _exposing(head: FusedWrapper, axes: tuple[tuple[str, str], ...], cls: type[FusedWrapper]) -> FusedWrapper:
     """A copy of group ``head`` of ``cls``, which exposes only ``axes`` (none: a plain member).
 
     A copy rather than a class swap on the head itself: the carried chains keep calling the
@@ -202,7 +200,7 @@ class _Carried:
     closure over the same five names was seven (the function, its cells, their tuple), per
     carried hook and construction. Every object alive at the model call brings the next
     collection closer, and collections were ~40% of what ten extensions added to a run's
-    time (issue 16)."""
+    time."""
 
     __slots__ = ("_head", "_hook", "_plain", "_traced", "_untraced")
 

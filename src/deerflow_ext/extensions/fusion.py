@@ -31,11 +31,14 @@ from deerflow_ext.adapters.langchain_private import chain_composers
 from .hooks import WRAP_HOOK_PAIRS, WRAP_HOOKS
 from .isolation import IsolatedMiddleware
 from .mirror import group_head_class, group_member_class, isolated_hook, isolated_step
+from .ordering import OrderingError, stack_label
 
 __all__ = [
     "COMPOSERS",
     "FusedRun",
+    "FusedWrapper",
     "GroupChains",
+    "check_fused_groups",
     "fuse_runs",
     "fuse_wrap_only_runs",
     "fusible_key",
@@ -47,15 +50,32 @@ __all__ = [
 COMPOSERS: Mapping[str, Callable[[Any], Any]] | None = chain_composers()
 
 
+class FusedWrapper(IsolatedMiddleware):
+    """The base of a fused group's classes (``mirror.py`` generates one per inner class):
+    the head's, which exposes the group's wrap hooks, and a member's, which exposes none.
+
+    The group's state lives here, not on :class:`~.isolation.IsolatedMiddleware`: a wrapper
+    made by isolation is its own layer, and only fusing (and carrying, ``carry.py``) turns
+    it into one of these, in place or as a copy.
+    """
+
+    _fused_group: tuple[IsolatedMiddleware, ...] = ()  # on a head: itself, then its members
+    _group_calls: GroupChains  # on a head: the composed chain per wrap hook
+    _group_axes: tuple[tuple[str, str], ...] = ()  # on a head: the wrap-hook pairs it exposes
+
+    @property
+    def fused_group(self) -> tuple[IsolatedMiddleware, ...]:
+        """The wrappers this one runs as one LangChain layer, itself first; empty on a member."""
+        return self._fused_group
+
+
 def _fusible(mw: Any) -> bool:
-    if not isinstance(mw, IsolatedMiddleware):
-        return False
+    if not isinstance(mw, IsolatedMiddleware) or isinstance(mw, FusedWrapper):
+        return False  # not a contribution, or already a group's head or member
     hooks = mw._hooks
     return (
-        mw._plain  # a per-class wrapper, not a group head or member
-        and bool(hooks)
+        bool(hooks)
         and hooks <= WRAP_HOOKS
-        and not mw._fused_group
         and not mw.tools
         and mw.state_schema is _DEFAULT_SCHEMA
         and not mw.transformers
@@ -79,7 +99,7 @@ class FusedRun(NamedTuple):
     one shape of stack (``stack.py``) holds for every stack of that shape."""
 
     span: range  # the run's indices in the stack
-    classes: tuple[type[IsolatedMiddleware], ...]  # the head's group class, then each member's
+    classes: tuple[type[FusedWrapper], ...]  # the head's group class, then each member's
     axes: tuple[tuple[str, str], ...]  # the wrap-hook pairs the group exposes
     chains: tuple[tuple[tuple[str, str], tuple[int, ...]], ...]  # per axis, the run's members on it
 
@@ -106,8 +126,8 @@ def _decided(stack: Sequence[IsolatedMiddleware], span: range) -> FusedRun:
     hooks = frozenset().union(*(mw.wrapped_hooks for mw in run))
     axes = tuple(pair for pair in WRAP_HOOK_PAIRS if not hooks.isdisjoint(pair))
     classes = (
-        group_head_class(IsolatedMiddleware, type(run[0].inner), axes),
-        *(group_member_class(IsolatedMiddleware, type(mw.inner)) for mw in run[1:]),
+        group_head_class(FusedWrapper, type(run[0].inner), axes),
+        *(group_member_class(FusedWrapper, type(mw.inner)) for mw in run[1:]),
     )
     chains = tuple(
         (pair, tuple(at for at, mw in enumerate(run) if not mw.wrapped_hooks.isdisjoint(pair))) for pair in axes
@@ -126,7 +146,7 @@ def fuse_runs(stack: Sequence[Any], runs: Sequence[FusedRun], *, in_place: bool 
     """
     result = list(stack)
     for span, classes, axes, chains in runs:
-        members = result[span.start : span.stop]
+        members: list[FusedWrapper] = result[span.start : span.stop]
         if in_place:
             for mw, cls in zip(members, classes, strict=True):
                 mw.__class__ = cls
@@ -143,6 +163,23 @@ def fuse_runs(stack: Sequence[Any], runs: Sequence[FusedRun], *, in_place: bool 
 def fuse_wrap_only_runs(stack: Sequence[Any]) -> list[Any]:
     """``stack`` with its fusible runs fused: :func:`fuse_runs` over :func:`fusible_runs`."""
     return fuse_runs(stack, fusible_runs(stack))
+
+
+def check_fused_groups(stack: Sequence[Any]) -> None:
+    """Raise :class:`~.ordering.OrderingError` unless each group head in ``stack`` is followed
+    by its members, consecutively and in order.
+
+    A head runs its members' wrap hooks where it stands, so the nesting LangChain sees is the
+    list's only while they follow it; a stack of a shape found valid before (a member of
+    another construction's group in its place, say) is checked all the same.
+    """
+    for index, mw in enumerate(stack):
+        group = mw.fused_group if isinstance(mw, FusedWrapper) else ()
+        if group and tuple(stack[index : index + len(group)]) != group:
+            raise OrderingError(
+                f"{stack_label(mw)} at position {index} runs a fused group of {len(group)} whose members "
+                "do not follow it in order"
+            )
 
 
 class GroupChains:
@@ -213,7 +250,7 @@ class _Link:
     ``functools.partial(step, handler=...)`` was a partial and its keyword dict. The
     partial, like this object, counts towards the garbage collector's next collection (the
     dict comes from a free list and does not); what the chain saves is the partial each step
-    was itself (issue 16)."""
+    was itself."""
 
     __slots__ = ("_handler", "_hook", "_step")
 
@@ -226,7 +263,7 @@ class _Link:
         return self._step(self._hook, request, self._handler)
 
 
-def rewrapped(mw: IsolatedMiddleware, cls: type[IsolatedMiddleware]) -> IsolatedMiddleware:
+def rewrapped(mw: IsolatedMiddleware, cls: type[FusedWrapper]) -> FusedWrapper:
     """A new wrapper of ``cls`` over the same state.
 
     Nothing is mirrored from the extension again (a raising property would be reported

@@ -21,6 +21,7 @@ __all__ = [
     "WRAP_HOOK_PAIRS",
     "adopt_graph_attributes",
     "implemented_hooks",
+    "node_name",
     "node_slug",
 ]
 
@@ -82,6 +83,19 @@ def node_slug(text: str) -> str:
     """
     slug = _slugs.get(text)
     return _slugs.put(text, _slug(text)) if slug is None else slug
+
+
+def node_name(extension: str, class_name: str, index: int) -> str:
+    """A contribution's node-name prefix, ``ext_<slug>_<ClassName>_<n>`` (memoised: every
+    construction asks it for every contribution slot)."""
+    key = (extension, class_name, index)
+    name = _node_names.get(key)
+    if name is None:
+        name = _node_names.put(key, f"ext_{node_slug(extension)}_{node_slug(class_name)}_{index}")
+    return name
+
+
+_node_names: Memo[tuple[str, str, int], str] = Memo()
 
 
 def _slug(text: str) -> str:

@@ -1,7 +1,7 @@
 """``IsolatedMiddleware``: a contributed middleware that cannot take a run down with it.
 
 Every middleware an extension contributes is wrapped before it reaches ``create_agent``.
-The wrapper's rules:
+The wrapper's rules (docs/SPEC.md, "Runtime slice": isolation of contributed middleware):
 
 * **Look exactly like the inner middleware to LangChain**, hook for hook: the wrapper's
   class is generated per inner class (``mirror.py``), which also completes a one-sided
@@ -26,9 +26,8 @@ The wrapper's rules:
   stopped deciding would be a security hole, so these fail **closed**: an exception of the
   extension's own (or a result LangChain cannot take) is one attributed diagnostic line and
   then fails the run.
-* **Cost one LangChain layer per run of wrap-only wrappers**, not one per wrapper: that is
-  ``fusion.py``'s job (and ``carry.py``'s), on wrappers made here.
-* **Judge a CancelledError by its origin** (spec, Cancellation; see ``origin.py``). One the
+* **Judge a CancelledError by its origin** (docs/SPEC.md, "Notifications and fail-open":
+  cancellation by origin; ``origin.py``). One the
   extension raised itself — an internal timeout built on cancellation — is contained like
   any other failure: otherwise it would end an otherwise healthy run as an error. A genuine
   cancellation of the run's task propagates.
@@ -36,6 +35,9 @@ The wrapper's rules:
   other failure (``exits.py``): LangGraph may run a node in a task of its own, and from
   there either would leave the event loop and end the Gateway. The downstream call's own
   (a tool the host does not wrap) still propagates unchanged, to the run's boundary.
+
+A wrapper made here is its own LangChain layer; making a run of them cheaper to run (one
+layer for a run of wrap-only wrappers) is ``fusion.py``'s and ``carry.py``'s.
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ from langgraph.types import Command
 
 from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
-from .hooks import node_slug
-from .loopwatch import DOWNSTREAM, RunningHook, register_site
-from .memo import Memo
+from .handler_watch import NOT_RUN, HandlerWatch
+from .hooks import node_name
+from .loopwatch import RunningHook, register_site
 from .metrics import HookStats, stats_table
 from .mirror import isolated_class
 from .origin import is_host_cancellation
@@ -63,12 +65,14 @@ from .origin import is_host_cancellation
 if TYPE_CHECKING:
     from deerflow_extension_api import Placement
 
-__all__ = ["IsolatedMiddleware", "RepeatedHandlerCall", "isolate"]
+__all__ = ["IsolatedMiddleware", "isolate"]
 
 _PHASE = "middleware"
-_MISSING: Any = object()
-_MODEL_RESULTS = (ModelResponse, AIMessage, ExtendedModelResponse)
-_TOOL_RESULTS = (ToolMessage, Command)
+_MISSING: Any = NOT_RUN  # the handler has not run (handler_watch.py)
+#: What LangChain takes from each wrap hook: an intercepting hook's result is checked.
+_VALID_RESULTS: dict[str, tuple[type, ...]] = dict.fromkeys(
+    ("wrap_model_call", "awrap_model_call"), (ModelResponse, AIMessage, ExtendedModelResponse)
+) | dict.fromkeys(("wrap_tool_call", "awrap_tool_call"), (ToolMessage, Command))
 # What the wrapper contains: any Exception, a CancelledError the extension raised itself
 # (``is_host_cancellation`` sends a real cancellation of the run on), and the process exits
 # (exits.py: an extension cannot stop the Gateway).
@@ -80,97 +84,6 @@ _DEFAULT_SCHEMA: Any = AgentMiddleware.state_schema  # type: ignore[misc]
 #: A wrapper's tools when its middleware has none (``Sequence``, as LangChain types it):
 #: shared and immutable, one list fewer for the collector per contribution and construction.
 _NO_TOOLS: tuple[Any, ...] = ()
-
-
-def _node_name(extension: str, class_name: str, index: int) -> str:
-    """``ext_<slug>_<ClassName>_<n>``, once per contribution slot (every construction asks)."""
-    key = (extension, class_name, index)
-    name = _node_names.get(key)
-    if name is None:
-        name = _node_names.put(key, f"ext_{node_slug(extension)}_{node_slug(class_name)}_{index}")
-    return name
-
-
-_node_names: Memo[tuple[str, str, int], str] = Memo()
-
-
-class RepeatedHandlerCall(RuntimeError):
-    """Raised into an observe-only wrap hook that calls its handler a second time."""
-
-
-class _Watch:
-    """One wrap-hook call, as the host sees it: the request it made and what the handler did.
-
-    ``call``/``acall`` is the handler the extension gets. For an observing extension it always
-    runs the host's request (``rewritten`` notes that the extension passed another one) and
-    runs at most once (a repeat raises :class:`RepeatedHandlerCall` and is only counted); for
-    a deciding one (``intercept: true``) it runs what the extension asks, as often as it
-    asks. Either way it records the handler's result or exception, so the wrapper can settle
-    the call without a second downstream call and tell a downstream failure from the
-    extension's own. Per call and on the hot path of every model and tool call, hence
-    ``__slots__`` and bound methods instead of a closure per call. ``seconds`` is the time
-    spent downstream, which the metrics subtract so a wrap hook is charged for its own work.
-    """
-
-    __slots__ = ("calls", "deciding", "error", "handler", "repeat", "request", "result", "rewritten", "seconds")
-
-    def __init__(self, request: Any, handler: Callable[[Any], Any], deciding: bool) -> None:
-        self.request = request
-        self.handler = handler
-        self.deciding = deciding
-        self.calls = 0
-        self.result: Any = _MISSING
-        self.error: BaseException | None = None
-        self.repeat: RepeatedHandlerCall | None = None
-        self.rewritten = False
-        self.seconds = 0.0
-
-    def _enter(self, request: Any) -> Any:
-        """The request the handler runs."""
-        self.calls += 1
-        if self.deciding:
-            return request
-        if request is not self.request:
-            self.rewritten = True
-        if self.calls > 1:
-            self.repeat = RepeatedHandlerCall("an observing middleware may call its handler once")
-            raise self.repeat
-        return self.request
-
-    # Timing and the handler's failure, the same for both paths (calls never overlap: a
-    # repeat is refused in _enter before it runs). Inline rather than a context manager:
-    # two method calls fewer per member on every model and tool call.
-    def call(self, request: Any) -> Any:
-        if request is self.request and not self.calls:
-            self.calls = 1  # the first call, with the host's request: what _enter would do
-            run = request
-        else:
-            run = self._enter(request)
-        started = _perf_counter()
-        try:
-            self.result = self.handler(run)
-        except BaseException as exc:
-            self.error = exc
-            raise
-        finally:
-            self.seconds += _perf_counter() - started
-        return self.result
-
-    async def acall(self, request: Any) -> Any:
-        if request is self.request and not self.calls:
-            self.calls = 1  # the first call, with the host's request: what _enter would do
-            run = request
-        else:
-            run = self._enter(request)
-        started = _perf_counter()
-        try:
-            self.result = await self.handler(run)
-        except BaseException as exc:
-            self.error = exc
-            raise
-        finally:
-            self.seconds += _perf_counter() - started
-        return self.result
 
 
 class IsolatedMiddleware(AgentMiddleware):
@@ -185,10 +98,6 @@ class IsolatedMiddleware(AgentMiddleware):
     """
 
     _hooks: ClassVar[frozenset[str]] = frozenset()
-    _plain: ClassVar[bool] = False  # True on a per-class wrapper (mirror.py), not a group's class
-    _fused_group: tuple[IsolatedMiddleware, ...] = ()
-    _group_calls: Any  # fusion.GroupChains, on a group head
-    _group_axes: tuple[tuple[str, str], ...] = ()
 
     def __new__(cls, inner: AgentMiddleware, **options: Any) -> IsolatedMiddleware:
         # Only picks the generated subclass; __init__ declares (and checks) the options.
@@ -227,7 +136,7 @@ class IsolatedMiddleware(AgentMiddleware):
         self._diagnostics = diagnostics
         self._placement = placement
         self._intercept = intercept
-        self._name = _node_name(extension, type(inner).__name__, index)
+        self._name = node_name(extension, type(inner).__name__, index)
         # Per-hook counters (metrics.py), resolved once here rather than on every call.
         self._stats: Mapping[str, HookStats] = stats_table(extension, self._hooks)
         # Mirrored once, here: create_agent reads these during construction, and a raising
@@ -279,17 +188,16 @@ class IsolatedMiddleware(AgentMiddleware):
     def wrapped_hooks(self) -> frozenset[str]:
         """The hooks the inner middleware implements, as ``create_agent`` would detect them.
 
-        The same whether or not this wrapper is part of a fused group (see
-        :func:`~.fusion.fuse_wrap_only_runs`), where its class may expose more hooks (a group head) or
-        none (a member the head runs); ordering checks read this, not the class.
+        Whatever hooks the wrapper's class exposes to LangChain (``fusion.py`` may give it a
+        class that exposes more or none); ordering checks read this, not the class.
         """
         return type(self)._hooks
 
     @property
     def fused_group(self) -> tuple[IsolatedMiddleware, ...]:
-        """The wrappers this one runs as one LangChain layer, itself first; empty unless it
-        heads a fused group."""
-        return self._fused_group
+        """The wrappers this one runs as one LangChain layer, itself first: none, for a
+        wrapper that is its own layer (a fused group's head says otherwise, ``fusion.py``)."""
+        return ()
 
     def __repr__(self) -> str:
         mode = ", intercept=True" if self._intercept else ""
@@ -352,7 +260,7 @@ class IsolatedMiddleware(AgentMiddleware):
             return self._checked_update(hook, update)
         return self._state_failed(hook, failure)
 
-    def _contains(self, hook: str, exc: BaseException, seconds: float, watch: _Watch | None) -> bool:
+    def _contains(self, hook: str, exc: BaseException, seconds: float, watch: HandlerWatch | None) -> bool:
         """Counts a call of ``hook`` that raised ``exc`` (``seconds`` its own time) and says
         whether the wrapper contains ``exc`` (the caller settles it) or lets it propagate.
 
@@ -401,7 +309,7 @@ class IsolatedMiddleware(AgentMiddleware):
 
     # -- wrap hooks ------------------------------------------------------------------------
     def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
-        watch = _Watch(request, handler, self._intercept)
+        watch = HandlerWatch(request, handler, self._intercept)
         started = _perf_counter()
         try:
             returned = getattr(self._inner, hook)(request, watch.call)
@@ -426,7 +334,7 @@ class IsolatedMiddleware(AgentMiddleware):
         return handler(request) if settled is _MISSING else settled
 
     async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        watch = _Watch(request, handler, self._intercept)
+        watch = HandlerWatch(request, handler, self._intercept)
         started = _perf_counter()
         try:
             returned = await getattr(self._inner, hook)(request, watch.acall)
@@ -448,7 +356,7 @@ class IsolatedMiddleware(AgentMiddleware):
         settled = self._settle(hook, watch, returned, failure)
         return await handler(request) if settled is _MISSING else settled
 
-    def _settle(self, hook: str, watch: _Watch, returned: Any, failure: BaseException | None) -> Any:
+    def _settle(self, hook: str, watch: HandlerWatch, returned: Any, failure: BaseException | None) -> Any:
         """The observed call's outcome once the extension's code has returned or raised.
 
         The handler's outcome, as if the extension were absent: its result, its exception
@@ -486,7 +394,7 @@ class IsolatedMiddleware(AgentMiddleware):
             self._report(hook, f"returned {type(returned).__name__} instead of its handler's result, which is used")
         return watch.result
 
-    def _decided(self, hook: str, watch: _Watch, returned: Any, failure: BaseException | None) -> Any:
+    def _decided(self, hook: str, watch: HandlerWatch, returned: Any, failure: BaseException | None) -> Any:
         """An intercepting hook's outcome: what it returned, or the run fails (fail closed).
 
         Its own failure, or a result LangChain cannot take, is attributed first; a downstream
@@ -527,10 +435,6 @@ def _running_hook(frame: Any) -> RunningHook:
     return RunningHook(names["self"]._extension, f"{type(names['self']._inner).__name__}.{names['hook']}")
 
 
-def _downstream(frame: Any) -> RunningHook:
-    return DOWNSTREAM  # the frames inside a tracked handler are the downstream call's
-
-
 for _runner in (
     IsolatedMiddleware._run_state_hook,
     IsolatedMiddleware._arun_state_hook,
@@ -538,13 +442,3 @@ for _runner in (
     IsolatedMiddleware._arun_wrap_hook,
 ):
     register_site(_runner, _running_hook)
-register_site(_Watch.call, _downstream)
-register_site(_Watch.acall, _downstream)
-
-
-_VALID_RESULTS: dict[str, tuple[type, ...]] = {
-    "wrap_model_call": _MODEL_RESULTS,
-    "awrap_model_call": _MODEL_RESULTS,
-    "wrap_tool_call": _TOOL_RESULTS,
-    "awrap_tool_call": _TOOL_RESULTS,
-}

@@ -125,8 +125,7 @@ def agroup_method(hook: str) -> Callable[..., Any]:
 
 def _build_class(inner_cls: type, base: type) -> type:
     hooks = implemented_hooks(inner_cls)
-    # ``_plain``: the per-class wrapper itself, which fusing may turn into a group's.
-    namespace: dict[str, Any] = {"_hooks": hooks, "_plain": True, "__module__": base.__module__, "__qualname__": ""}
+    namespace: dict[str, Any] = {"_hooks": hooks, "__module__": base.__module__, "__qualname__": ""}
     for hook in STATE_HOOKS:
         if hook in hooks:
             namespace[hook] = _state_method(hook, is_async=hook in _ASYNC_STATE_HOOKS)

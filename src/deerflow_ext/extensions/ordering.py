@@ -13,6 +13,9 @@ list order is behaviour, and this module states which orders the host relies on:
   middleware but the last.
 
 Host classes absent from a stack (subagent stacks omit some) are skipped, never assumed.
+These are the spec's ordering invariants (docs/SPEC.md, "Runtime slice": placement, not
+index; ordering invariants). How composition makes a valid stack cheaper to run (fused
+groups, carried groups) is ``fusion.py``'s and ``carry.py``'s, which check their own work.
 
 The middleware classes live in ``deerflow_ext.agents.middlewares``, which imports this
 package; referencing them at module scope here would point the dependency backwards and
@@ -32,7 +35,7 @@ from deerflow_extension_api import Placement
 from .hooks import implemented_hooks
 from .isolation import IsolatedMiddleware
 
-__all__ = ["OrderingConstraint", "OrderingError", "assert_ordering", "core_ordering_constraints"]
+__all__ = ["OrderingConstraint", "OrderingError", "assert_ordering", "core_ordering_constraints", "stack_label"]
 
 _MODEL_HOOKS = frozenset({"wrap_model_call", "awrap_model_call"})
 _TOOL_HOOKS = frozenset({"wrap_tool_call", "awrap_tool_call"})
@@ -85,7 +88,8 @@ def core_ordering_constraints() -> tuple[OrderingConstraint, ...]:
     )
 
 
-def _label(mw: Any) -> str:
+def stack_label(mw: Any) -> str:
+    """How a stack entry is named in an ordering error: a contribution by its class and placement."""
     if isinstance(mw, IsolatedMiddleware):
         placement = mw.placement.name if mw.placement is not None else "unplaced"
         return f"{type(mw.inner).__name__} ({placement})"
@@ -93,7 +97,7 @@ def _label(mw: Any) -> str:
 
 
 def _hooks(mw: Any) -> frozenset[str]:
-    # A contribution's own hooks, wherever a fused group put them (isolation.py).
+    # A contribution's own hooks, whatever its class exposes to LangChain (isolation.py).
     return mw.wrapped_hooks if isinstance(mw, IsolatedMiddleware) else implemented_hooks(type(mw))
 
 
@@ -107,13 +111,6 @@ def assert_ordering(stack: Sequence[Any]) -> None:
     Host order is checked first, because a broken host order is nobody's extension's fault
     and blaming one would hide the real bug.
     """
-    _check_shape(stack)
-    for index, mw in enumerate(stack):
-        if isinstance(mw, IsolatedMiddleware) and mw.fused_group:
-            _check_fused_group(stack, index, mw)
-
-
-def _check_shape(stack: Sequence[Any]) -> None:
     roles = _host_roles()
     host_index: dict[type, int] = {}
     for index, mw in enumerate(stack):
@@ -129,24 +126,13 @@ def _check_shape(stack: Sequence[Any]) -> None:
             )
     last = host_index.get(roles.last)
     if last is not None and last != len(stack) - 1:
-        raise OrderingError(f"{roles.last.__name__} must be last, found {_label(stack[-1])} after it")
+        raise OrderingError(f"{roles.last.__name__} must be last, found {stack_label(stack[-1])} after it")
 
     host_positions = sorted(i for i, mw in enumerate(stack) if not isinstance(mw, IsolatedMiddleware))
     retry = host_index.get(roles.retry_layer)
     for index, mw in enumerate(stack):
         if isinstance(mw, IsolatedMiddleware):
             _check_placement(stack, index, mw, host_positions, retry, last)
-
-
-def _check_fused_group(stack: Sequence[Any], index: int, mw: IsolatedMiddleware) -> None:
-    # A group head runs its members' wrap hooks where it stands, so they must follow it,
-    # consecutively and in order: otherwise the nesting LangChain sees is not the list's.
-    group = mw.fused_group
-    if group and tuple(stack[index : index + len(group)]) != group:
-        raise OrderingError(
-            f"{_label(mw)} at position {index} runs a fused group of {len(group)} whose members "
-            "do not follow it in order"
-        )
 
 
 def _check_placement(
@@ -161,12 +147,12 @@ def _check_placement(
 
     def broken(promise: str, other: int) -> OrderingError:
         return OrderingError(
-            f"{_label(mw)} at position {index} must be {promise}, but {_label(stack[other])} is at {other}",
+            f"{stack_label(mw)} at position {index} must be {promise}, but {stack_label(stack[other])} is at {other}",
             extension=mw.extension,
         )
 
     if placement is None:
-        raise OrderingError(f"{_label(mw)} at position {index} has no placement", extension=mw.extension)
+        raise OrderingError(f"{stack_label(mw)} at position {index} has no placement", extension=mw.extension)
     if placement is Placement.STANDARD:
         # The extension slot: after every host middleware except the final one.
         for other in host_positions:

@@ -39,7 +39,7 @@ from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlac
 from .carry import Carry, carry_groups, carry_plan
 from .diagnostics import DiagnosticsList
 from .exits import EXTENSION_FAILURES
-from .fusion import FusedRun, fuse_runs, fusible_key, fusible_runs
+from .fusion import FusedRun, check_fused_groups, fuse_runs, fusible_key, fusible_runs
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
 from .loopwatch import RunningHook, register_site
@@ -159,6 +159,7 @@ def _plan(host: Sequence[AgentMiddleware], placed: Sequence[_Placed], diagnostic
         stack = fuse_runs(assembled, runs)
         try:
             assert_ordering(stack)
+            check_fused_groups(stack)
         except OrderingError as exc:
             if exc.extension is None or exc.extension in dropped:
                 raise

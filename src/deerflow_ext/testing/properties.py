@@ -378,6 +378,7 @@ def check_stack_ordering(
     and subagent stacks pass the host's ``assert_ordering``, nothing is dropped for breaking a
     placement promise, and each entry's own middlewares keep the order they have in the given
     list (their placement and ``order`` decide it, never their neighbours)."""
+    from deerflow_ext.extensions.fusion import check_fused_groups
     from deerflow_ext.extensions.ordering import assert_ordering
 
     subject = plugin_records(plugins)
@@ -395,6 +396,7 @@ def check_stack_ordering(
         want = own(_under_test(subject, entries))
         for agent, stack in _composed(loaded, app_config).items():
             assert_ordering(stack)
+            check_fused_groups(stack)
             dropped = [d for d in loaded.diagnostics.snapshot() if "dropped" in d.message]
             if dropped:
                 return f"{agent}: {dropped[0]}"
