@@ -112,7 +112,7 @@ def install(registry: Any, config: Mapping[str, Any]) -> None:
 
 async def _hog(prompt: str) -> None:
     if found := _HOG.search(prompt):
-        block = bytearray(int(found.group(1)) << 20)  # zero-filled: every page touched
+        block = b"\x01" * (int(found.group(1)) << 20)  # written, so every page is resident
         await asyncio.sleep(1.5)  # held across a few of the test's RSS samples
         del block
 

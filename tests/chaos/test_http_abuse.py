@@ -121,6 +121,9 @@ async def test_raw_http_abuse_is_bounded_by_timeouts(tmp_path: Path) -> None:
     with gateways() as started:
         gw = Gateway(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'chaos.db'}", env)
         started.append(gw.start())
+        # /health opens the database (SQLite: the file, its -wal and -shm) on first use.
+        async with httpx.AsyncClient(base_url=gw.url) as client:
+            assert (await client.get("/health")).status_code == 200
         base_fds = proc_fds(gw.pid)
         latencies: list[float] = []
         failures: list[str] = []
