@@ -34,6 +34,7 @@ from deerflow_ext.agents.middlewares import (
 from deerflow_ext.agents.model import TransientModelError
 from deerflow_ext.agents.policy import project_policy
 from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions import layers as layers_module
 from deerflow_ext.extensions import stack as stack_module
 from deerflow_ext.extensions.assembly import describe_middleware
 from deerflow_ext.extensions.diagnostics import DiagnosticsList
@@ -132,7 +133,7 @@ def test_no_contributors_returns_the_host_stack_without_doing_any_work(
     def forbidden(*args: Any) -> Any:
         raise AssertionError("no work expected")
 
-    monkeypatch.setattr(stack_module, "_collect", forbidden)
+    monkeypatch.setattr(stack_module, "collect_middlewares", forbidden)
     monkeypatch.setattr(stack_module, "assert_ordering", forbidden)
     host = host_stack()
     result = compose_middleware_stack(host, extensions=LoadedExtensions(), ctx=LEAD)
@@ -649,9 +650,9 @@ def _arrange(monkeypatch: pytest.MonkeyPatch, arrangement: str) -> None:
     carried, or ``separate``: one layer per contribution."""
     monkeypatch.setattr(stack_module, "_plans", Memo(limit=256))  # decided anew, under the patches below
     if arrangement in ("fused", "separate"):
-        monkeypatch.setattr(stack_module, "carry_plan", lambda stack: ())
+        monkeypatch.setattr(layers_module, "carry_plan", lambda stack: ())
     if arrangement == "separate":
-        monkeypatch.setattr(stack_module, "fusible_runs", lambda stack: ())
+        monkeypatch.setattr(layers_module, "fusible_runs", lambda stack: ())
 
 
 def _hooked(stack: Sequence[Any]) -> list[Any]:
@@ -796,8 +797,10 @@ def test_a_repeated_shape_is_built_from_its_plan_without_deciding_again(monkeypa
     def forbidden(*args: Any) -> Any:
         raise AssertionError("decided again")
 
-    for name in ("_layout", "fusible_runs", "assert_ordering", "carry_plan"):
+    for name in ("_layout", "assert_ordering", "plan_layers"):
         monkeypatch.setattr(stack_module, name, forbidden)
+    for name in ("fusible_runs", "carry_plan"):
+        monkeypatch.setattr(layers_module, name, forbidden)
     host = host_stack()
     second = compose_middleware_stack(host, extensions=ext, ctx=LEAD)
 
