@@ -239,12 +239,9 @@ class IsolatedMiddleware(AgentMiddleware):
         try:
             update = getattr(self._inner, hook)(state, runtime)
         except BaseException as exc:
-            if not self._contains(hook, exc, _perf_counter() - started, None):
-                raise
-            failure = exc
+            failure = self._contained(hook, exc, _perf_counter() - started, None)
         else:
-            self._count(hook, _perf_counter() - started)
-            return self._checked_update(hook, update)
+            return self._updated(hook, update, started)
         return self._state_failed(hook, failure)
 
     async def _arun_state_hook(self, hook: str, state: Any, runtime: Any) -> Any:
@@ -252,17 +249,14 @@ class IsolatedMiddleware(AgentMiddleware):
         try:
             update = await getattr(self._inner, hook)(state, runtime)
         except BaseException as exc:
-            if not self._contains(hook, exc, _perf_counter() - started, None):
-                raise
-            failure = exc
+            failure = self._contained(hook, exc, _perf_counter() - started, None)
         else:
-            self._count(hook, _perf_counter() - started)
-            return self._checked_update(hook, update)
+            return self._updated(hook, update, started)
         return self._state_failed(hook, failure)
 
-    def _contains(self, hook: str, exc: BaseException, seconds: float, watch: HandlerWatch | None) -> bool:
-        """Counts a call of ``hook`` that raised ``exc`` (``seconds`` its own time) and says
-        whether the wrapper contains ``exc`` (the caller settles it) or lets it propagate.
+    def _contained(self, hook: str, exc: BaseException, seconds: float, watch: HandlerWatch | None) -> BaseException:
+        """Counts a call of ``hook`` that raised ``exc`` (``seconds`` its own time), and
+        returns ``exc`` when the wrapper contains it (the caller settles it) or raises it again.
 
         ``GraphBubbleUp`` (LangGraph's interrupts) and a cancellation of the run itself (stop,
         shutdown) propagate, as does anything that is not an extension failure; a downstream
@@ -271,11 +265,11 @@ class IsolatedMiddleware(AgentMiddleware):
         """
         self._count(hook, seconds)
         if isinstance(exc, GraphBubbleUp) or not isinstance(exc, _CONTAINED):
-            return False
+            raise exc
         if (watch is None or exc is not watch.error) and is_host_cancellation(exc):
             self._cancelled(hook)
-            return False
-        return True
+            raise exc
+        return exc
 
     def _count(self, hook: str, seconds: float) -> None:
         """One call of ``hook`` and the time it took (the extension's own, metrics.py)."""
@@ -297,9 +291,12 @@ class IsolatedMiddleware(AgentMiddleware):
             raise failure
         return None
 
-    def _checked_update(self, hook: str, update: Any) -> Any:
-        # A malformed update would fail later inside LangGraph, far from the extension that
-        # produced it; reject it here, attributed, and apply nothing (or fail, intercepting).
+    def _updated(self, hook: str, update: Any, started: float) -> Any:
+        """A node hook's update, counted (its time since ``started``) and checked: a
+        malformed one would fail later inside LangGraph, far from the extension that produced
+        it, so it is rejected here, attributed, and nothing is applied (or, intercepting, the
+        run fails)."""
+        self._count(hook, _perf_counter() - started)
         if update is None or isinstance(update, (Mapping, Command)):
             return update
         error = self._invalid(hook, update)
@@ -308,53 +305,45 @@ class IsolatedMiddleware(AgentMiddleware):
         return None
 
     # -- wrap hooks ------------------------------------------------------------------------
+    # Settled outside the except clause, so a downstream error raised again by _settled does
+    # not get the extension's own failure as its context.
     def _run_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
         watch = HandlerWatch(request, handler, self._intercept)
         started = _perf_counter()
+        failure: BaseException | None = None
         try:
             returned = getattr(self._inner, hook)(request, watch.call)
         except BaseException as exc:
-            if not self._contains(hook, exc, _perf_counter() - started - watch.seconds, watch):
-                raise
-            returned = _MISSING
-            failure: BaseException | None = exc
-        else:
-            # _count and an observing hook's clean outcome (what _settle would find) inline:
-            # this is every observer's path on every model and tool call.
-            stats = self._stats.get(hook)
-            if stats is not None:
-                stats.calls += 1
-                stats.seconds += _perf_counter() - started - watch.seconds
-            if returned is watch.result and watch.calls == 1 and not watch.rewritten and not watch.deciding:
-                return returned  # called its handler once, with the host's request, and handed back its result
-            failure = None
-        # Settled outside the except clause, so a downstream error raised again here does not
-        # get the extension's own failure as its context.
-        settled = self._settle(hook, watch, returned, failure)
+            returned, failure = _MISSING, self._contained(hook, exc, _perf_counter() - started - watch.seconds, watch)
+        settled = self._settled(hook, watch, returned, failure, started)
         return handler(request) if settled is _MISSING else settled
 
     async def _arun_wrap_hook(self, hook: str, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         watch = HandlerWatch(request, handler, self._intercept)
         started = _perf_counter()
+        failure: BaseException | None = None
         try:
             returned = await getattr(self._inner, hook)(request, watch.acall)
         except BaseException as exc:
-            if not self._contains(hook, exc, _perf_counter() - started - watch.seconds, watch):
-                raise
-            returned = _MISSING
-            failure: BaseException | None = exc
-        else:
-            stats = self._stats.get(hook)  # as in _run_wrap_hook
+            returned, failure = _MISSING, self._contained(hook, exc, _perf_counter() - started - watch.seconds, watch)
+        settled = self._settled(hook, watch, returned, failure, started)
+        return await handler(request) if settled is _MISSING else settled
+
+    def _settled(
+        self, hook: str, watch: HandlerWatch, returned: Any, failure: BaseException | None, started: float
+    ) -> Any:
+        """What the wrap hook's call comes to: its own outcome counted (the time since
+        ``started`` less the downstream's) when it returned, then :meth:`_settle`'s answer,
+        except on every observer's path on every model and tool call, decided here first:
+        it called its handler once, with the host's request, and handed back its result."""
+        if failure is None:
+            stats = self._stats.get(hook)
             if stats is not None:
                 stats.calls += 1
                 stats.seconds += _perf_counter() - started - watch.seconds
             if returned is watch.result and watch.calls == 1 and not watch.rewritten and not watch.deciding:
                 return returned
-            failure = None
-        # Settled outside the except clause, so a downstream error raised again here does not
-        # get the extension's own failure as its context.
-        settled = self._settle(hook, watch, returned, failure)
-        return await handler(request) if settled is _MISSING else settled
+        return self._settle(hook, watch, returned, failure)
 
     def _settle(self, hook: str, watch: HandlerWatch, returned: Any, failure: BaseException | None) -> Any:
         """The observed call's outcome once the extension's code has returned or raised.
