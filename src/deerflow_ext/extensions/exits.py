@@ -1,12 +1,13 @@
 """``KeyboardInterrupt`` and ``SystemExit`` from extension code: the extension's failure.
 
-The spec's notification helper lets both propagate: "KeyboardInterrupt and SystemExit always
-propagate", and the remaining contributors of that notification are not called. That rule is
-kept exactly, inside the helper. What the spec does not say is what the *Gateway* does next,
-and a Gateway that lets them travel on has no good answer: asyncio re-raises them out of the
-event loop from whichever task they reach, so one ``sys.exit()`` in a hook used to end the
-process within seconds, with no ordered shutdown, the run left ``running`` and the buffers
-of every other extension lost.
+The spec's notification rule lets both propagate (docs/SPEC.md, "Notifications and
+fail-open": "KeyboardInterrupt and SystemExit always propagate"), and the remaining
+contributors of that notification are not called. That rule is kept exactly, inside the
+helper. What the spec does not say is what the *Gateway* does next, and a Gateway that lets
+them travel on has no good answer: asyncio re-raises them out of the event loop from
+whichever task they reach, so one ``sys.exit()`` in a hook used to end the process within
+seconds, with no ordered shutdown, the run left ``running`` and the buffers of every other
+extension lost.
 
 The decision, applied at each boundary where the host calls extension code:
 
@@ -85,7 +86,7 @@ def attribute_exit(exc: BaseException, extension: str, hook: str) -> None:
     """Record on ``exc`` that ``extension`` raised it from ``hook`` (the first record wins).
 
     The exception object itself carries the attribution because it must propagate unchanged
-    (spec) to a boundary that no longer knows which contributor was running.
+    (docs/SPEC.md) to a boundary that no longer knows which contributor was running.
     """
     if exit_origin(exc) is None:
         try:

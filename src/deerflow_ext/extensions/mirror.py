@@ -1,5 +1,9 @@
 """Generated wrapper classes that look, to LangChain, exactly like the middleware they wrap.
 
+The one class generator of the extension runtime: the spec's "the wrapper exposes exactly
+the inner middleware's hooks" (docs/SPEC.md, "Runtime slice": isolation of contributed
+middleware) is kept here, for the per-class wrappers and for a fused group's classes.
+
 ``create_agent`` builds a node or a wrapper chain for each hook a middleware's *class*
 overrides (``hooks.implemented_hooks``). A single wrapper class that defined every hook
 would add a node for every hook of every contribution, and one that defined none would hide

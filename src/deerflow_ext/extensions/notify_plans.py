@@ -1,6 +1,7 @@
 """Notification plans: who a notification calls, resolved once and handed to ``notify.py``.
 
-Every notifier (the lifecycle bracket, the system-model and compaction observers) calls
+Every notifier (docs/SPEC.md, "Notifications and fail-open": the lifecycle bracket, the
+system-model and compaction observers) calls
 :func:`_notify_each` with a snapshot's contributions and a hook name. Working out who to call
 from those on every notification (which contributors implement the hook, their bound
 methods, whether any of them can suspend, their meter) would cost more than the no-op hooks

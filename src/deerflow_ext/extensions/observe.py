@@ -1,12 +1,15 @@
 """Observation of the host's own model calls and of context compaction.
 
+The spec's rules are docs/SPEC.md's "System model calls" and "Context compaction", with the
+fail-open rules of "Notifications and fail-open" (observers get no budget).
+
 Goal evaluation, memory extraction, title generation and summarization call a model outside
 the agent's middleware chain, so :func:`observe_system_call` wraps each of them. Every
 terminal path is reported, and the host always sees the call's own result or exception,
 unchanged:
 
 * success and failure notify the observers inline (awaited, on the notification loop);
-* an observer's ``KeyboardInterrupt``/``SystemExit`` ends the notification (spec) and is
+* an observer's ``KeyboardInterrupt``/``SystemExit`` ends the notification (docs/SPEC.md) and is
   contained here, attributed (``exits.py``): the host's call is unaffected;
 * cancellation is routine — stopping a run or interrupting it with a follow-up cancels the
   call after the provider tokens are spent — but awaiting observers at that point would be
@@ -113,7 +116,7 @@ async def observe_system_call(
 
 
 async def _notify_inline(observation: Callable[[], Coroutine[Any, Any, None]], kind: SystemOperationKind) -> None:
-    # An observer's KeyboardInterrupt/SystemExit stops the notification (spec) and ends here:
+    # An observer's KeyboardInterrupt/SystemExit stops the notification (docs/SPEC.md) and ends here:
     # the host still sees its call's own result or exception (exits.py).
     try:
         await notification_loop.run(observation)
