@@ -9,7 +9,8 @@ of the host hit the timeout.
 
 Held after each wave: every run is terminal (``success`` or a clear error, never ``running``
 for ever); no thread holds a duplicated message (ids unique, one human message per run);
-``/health`` said ``degraded`` while the cluster was down and ``ok`` once it was back; and the
+``/health`` said ``degraded`` while the cluster was down and ``ok`` once it was back, and a
+request that needs the database was answered 503 with ``Retry-After`` meanwhile; and the
 pool recovered without a restart (new runs succeed, on the same process).
 """
 
@@ -117,6 +118,7 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
             own_postgres.stop("fast")
             faults += 1
             degraded = wait_for(lambda: health["degraded"] > 0, 30)
+            refused = client.post("/api/threads", json={})  # a request the database must answer
             time.sleep(2)
             own_postgres.start()
             recovered = wait_for(lambda: client.get("/health").json()["status"] == "ok", 60)
@@ -147,6 +149,8 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
         assert gw.process is not None and gw.process.poll() is None, "the Gateway process died"
 
     assert degraded, f"/health never said degraded while PostgreSQL was down: {dict(health)}"
+    assert refused.status_code == 503 and "Retry-After" in refused.headers, refused.text
+    assert "the database is unavailable" in refused.json()["detail"]
     assert recovered, "/health did not come back to ok once PostgreSQL was back"
     assert {row["status"] for row in final_after.values()} == {"success"}, final_after
     figure(

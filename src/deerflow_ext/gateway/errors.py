@@ -10,6 +10,10 @@ An unexpected error is answered by :class:`UnexpectedErrors`, a middleware, rath
 Starlette's handler for ``Exception``: that handler re-raises after answering, and uvicorn
 then closes the keep-alive connection, so one bad request cost the client its connection
 (and a pooled client a failed next request). The middleware answers and swallows.
+An error that says the database cannot be reached (refused, closed by the server, restarting,
+pool exhausted, statement cancelled) is answered 503 with ``Retry-After`` instead: the
+request was fine and will succeed once the database is back, and a client or a load balancer
+should retry rather than report a bug (``/health`` says ``degraded`` meanwhile).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = [
     "ContributedRouteErrors",
     "TolerantJSONResponse",
     "UnexpectedErrors",
+    "database_unavailable",
     "install_error_handlers",
     "validation_message",
 ]
@@ -82,7 +87,43 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=exc.status_code, content={"detail": detail}, headers=exc.headers)
 
 
-def _internal_error(exc: BaseException) -> JSONResponse:
+# Exception classes, by name in any driver (SQLAlchemy, psycopg, asyncpg, sqlite3), that mean
+# "the database is not answering", not "this request is wrong".
+_UNAVAILABLE = frozenset(
+    {
+        "OperationalError",  # refused, closed, admin shutdown, statement timeout, SQLite busy
+        "InterfaceError",  # a connection that is already closed
+        "ConnectionDoesNotExistError",
+        "CannotConnectNowError",
+        "AdminShutdownError",
+        "PostgresConnectionError",
+        "TooManyConnectionsError",
+    }
+)
+RETRY_AFTER_SECONDS = 2
+
+
+def database_unavailable(exc: BaseException) -> BaseException | None:
+    """The exception in ``exc``'s chain that says the database cannot be reached, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError) or {c.__name__ for c in type(current).__mro__} & _UNAVAILABLE:
+            return current
+        if type(current).__name__ == "TimeoutError" and type(current).__module__.startswith("sqlalchemy"):
+            return current  # the pool had no connection to give within its timeout
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _internal_error(exc: BaseException, *, database: bool = False) -> JSONResponse:
+    if database and (cause := database_unavailable(exc)) is not None:
+        return JSONResponse(
+            status_code=503,
+            content={"detail": f"the database is unavailable ({type(cause).__name__}); retry shortly"},
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
 
@@ -103,6 +144,7 @@ class _AnswerFailures:
     and the failure propagates, ending the response)."""
 
     catches: tuple[type[BaseException], ...] = (Exception,)
+    database_aware = False  # host routes only: an extension's failed connection is its own
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -121,7 +163,7 @@ class _AnswerFailures:
         except self.catches as exc:
             if not self.takes(scope, exc) or response.started:
                 raise
-            await _internal_error(exc)(scope, receive, send)
+            await _internal_error(exc, database=self.database_aware)(scope, receive, send)
 
 
 class UnexpectedErrors(_AnswerFailures):
@@ -131,7 +173,12 @@ class UnexpectedErrors(_AnswerFailures):
     is nothing left to answer: the exception propagates and the server ends the response.
     """
 
+    database_aware = True
+
     def takes(self, scope: Scope, exc: BaseException) -> bool:
+        if (cause := database_unavailable(exc)) is not None:  # one line each, not a traceback
+            logger.warning("%s %s: the database is unavailable (%s)", scope["method"], scope["path"], cause)
+            return True
         logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
         return True
 
