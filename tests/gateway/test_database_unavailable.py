@@ -44,7 +44,16 @@ async def test_database_errors_are_503_and_bugs_500() -> None:
         assert (response.status_code, response.json()) == (500, {"detail": "internal error: ValueError"})
 
 
-@pytest.mark.parametrize("exc", [ValueError("x"), KeyError("k"), httpx.ReadTimeout("t"), TimeoutError()])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ValueError("x"),
+        KeyError("k"),
+        httpx.ReadTimeout("t"),
+        TimeoutError(),
+        sqlalchemy.exc.OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: threads")),
+    ],
+)
 def test_other_errors_are_not_the_databases(exc: BaseException) -> None:
     assert database_unavailable(exc) is None
 

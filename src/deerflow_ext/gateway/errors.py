@@ -87,20 +87,38 @@ async def _http(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=exc.status_code, content={"detail": detail}, headers=exc.headers)
 
 
-# Exception classes, by name in any driver (SQLAlchemy, psycopg, asyncpg, sqlite3), that mean
-# "the database is not answering", not "this request is wrong".
+# Exception classes, by name in any driver (psycopg, asyncpg), that mean "the database is not
+# answering", not "this request is wrong". SQLAlchemy's wrappers are judged by the driver's
+# error they carry; sqlite3's OperationalError also means "no such table", so for SQLite only
+# the messages of a busy or missing database file count.
 _UNAVAILABLE = frozenset(
     {
-        "OperationalError",  # refused, closed, admin shutdown, statement timeout, SQLite busy
+        "OperationalError",  # psycopg: refused, closed, admin shutdown, statement timeout
         "InterfaceError",  # a connection that is already closed
         "ConnectionDoesNotExistError",
         "CannotConnectNowError",
         "AdminShutdownError",
         "PostgresConnectionError",
         "TooManyConnectionsError",
+        "QueryCanceledError",
     }
 )
+_SQLITE_UNAVAILABLE = ("database is locked", "unable to open database file", "disk I/O error")
 RETRY_AFTER_SECONDS = 2
+
+
+def _says_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, ConnectionError):
+        return True
+    kind = type(exc)
+    if kind.__module__.startswith("sqlalchemy"):
+        if kind.__name__ == "TimeoutError":
+            return True  # the pool had no connection to give within its timeout
+        orig = getattr(exc, "orig", None)
+        return _says_unavailable(orig) if isinstance(orig, BaseException) else False
+    if kind.__module__ == "sqlite3":
+        return any(text in str(exc) for text in _SQLITE_UNAVAILABLE)
+    return bool({c.__name__ for c in kind.__mro__} & _UNAVAILABLE)
 
 
 def database_unavailable(exc: BaseException) -> BaseException | None:
@@ -109,10 +127,8 @@ def database_unavailable(exc: BaseException) -> BaseException | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, ConnectionError) or {c.__name__ for c in type(current).__mro__} & _UNAVAILABLE:
+        if _says_unavailable(current):
             return current
-        if type(current).__name__ == "TimeoutError" and type(current).__module__.startswith("sqlalchemy"):
-            return current  # the pool had no connection to give within its timeout
         current = current.__cause__ or current.__context__
     return None
 
