@@ -32,6 +32,7 @@ from chaos_support import (
     gateways,
     load_average,
     new_thread,
+    parse_sse,
     run_rows,
     scaled,
     start_run,
@@ -42,6 +43,7 @@ from chaos_support import (
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 RUNS = scaled(24, 64)
+STREAMS = 8
 STATEMENT_TIMEOUT = "1s"
 
 
@@ -80,6 +82,19 @@ def _messages_unique(client: httpx.Client, runs: list[tuple[str, str]]) -> int:
     return total
 
 
+def _follow(url: str, thread_id: str, run_id: str, out: dict[str, object], joined: threading.Semaphore) -> None:
+    """The event names of a run's stream; ``joined`` is released once the response began."""
+    try:
+        with httpx.Client(base_url=url, timeout=120) as client:
+            with client.stream("GET", f"/api/threads/{thread_id}/runs/{run_id}/stream") as response:
+                joined.release()
+                text = response.read().decode()
+            names = [name for name, _, _ in parse_sse(text)]
+            out[run_id] = names or f"{response.status_code}: {text[-300:]}"
+    except httpx.HTTPError as exc:
+        out[run_id] = exc
+
+
 def _health_watch(url: str, stop: threading.Event, seen: Counter[str]) -> None:
     with httpx.Client(base_url=url, timeout=10) as client:
         while not stop.is_set():
@@ -100,7 +115,8 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
     faults = 0
     health: Counter[str] = Counter()
     with gateways() as started:
-        gw = Gateway(tmp_path, own_postgres.url("chaos"), {"DEERFLOW_LOG_LEVEL": "WARNING"})
+        env = {"DEERFLOW_LOG_LEVEL": "WARNING", "DEERFLOW_SSE_HEARTBEAT_SECONDS": "0.5"}
+        gw = Gateway(tmp_path, own_postgres.url("chaos"), env)
         started.append(gw.start())
         with gw.client() as client:
             # 1. every connection of the Gateway terminated mid-run
@@ -110,8 +126,19 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
             statuses.update(f"terminate:{row['status']}" for row in rows.values())
             checked = _messages_unique(client, runs)
 
-            # 2. the cluster stopped, /health watched, started again
+            # 2. the cluster stopped, /health watched, started again; some runs' streams
+            # followed meanwhile (their heartbeats ask the database whether the run ended)
             runs = _wave(client, "restart", 4)
+            streams: dict[str, object] = {}
+            joined = threading.Semaphore(0)
+            readers = [
+                threading.Thread(target=_follow, args=(gw.url, t, r, streams, joined), daemon=True)
+                for t, r in runs[:STREAMS]
+            ]
+            for reader in readers:
+                reader.start()
+            for _ in readers:
+                assert joined.acquire(timeout=30), "a stream did not begin"
             stop = threading.Event()
             watcher = threading.Thread(target=_health_watch, args=(gw.url, stop, health), daemon=True)
             watcher.start()
@@ -126,6 +153,8 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
             watcher.join(15)
             rows = all_final(client, runs, 120)
             statuses.update(f"restart:{row['status']}" for row in rows.values())
+            for reader in readers:
+                reader.join(60)
             checked += _messages_unique(client, runs)
 
             # 3. statements past statement_timeout: the runs table locked for 3 s mid-run
@@ -149,6 +178,8 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
         assert gw.process is not None and gw.process.poll() is None, "the Gateway process died"
 
     assert degraded, f"/health never said degraded while PostgreSQL was down: {dict(health)}"
+    cut = {r: s for r, s in streams.items() if not isinstance(s, list) or not s or s[-1] != "end"}
+    assert not cut, f"streams cut or unended while PostgreSQL restarted: {list(cut.values())[:3]}"
     assert refused.status_code == 503 and "Retry-After" in refused.headers, refused.text
     assert "the database is unavailable" in refused.json()["detail"]
     assert recovered, "/health did not come back to ok once PostgreSQL was back"
@@ -161,6 +192,7 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
         outcomes=dict(sorted(statuses.items())),
         health=dict(sorted(health.items())),
         messages_checked=checked,
+        streams_followed=STREAMS,
         duplicated=0,
         left_running=0,
         lost=0,

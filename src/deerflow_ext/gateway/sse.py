@@ -11,7 +11,8 @@ quiet run from a dead socket.
 A stream normally ends with the run's own ``end`` event. If that never comes — the process
 running it died, or the stream's retention ran out — the run's persisted status decides:
 once it is final (on two consecutive heartbeats, so a run still finalizing is not cut
-short) the response ends with an ``end`` event of its own.
+short) the response ends with an ``end`` event of its own. While the database cannot be
+asked, the stream keeps its heartbeats and asks again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from ..persistence.models import RunStatus
 from ..runtime.stream import END_EVENT, IDLE, Missed, StreamEvent, follow_batches
 from ..runtime.stream_modes import mode_of_event
+from .errors import database_unavailable
 from .state import GatewayRuntime
 from .streaming import ListeningStreamingResponse
 
@@ -61,7 +63,14 @@ def _not_retained(run_id: str, after: str | None, resume_after: str, message: st
 
 
 async def _final(runtime: GatewayRuntime, thread_id: str, run_id: str) -> dict[str, Any] | None:
-    record = await runtime.store.get_run(thread_id, run_id)
+    """The run's final status, or None while it is live — or while the database cannot say:
+    a stream outlives a database restart (heartbeats go on) instead of being cut mid-body."""
+    try:
+        record = await runtime.store.get_run(thread_id, run_id)
+    except Exception as exc:
+        if database_unavailable(exc) is None:
+            raise
+        return None
     if record is None or record.status in _LIVE:
         return None
     return {"run_id": run_id, "status": record.status, "outcome": record.outcome}
