@@ -28,14 +28,14 @@ is cancelled, so its run ends as ``interrupted`` instead of running on beside th
 holder. The lease must therefore be longer than any stall of a Gateway's event loop. All
 times are the database's clock (``clock_timestamp()``), never a Gateway host's.
 
-Why no row per hold (issue 16). Holds used to write a lease row (``thread_leases``) when
-they took a thread and delete it when they gave it back: two commits a run, each a WAL
-flush; a take and a give-back cost the server 0.25 ms of CPU and 1.2 ms of wall time
-against 0.10 and 0.87 now. The heartbeat every process already kept names a dead holder
-just as well. Processes of an earlier release still write
-lease rows; they and these exclude each other by the same lock, but a vanished host of an
-earlier release is not detected here (it holds until its connection dies), so upgrade every
-process of a deployment together.
+Why no row per hold (docs/SCALE-OUT.md, "Thread admission and the finalizing barrier").
+Holds used to write a lease row (``thread_leases``) when they took a thread and delete it
+when they gave it back: two commits a run, each a WAL flush; a take and a give-back cost
+the server 0.25 ms of CPU and 1.2 ms of wall time against 0.10 and 0.87 now. The heartbeat
+every process already kept names a dead holder just as well. Processes of an earlier
+release still write lease rows; they and these exclude each other by the same lock, but a
+vanished host of an earlier release is not detected here (it holds until its connection
+dies), so upgrade every process of a deployment together.
 """
 
 from __future__ import annotations
@@ -58,6 +58,16 @@ from ..persistence.records import PROCESS_OWNER
 from .coordinator import LocalThreadCoordinator, advisory_key
 from .lease_refresh import LeaseRefresh
 from .lock_session import LockSession, LockSessionLostError
+from .pg_hold_statements import (
+    ABANDONED_THREADS,
+    DEAD_HOLDER,
+    STILL_HELD,
+    TAKE,
+    TAKE_OVER,
+    TAKEN_OVER_WHY,
+    UNLOCK,
+    lock_parts,
+)
 from .presence import ProcessPresence
 
 __all__ = [
@@ -91,59 +101,6 @@ def application_name(owner: str) -> str:
     """The ``application_name`` of a process's coordinator connections: its owner id's md5,
     since an owner id (host, pid, token) may be longer than the 63 bytes PostgreSQL keeps."""
     return _APPLICATION + hashlib.md5(owner.encode(), usedforsecurity=False).hexdigest()
-
-
-# Runs left running on a thread whose lock is held here, and the queued runs of their
-# processes on it, interrupted; the thread too, if it was busy. An UPDATE checks each row it
-# found against that row's newest version, so a run that ended (and whose thread was given
-# back) after the statement's snapshot was taken is left alone, and an update that matches
-# nothing writes nothing. It reads a thread's live runs alone (``ix_runs_live_thread_id``,
-# migration 0005). ``{held}`` makes it conditional on the lock just taken.
-_ORPHANS = (
-    "dead AS (UPDATE runs SET status = 'interrupted', outcome = 'aborted', finished_at = clock_timestamp(), "
-    "error = :why WHERE {held}thread_id = :t AND status = 'running' AND owner <> :o RETURNING id, owner), "
-    "queued AS (UPDATE runs SET status = 'interrupted', outcome = 'aborted', finished_at = clock_timestamp(), "
-    "error = :why WHERE thread_id = :t AND status = 'pending' AND id <> :r "
-    "AND owner IN (SELECT owner FROM dead) RETURNING id), "
-    "busy AS (UPDATE threads SET status = 'interrupted', updated_at = clock_timestamp() "
-    "WHERE id = :t AND status = 'busy' AND EXISTS (SELECT 1 FROM dead)) "
-)
-_INTERRUPTED = "ARRAY(SELECT id FROM dead) || ARRAY(SELECT id FROM queued), ARRAY(SELECT DISTINCT owner FROM dead)"
-_WHY = "the process running it stopped before it finished (its thread was taken over)"
-# A free thread, the common case, in one round trip: the try-lock, then (only if it was
-# granted) the takeover of whatever the last holder left running.
-_TAKE = text(
-    "WITH lock AS MATERIALIZED (SELECT pg_try_advisory_lock(:k) AS got), "
-    + _ORPHANS.format(held="(SELECT got FROM lock) AND ")
-    + f"SELECT got, {_INTERRUPTED} FROM lock"
-)
-_TAKE_OVER = text("WITH " + _ORPHANS.format(held="") + f"SELECT {_INTERRUPTED}")
-_UNLOCK = text("SELECT pg_advisory_unlock(:k)")
-_STILL_HELD = text(
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() "
-    "AND classid = :classid AND objid = :objid AND objsubid = 1"
-)
-# The backend holding a thread's lock, if it is a Gateway's whose heartbeat expired or whose
-# heartbeat row is gone (never this process's own).
-_DEAD_HOLDER = text(
-    "SELECT k.pid FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid "
-    "LEFT JOIN gateway_processes p ON a.application_name = :prefix || md5(p.owner) "
-    "WHERE k.locktype = 'advisory' AND k.granted AND k.classid = :classid AND k.objid = :objid AND k.objsubid = 1 "
-    "AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND starts_with(a.application_name, :prefix) AND a.application_name <> :mine "
-    "AND (p.owner IS NULL OR p.expires_at < clock_timestamp())"
-)
-# Threads with a run left running by a process that is gone (expired or forgotten heartbeat).
-_ABANDONED_THREADS = text(
-    "SELECT DISTINCT r.thread_id FROM runs r LEFT JOIN gateway_processes p ON p.owner = r.owner "
-    "WHERE r.status = 'running' AND r.owner <> :me AND (p.owner IS NULL OR p.expires_at < clock_timestamp())"
-)
-
-
-def _lock_parts(key: int) -> dict[str, int]:
-    """``pg_locks`` shows a bigint advisory key as (classid = high 32 bits, objid = low 32 bits)."""
-    unsigned = key & 0xFFFFFFFFFFFFFFFF
-    return {"classid": unsigned >> 32, "objid": unsigned & 0xFFFFFFFF}
 
 
 def _is_lock_timeout(exc: DBAPIError) -> bool:
@@ -224,11 +181,11 @@ class PostgresThreadCoordinator:
             return self._shared
 
     def _orphans(self, thread_id: str, run_id: str) -> dict[str, Any]:
-        return {"t": thread_id, "r": run_id, "o": self.owner, "why": _WHY}
+        return {"t": thread_id, "r": run_id, "o": self.owner, "why": TAKEN_OVER_WHY}
 
     async def _take_shared(self, session: LockSession, thread_id: str, run_id: str, key: int) -> bool:
         """Take a free thread on the shared session, in one round trip: whether it was free."""
-        attempt = session.start(_TAKE, {"k": key, **self._orphans(thread_id, run_id)})
+        attempt = session.start(TAKE, {"k": key, **self._orphans(thread_id, run_id)})
         try:
             # Awaited directly (lock_session): a cancel stops only this wait, and the give-back
             # below is queued behind the try-lock, so a lock it took is given back.
@@ -248,7 +205,7 @@ class PostgresThreadCoordinator:
             return  # it never ran, and the session's locks are gone anyway
         try:
             # Unlocking a lock the session does not hold only answers false.
-            await session.send(_UNLOCK, {"k": key})
+            await session.send(UNLOCK, {"k": key})
         except Exception:
             logger.exception("thread %s: could not give back its lock; ending the shared lock session", thread_id)
             await session.drop()
@@ -282,8 +239,8 @@ class PostgresThreadCoordinator:
 
     async def _break_dead_holder(self, conn: Any, thread_id: str, key: int) -> None:
         """Terminate the session holding the thread if its process's heartbeat expired."""
-        params = {"prefix": _APPLICATION, "mine": self._mine, **_lock_parts(key)}
-        pid = (await conn.execute(_DEAD_HOLDER, params)).scalar()
+        params = {"prefix": _APPLICATION, "mine": self._mine, **lock_parts(key)}
+        pid = (await conn.execute(DEAD_HOLDER, params)).scalar()
         if pid is None:
             return
         logger.warning(
@@ -295,7 +252,7 @@ class PostgresThreadCoordinator:
 
     async def _take_over(self, conn: Any, thread_id: str, run_id: str) -> None:
         """With the lock held: interrupt what the last holder left running."""
-        [(interrupted, owners)] = (await conn.execute(_TAKE_OVER, self._orphans(thread_id, run_id))).all()
+        [(interrupted, owners)] = (await conn.execute(TAKE_OVER, self._orphans(thread_id, run_id))).all()
         _report_takeover(thread_id, owners, interrupted)
 
     def _lock_check(
@@ -307,10 +264,10 @@ class PostgresThreadCoordinator:
         holder: asyncio.Task[Any] | None,
     ) -> LeaseRefresh:
         """Every lease/3, whether the lock's own session still holds it; if not, the holder is fenced."""
-        params = _lock_parts(key)
+        params = lock_parts(key)
 
         async def still_held() -> bool:
-            return bool((await target.execute(_STILL_HELD, params)).scalar())
+            return bool((await target.execute(STILL_HELD, params)).scalar())
 
         def lost(error: BaseException | None) -> None:
             reason = error or "the lock is no longer held"
@@ -340,7 +297,7 @@ class PostgresThreadCoordinator:
         # ``abandoned``.
         abandoned = functools.partial(self._abandoned_give_back, target, thread_id)
         try:
-            await target.start(_UNLOCK, params, abandoned=abandoned)
+            await target.start(UNLOCK, params, abandoned=abandoned)
         except Exception as exc:
             await self._not_given_back(target, thread_id, exc)
 
@@ -350,7 +307,7 @@ class PostgresThreadCoordinator:
         if checking is not None:
             await asyncio.wait((checking,))  # a connection of its own runs one statement at a time
         try:
-            await target.send(_UNLOCK, params)
+            await target.send(UNLOCK, params)
         except Exception as exc:
             await self._not_given_back(target, thread_id, exc)
             return
@@ -390,7 +347,7 @@ class PostgresThreadCoordinator:
     async def sweep(self) -> list[str]:
         """Take over every thread a dead process left a run running on; returns them."""
         async with self._engine.connect() as probe:
-            abandoned = (await probe.execute(_ABANDONED_THREADS, {"me": self.owner})).scalars().all()
+            abandoned = (await probe.execute(ABANDONED_THREADS, {"me": self.owner})).scalars().all()
         swept = []
         for thread_id in abandoned:
             if await self._sweep_thread(thread_id):
@@ -402,7 +359,7 @@ class PostgresThreadCoordinator:
         conn = await (await self._engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
         try:
             # The take every hold makes: the try-lock and, if granted, the takeover.
-            got, interrupted, owners = (await conn.execute(_TAKE, {"k": key, **self._orphans(thread_id, "")})).one()
+            got, interrupted, owners = (await conn.execute(TAKE, {"k": key, **self._orphans(thread_id, "")})).one()
             if not got:
                 await self._break_dead_holder(conn, thread_id, key)
                 return False  # a waiter (or the next sweep) gets it once the session is gone
@@ -410,7 +367,7 @@ class PostgresThreadCoordinator:
                 _report_takeover(thread_id, owners, interrupted)
                 return bool(interrupted)
             finally:
-                await conn.execute(_UNLOCK, {"k": key})
+                await conn.execute(UNLOCK, {"k": key})
         finally:
             await conn.close()
 

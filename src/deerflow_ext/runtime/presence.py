@@ -33,6 +33,9 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ..persistence.models import RunStatus
+from ..persistence.records.pg_statements import interrupt_runs, status_is
+
 __all__ = ["ProcessPresence"]
 
 logger = logging.getLogger("deerflow_ext.runtime")
@@ -43,12 +46,13 @@ _BEAT = text(
     "ON CONFLICT (owner) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at"
 )
 _FAIL_QUEUED = text(
-    "UPDATE runs SET status = 'interrupted', outcome = 'aborted', finished_at = clock_timestamp(), "
-    "error = 'the process that queued it stopped before it started (no heartbeat within the lease)' "
-    "WHERE status = 'pending' AND owner <> :me AND owner IN "
-    "(SELECT owner FROM gateway_processes WHERE expires_at < clock_timestamp()) "
-    "RETURNING id, owner"
+    interrupt_runs(
+        f"{status_is(RunStatus.PENDING)} AND owner <> :me AND owner IN "
+        "(SELECT owner FROM gateway_processes WHERE expires_at < clock_timestamp())",
+        returning="id, owner",
+    )
 )
+_WHY = "the process that queued it stopped before it started (no heartbeat within the lease)"
 # Rows expired this long ago have been swept many times over: forget them.
 _FORGET = text("DELETE FROM gateway_processes WHERE expires_at < clock_timestamp() - make_interval(secs => :keep)")
 _LEAVE = text("DELETE FROM gateway_processes WHERE owner = :o")
@@ -76,7 +80,7 @@ class ProcessPresence:
     async def sweep(self) -> list[str]:
         """Fail the queued runs of processes whose heartbeat expired; returns their ids."""
         async with self._engine.begin() as conn:
-            failed = (await conn.execute(_FAIL_QUEUED, {"me": self.owner})).all()
+            failed = (await conn.execute(_FAIL_QUEUED, {"me": self.owner, "why": _WHY})).all()
             await conn.execute(_FORGET, {"keep": 10 * self.lease_seconds})
         for run_id, owner in failed:
             logger.warning("run %s failed: %s stopped before starting it (no heartbeat in the lease)", run_id, owner)
