@@ -54,7 +54,7 @@ from .item_matching import (
     split_namespace,
     truncate,
 )
-from .loop_statements import LoopStatements
+from .loop_statements import LoopStatements, aclose_after
 from .models import utcnow
 from .store_table import STORE_ITEMS
 from .transactions import Transactions, transactions_for
@@ -269,11 +269,7 @@ class ItemStore(BaseStore):
             self._loop = None
 
     async def aclose(self) -> None:
-        try:
-            await self._tx.aclose()
-        finally:
-            if self._pg is not None:
-                await self._pg.aclose()
+        await aclose_after(self._tx.aclose(), self._pg)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         loop = self._loop

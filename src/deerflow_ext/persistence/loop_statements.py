@@ -1,20 +1,21 @@
 """PostgreSQL statements sent by asyncpg straight from the event loop, each compiled once.
 
-Why (issue 16): on PostgreSQL the Gateway's process is bound by its one GIL, not by its
-event loop. The writes every run makes (its thread, its row, its start, its end: four
-statements) ran on the store's threads through SQLAlchemy and psycopg, and cost those
-threads 0.5-0.9 ms each in the server against ~0.19 ms alone: the thread woke for the
-statement, waited for the GIL the loop held, and woke the loop again with the answer. Made
-through SQLAlchemy's async engine on the loop instead they cost more (its greenlet and
-result layers: 0.9-0.96x the runs a second). asyncpg alone, on the loop, is a send and a
-receive on a socket the loop already watches: no thread, no hand-off.
+Why (docs/ARCHITECTURE.md, "How a run's rows are written"): on PostgreSQL the Gateway's
+process is bound by its one GIL, not by its event loop. The writes every run makes (its
+thread, its row, its start, its end: four statements) ran on the store's threads through
+SQLAlchemy and psycopg, and cost those threads 0.5-0.9 ms each in the server against ~0.19
+ms alone: the thread woke for the statement, waited for the GIL the loop held, and woke the
+loop again with the answer. Made through SQLAlchemy's async engine on the loop instead they
+cost more (its greenlet and result layers: 0.9-0.96x the runs a second). asyncpg alone, on
+the loop, is a send and a receive on a socket the loop already watches: no thread, no
+hand-off.
 
-So a SQLAlchemy Core statement (``records`` builds each once) is compiled once
-(``compiled``), for asyncpg's numbered placeholders, and every call binds its values in the
-compiled order and sends it on one of this module's few asyncpg connections. asyncpg
-prepares a statement once per connection and then sends only its values. One statement is
-its own transaction (autocommit): the hot path's writes each join their rows in one
-data-modifying ``WITH``.
+So a SQLAlchemy Core statement (``records.statements`` and ``records.pg_statements`` build
+each once) is compiled once (``compiled``), for asyncpg's numbered placeholders, and every
+call binds its values in the compiled order and sends it on one of this module's few asyncpg
+connections. asyncpg prepares a statement once per connection and then sends only its
+values. One statement is its own transaction (autocommit): the hot path's writes each join
+their rows in one data-modifying ``WITH``.
 
 Values go to asyncpg as they are (str, int, aware datetime, list); JSON and JSONB columns
 are written and read with ``json.dumps`` / ``json.loads``, as SQLAlchemy's JSON type does.
@@ -41,7 +42,7 @@ from sqlalchemy.sql import ClauseElement
 from .compiled import Compiled, compile_for
 from .durability import durability_of, postgres_server_settings
 
-__all__ = ["LOOP_CONNECTIONS", "LoopStatements", "Row", "compile_statement"]
+__all__ = ["LOOP_CONNECTIONS", "LoopStatements", "Row", "aclose_after", "compile_statement"]
 
 LOOP_CONNECTIONS = 3
 """Connections of one process's loop statements (opened as statements need them).
@@ -182,3 +183,13 @@ class LoopStatements:
         for connection in idle:
             if connection is not None:
                 await connection.close()
+
+
+async def aclose_after(closing: Awaitable[None], statements: LoopStatements | None) -> None:
+    """A store's close: ``closing`` (its transactions'), then its loop statements, if any,
+    whatever the first raised."""
+    try:
+        await closing
+    finally:
+        if statements is not None:
+            await statements.aclose()

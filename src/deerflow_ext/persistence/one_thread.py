@@ -5,9 +5,9 @@ The checkpointer's SQLite connection lives on such a thread (``sqlite_saver``). 
 cheapest hand-off we measured: ``loop.run_in_executor`` on a one-worker
 ``ThreadPoolExecutor`` cost the event loop ~50 us a call (a ``concurrent.futures`` future,
 its work item, the executor's thread accounting, and ``wrap_future`` chaining the two
-futures across threads), a plain queue and ``call_soon_threadsafe`` back ~19 us (uvloop,
-issue 16). That is also how aiosqlite hands over each of its calls, so one call here costs
-what one aiosqlite hop did.
+futures across threads), a plain queue and ``call_soon_threadsafe`` back ~19 us (uvloop).
+That is also how aiosqlite hands over each of its calls, so one call here costs what one
+aiosqlite hop did.
 
 A SQLite connection's thread is *loop-first* (``loop_first``): a call is made right where it
 is awaited, on the event loop, whenever nothing handed to the thread is queued or running,
@@ -16,7 +16,7 @@ A SQLite statement here takes microseconds and syncs nothing to disk (WAL, ``syn
 NORMAL), while a hand-off costs the loop a wake-up and the thread a wait for the GIL after
 every statement: at 32 clients the checkpointer's and the store's threads were busy half
 the time, mostly waiting for the GIL the loop held, and the runs queued behind them while
-the loop idled 15-24% of the time (issue 16; made on the loop: 1.16x, 1.03x and 1.07x the
+the loop idled 15-24% of the time (made on the loop: 1.16x, 1.03x and 1.07x the
 runs per second at 1, 8 and 32 clients, against handing over, side by side).
 
 The wait for a lock is what must not happen on the loop (an async-engine transaction
@@ -156,14 +156,20 @@ class OneThread:
                     raise
             finally:
                 self._release()
+        return await self._hand_over(fn, args, kwargs, False)
+
+    def _hand_over(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], batched: bool
+    ) -> asyncio.Future[T]:
+        """Queue a call for the threads: the future its outcome is set on, on this loop."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._intake:
             if self._closed:
                 raise RuntimeError(f"{self._threads[0].name} is closed")
             self._outstanding += 1
-            self._jobs.put((loop, future, fn, args, kwargs, False))
-        return await future
+            self._jobs.put((loop, future, fn, args, kwargs, batched))
+        return future
 
     def _claim(self) -> bool:
         """Loop-first: take the connection for a call made here, if nothing else has it."""
@@ -187,14 +193,7 @@ class OneThread:
         between them ends the batch, so every call still starts in the order it was handed
         over. A batch that raises fails each of its calls with that exception.
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        with self._intake:
-            if self._closed:
-                raise RuntimeError(f"{self._threads[0].name} is closed")
-            self._outstanding += 1
-            self._jobs.put((loop, future, batch, (item,), _NO_KWARGS, True))
-        return await future
+        return await self._hand_over(batch, (item,), _NO_KWARGS, True)
 
     def close(self, *, last: Callable[[], Any] | None = None, wait: bool = True) -> None:
         """Run what was handed over, then ``last`` (if given), then end the threads; with

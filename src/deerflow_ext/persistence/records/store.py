@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ...tokens import TokenUsage
 from .. import sqlite_statements, thread_search
 from ..engine import SessionFactory
-from ..loop_statements import LoopStatements
+from ..loop_statements import LoopStatements, aclose_after
 from ..models import RunStatus, ThreadStatus, utcnow
 from ..thread_search import ThreadQuery
 from ..transactions import Transactions, transactions_for
@@ -53,11 +53,7 @@ class HostStore:
         self._pg = LoopStatements.for_engine(bind)
 
     async def aclose(self) -> None:
-        try:
-            await self._tx.aclose()
-        finally:
-            if self._pg is not None:
-                await self._pg.aclose()
+        await aclose_after(self._tx.aclose(), self._pg)
 
     # -- threads ----------------------------------------------------------------------
     async def create_thread(
