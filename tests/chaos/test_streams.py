@@ -1,6 +1,6 @@
 """Slow and hostile stream readers against one ``deerflow-ext serve`` (SQLite, in-memory bridge).
 
-Runs publish ~1 KiB custom events every 10 ms while many clients follow their streams: most
+Runs publish ~1 KiB custom events every 20 ms while many clients follow their streams: most
 read as fast as they can, a fifth read one byte a second for a while (a socket with a tiny
 receive buffer), one never reads at all (its socket buffers fill). The stream bridge keeps
 ``DEERFLOW_STREAM_RETAIN_EVENTS`` events per run (100 here) and a reader holds only a cursor
@@ -48,14 +48,14 @@ pytestmark = pytest.mark.e2e
 STREAMS = scaled(64, 1000)
 SLOW = STREAMS // 5
 RUNS = scaled(8, 50)
-TICKS = 300  # 20 ms apart: six seconds of ~4 KiB events per run
-PAD = 4000
+TICKS = 300  # 20 ms apart: six seconds of ~1 KiB events per run
+PAD = 1000
 SLOW_SECONDS = scaled(9, 30)
 GARBAGE = scaled(1000, 10_000)
 RETAIN = 100
-# Per stream the Gateway may hold one batch (<= 256 events of ~4 KiB) and the transport's
+# Per stream the Gateway may hold one batch (<= 256 events of ~1.1 KiB) and the transport's
 # write buffer (64 KiB high-water mark): a generous bound on what a stream may add to RSS.
-PER_STREAM_KIB = 256 * 4.2 + 64 + 64
+PER_STREAM_KIB = 256 * 1.2 + 64 + 64
 
 
 def _threads(pid: int) -> int:
