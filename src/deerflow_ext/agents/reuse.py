@@ -34,7 +34,6 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from deerflow_ext.extensions.memo import ClassMemo
 from deerflow_ext.extensions.hooks import (
     ASYNC_HOOKS,
     STATE_HOOKS,
@@ -42,6 +41,7 @@ from deerflow_ext.extensions.hooks import (
     adopt_graph_attributes,
     implemented_hooks,
 )
+from deerflow_ext.extensions.memo import ClassMemo
 
 __all__ = ["SLOTS_KEY", "BoundGraph", "CompiledGraphs", "RunStack"]
 
