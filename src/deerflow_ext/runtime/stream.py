@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .run_log import RunLog, StreamEvent
 from .wire import dumps
 
 __all__ = [
@@ -48,15 +49,6 @@ END_EVENT = "end"
 DEFAULT_RETAIN_EVENTS = 10_000
 DEFAULT_RETAIN_SECONDS = 600.0
 MAX_BATCH = 256
-
-
-@dataclass(frozen=True, slots=True)
-class StreamEvent:
-    """One published event; ``data`` is its JSON text, encoded once at publish time."""
-
-    id: str
-    event: str
-    data: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,30 +151,6 @@ async def follow(
 # ---------------------------------------------------------------------------- in memory
 
 
-class _RunLog:
-    """A run's retained events. A list trimmed in chunks (not a deque): readers slice it
-    by position, which a deque can only do by walking from one end."""
-
-    __slots__ = ("changed", "ended", "events", "limit", "next_seq")
-
-    def __init__(self, limit: int) -> None:
-        self.events: list[StreamEvent] = []
-        self.limit = limit
-        self.next_seq = 1
-        self.changed = asyncio.Event()
-        self.ended = False
-
-    @property
-    def first_seq(self) -> int:
-        return self.next_seq - len(self.events)
-
-    def append(self, event: StreamEvent) -> None:
-        self.events.append(event)
-        self.next_seq += 1
-        if len(self.events) >= self.limit + max(self.limit // 4, 1):
-            del self.events[: len(self.events) - self.limit]
-
-
 def position_of(cursor: str | None) -> int | None:
     """The sequence number an event id names (both bridges number a run's events 1, 2, ...);
     0 is "before the first event"; None: not an id either bridge issued.
@@ -225,18 +193,18 @@ class MemoryStreamBridge:
             raise ValueError("retain_events must be at least 1")
         self.retain_events = retain_events
         self.retain_seconds = retain_seconds
-        self._logs: dict[str, _RunLog] = {}
+        self._logs: dict[str, RunLog] = {}
         self._expiries: dict[str, asyncio.TimerHandle] = {}
 
     def writer(self, run_id: str) -> RunStreamWriter:
-        self._logs[run_id] = _RunLog(self.retain_events)
+        self._logs[run_id] = RunLog(self.retain_events)
         return _MemoryWriter(self, run_id)
 
     def append(self, run_id: str, event: str, data: str) -> None:
         log = self._logs.get(run_id)
         if log is None or log.ended:
             return
-        log.append(StreamEvent(str(log.next_seq), event, data))
+        log.append(event, data)
         if event == END_EVENT:
             log.ended = True
             self._expire_later(run_id, log)
@@ -244,7 +212,7 @@ class MemoryStreamBridge:
         log.changed.set()
         log.changed = asyncio.Event()
 
-    def _expire_later(self, run_id: str, log: _RunLog) -> None:
+    def _expire_later(self, run_id: str, log: RunLog) -> None:
         def expire() -> None:
             self._expiries.pop(run_id, None)
             if self._logs.get(run_id) is log:
@@ -275,8 +243,7 @@ class MemoryStreamBridge:
             if position < log.first_seq - 1:  # the buffer wrapped while we waited
                 missed = Missed(after, str(log.first_seq - 1))
                 position = log.first_seq - 1
-        start = position - log.first_seq + 1
-        return StreamBatch(tuple(log.events[start : start + MAX_BATCH]), missed)
+        return StreamBatch(tuple(log.since(position, MAX_BATCH)), missed)
 
     async def aclose(self) -> None:
         for handle in self._expiries.values():

@@ -1,0 +1,47 @@
+"""RunLog against a plain list: whatever was sealed and trimmed, a read answers exactly the
+events a list of everything published would, from the oldest retained one on."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deerflow_ext.runtime.run_log import BLOCK, RunLog
+
+
+def _data(i: int) -> str:
+    # What a token event looks like: a small change inside much that repeats.
+    return json.dumps([{"content": f"tok{i}", "type": "AIMessageChunk"}, {"langgraph_node": "model", "x": "y" * 40}])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    limit=st.integers(min_value=1, max_value=5 * BLOCK),
+    published=st.integers(min_value=0, max_value=8 * BLOCK),
+    reads=st.lists(st.tuples(st.integers(min_value=0, max_value=10 * BLOCK), st.integers(1, 3 * BLOCK)), max_size=8),
+)
+def test_reads_match_a_list_of_every_event(limit: int, published: int, reads: list[tuple[int, int]]) -> None:
+    log = RunLog(limit)
+    everything = [(f"e{i % 3}", _data(i)) for i in range(1, published + 1)]
+    for event, data in everything:
+        log.append(event, data)
+    retained = log.next_seq - log.first_seq
+    assert log.next_seq == published + 1
+    assert min(published, limit) <= retained <= max(limit + max(limit // 4, 1) + BLOCK, limit)
+    for position, count in reads:
+        position = max(position, log.first_seq - 1)
+        got = [(int(e.id), e.event, e.data) for e in log.since(position, count)]
+        want = [(i, *everything[i - 1]) for i in range(position + 1, min(position + count, published) + 1)]
+        assert got == want
+
+
+def test_a_long_reply_is_kept_compressed_but_the_newest_events_as_they_are() -> None:
+    log = RunLog(10_000)
+    for i in range(200):
+        log.append("messages", _data(i))
+    raw = sum(len(_data(i)) for i in range(200))
+    kept = sum(len(b) for b in log._blocks) + sum(len(e.data) for e in log._tail)
+    assert kept < raw / 3
+    assert [e.id for e in log.since(199 - 5, 10)] == ["195", "196", "197", "198", "199", "200"]
