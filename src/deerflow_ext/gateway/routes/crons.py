@@ -4,7 +4,8 @@ A cron done properly needs a scheduler that survives a restart and fires once pe
 across ``--workers N`` processes (a thread's ``POST .../runs/crons`` is the runs router's, next
 to the thread's other run routes); the Gateway has neither yet, and a cron that silently never
 fires (or fires twice) is worse than a clear refusal. A client that creates one learns it at
-once, from one line, instead of finding out when the schedule passes.
+once, from one line, instead of finding out when the schedule passes. The routes stay out of
+the OpenAPI document: it lists what is served (README's feature table lists what is not).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ CRONS_UNSUPPORTED = (
 _METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE"]
 
 
-@router.api_route("/api/runs/crons", methods=_METHODS, status_code=501, include_in_schema=True)
+@router.api_route("/api/runs/crons", methods=_METHODS, status_code=501, include_in_schema=False)
 @router.api_route("/api/runs/crons/{rest:path}", methods=_METHODS, status_code=501, include_in_schema=False)
 async def crons() -> None:
     """Not served: answers 501 (see the module's docstring)."""
