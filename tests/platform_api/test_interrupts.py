@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
+from langgraph_sdk.errors import ConflictError
 from platform_support import COMPAT_URL, Platform, human
 
 from gateway.sdk_server import sdk_server
@@ -219,3 +220,19 @@ def test_a_tool_call_that_pauses_passes_through_observers_and_isolation_untouche
             {"tool": "calculator", "status": "success"}
         ]
         assert client.threads.get(thread)["status"] == "idle"
+
+
+def test_a_resume_follows_the_multitask_strategy_like_any_run(client: Any, served: Any) -> None:
+    if getattr(served, "is_peer", False):
+        pytest.skip("holds a run at our gate extension")
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+    gate = served.gate()
+    held = client.runs.create(thread, "lead_agent", input=human(f"hello gate:{gate}"))
+    try:
+        with pytest.raises(ConflictError):
+            client.runs.create(thread, "lead_agent", command={"resume": APPROVE}, multitask_strategy="reject")
+    finally:
+        served.open_gate(gate)
+    client.runs.join(thread, held["run_id"])
+    assert client.runs.get(thread, held["run_id"])["status"] == "success"
