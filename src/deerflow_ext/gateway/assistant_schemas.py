@@ -131,15 +131,4 @@ class AssistantOut(BaseModel):
 
     @classmethod
     def of(cls, record: AssistantRecord) -> AssistantOut:
-        return cls(
-            assistant_id=record.assistant_id,
-            graph_id=record.graph_id,
-            name=record.name,
-            description=record.description,
-            config=dict(record.config),
-            context=dict(record.context),
-            metadata=dict(record.metadata),
-            version=record.version,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-        )
+        return cls.model_validate(record, from_attributes=True)  # the record's fields, by name
