@@ -28,7 +28,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 
 from deerflow_ext.extensions import metrics
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.notify_plans import _notify_each
 from deerflow_ext.extensions.snapshot import Contribution

@@ -183,7 +183,7 @@ class _Echo(logging.Handler):
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from deerflow_ext.extensions.diagnostics import DiagnosticsList
+    from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
     from deerflow_ext.extensions.discovery import EntryPointIndex
     from deerflow_ext.extensions.loader import ExtensionLoadError, load_extensions
     from deerflow_ext.extensions.tables import TablePrefixCollisionError

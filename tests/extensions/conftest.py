@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from extensions.isolation_helpers import tool_runs
 
 

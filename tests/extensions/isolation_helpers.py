@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 
 EXT = "acme_audit:install"

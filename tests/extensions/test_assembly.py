@@ -24,7 +24,7 @@ from deerflow_ext.extensions.assembly import (
     describe_tool,
     emit_agent_assembled,
 )
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import AgentAssemblyDescriptor, MiddlewarePlacement, Placement
@@ -131,7 +131,7 @@ def test_a_descriptor_that_cannot_be_built_is_logged_and_skipped(caplog: pytest.
 def test_an_observers_keyboard_interrupt_or_system_exit_is_its_failure(
     caplog: pytest.LogCaptureFixture, exc: BaseException
 ) -> None:
-    # An extension cannot stop the Gateway (extensions/exits.py): the next observer still runs.
+    # An extension cannot stop the Gateway (extensions/boundary/exits.py): the next observer still runs.
     class Exiting:
         def on_agent_assembled(self, app_store: Any, descriptor: Any) -> None:
             raise exc

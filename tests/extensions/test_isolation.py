@@ -11,7 +11,7 @@ from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.hooks import implemented_hooks
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from extensions.isolation_helpers import (
@@ -534,7 +534,7 @@ async def test_keyboard_interrupt_and_system_exit_are_the_extensions_failure(
     exc: type[BaseException], diagnostics: DiagnosticsList
 ) -> None:
     # Raised in a task LangGraph runs a node in, either would leave the event loop and end the
-    # Gateway (extensions/exits.py): contained, attributed, and the model call still happens once.
+    # Gateway (extensions/boundary/exits.py): contained, attributed, and the model call still happens once.
     class Raises(AgentMiddleware):
         async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
             raise exc()

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deerflow_ext.config.schema import AppConfig, PluginEntry
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.discovery import EntryPointIndex
 from deerflow_ext.extensions.loader import ExtensionLoadError, load_extensions
 from deerflow_ext.extensions.registry import RegistrationError

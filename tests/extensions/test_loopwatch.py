@@ -1,4 +1,4 @@
-"""The loop watchdog's frame reading (``extensions/loopwatch.py``).
+"""The loop watchdog's frame reading (``extensions/boundary/loopwatch.py``).
 
 ``thread_frame`` is the host's one use of CPython's ``sys._current_frames``: if that ever
 stops answering, this fails first, naming it.
@@ -10,7 +10,13 @@ import sys
 import threading
 from types import FrameType
 
-from deerflow_ext.extensions.loopwatch import DOWNSTREAM, RunningHook, register_site, running_hook, thread_frame
+from deerflow_ext.extensions.boundary.loopwatch import (
+    DOWNSTREAM,
+    RunningHook,
+    register_site,
+    running_hook,
+    thread_frame,
+)
 
 
 def test_thread_frame_reads_another_threads_stack() -> None:

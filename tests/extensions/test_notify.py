@@ -513,7 +513,7 @@ async def test_the_fast_path_contains_failures_and_attributes_exits_whatever_the
     """Hooks that cannot suspend, called with 2-5 arguments (the loop is spelled out for the
     lifecycle arities): every one is called with exactly the arguments, in order; a failure
     is contained and attributed; an exit propagates, attributed to its contributor."""
-    from deerflow_ext.extensions.exits import exit_origin
+    from deerflow_ext.extensions.boundary.exits import exit_origin
 
     calls: list[tuple[str, tuple[Any, ...]]] = []
 

@@ -18,7 +18,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.handler_watch import RepeatedHandlerCall
 from extensions.isolation_helpers import EXT, call_echo, echo, isolate, run, scripted, tool_runs
 

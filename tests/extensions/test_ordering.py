@@ -26,7 +26,7 @@ from deerflow_ext.agents.middlewares import (
 )
 from deerflow_ext.agents.policy import project_policy
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.ordering import (
     OrderingError,

@@ -37,7 +37,7 @@ from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions import layers as layers_module
 from deerflow_ext.extensions import stack as stack_module
 from deerflow_ext.extensions.assembly import describe_middleware
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.fusion import check_fused_groups
 from deerflow_ext.extensions.hooks import WRAP_HOOK_PAIRS, implemented_hooks
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
@@ -344,7 +344,7 @@ async def test_a_cancellation_of_the_host_task_propagates() -> None:
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), SystemExit(3)])
 def test_keyboard_interrupt_and_system_exit_are_the_contributors_failure(exc: BaseException) -> None:
-    # An extension cannot stop the Gateway (extensions/exits.py): it contributes nothing here.
+    # An extension cannot stop the Gateway (extensions/boundary/exits.py): it contributes nothing here.
     diagnostics = DiagnosticsList()
     result = compose_middleware_stack(
         host_stack(), extensions=loaded(RaisesBase(exc)), ctx=LEAD, diagnostics=diagnostics

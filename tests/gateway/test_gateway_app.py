@@ -14,7 +14,7 @@ from gw_fixtures import FakeAgentHost, ServiceRecorder, extensions_with
 
 from conftest import live_server
 from deerflow_ext.config.schema import AppConfig, PluginEntry
-from deerflow_ext.extensions.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList
 from deerflow_ext.extensions.notification_loop import notification_loop
 from deerflow_ext.extensions.snapshot import get_loaded_extensions
 from deerflow_ext.gateway import create_app

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from gw_fixtures import extensions_with
 
-from deerflow_ext.extensions.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.gateway import AttemptedServices, start_services, stop_services
 from deerflow_extension_api import ExtensionRuntimeDeps
 

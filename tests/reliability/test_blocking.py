@@ -2,7 +2,7 @@
 
 Nothing in asyncio can interrupt a hook that blocks the loop, so every request waits behind
 it. What the Gateway owes the operator: the log names the extension and hook while the loop
-is blocked and says for how long once it is free (``extensions/loopwatch.py``); a service
+is blocked and says for how long once it is free (``extensions/boundary/loopwatch.py``); a service
 whose ``start``/``stop`` blocks is ended at its timeout in a served process, so shutdown
 still stops the other services (and they flush what they buffered); and a served process
 exits within the shutdown bound even when an extension left a non-daemon thread running

@@ -1,11 +1,11 @@
-"""``extensions.origin``: the one test of "is this the host's cancellation?" every boundary uses."""
+"""``extensions.boundary.origin``: the one test of "is this the host's cancellation?" every boundary uses."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from deerflow_ext.extensions.origin import host_is_cancelling, is_host_cancellation
+from deerflow_ext.extensions.boundary.origin import host_is_cancelling, is_host_cancellation
 
 
 def test_no_running_task_is_never_the_host() -> None:

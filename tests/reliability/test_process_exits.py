@@ -2,7 +2,7 @@
 
 raised from a lifecycle hook, a middleware's model call, a system-model
 observer (or any other contribution), either used to end the Gateway process within seconds
-without its ordered shutdown. Now (``extensions/exits.py``): attributed, contained, the run
+without its ordered shutdown. Now (``extensions/boundary/exits.py``): attributed, contained, the run
 ends with an outcome and is persisted, the Gateway keeps serving and shuts down in order.
 
 The Gateway runs on uvicorn in a *thread* here (``ThreadedServer``): should one of these

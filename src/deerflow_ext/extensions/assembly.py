@@ -35,13 +35,13 @@ from deerflow_extension_api import (
 )
 
 from .. import __version__
-from .diagnostics import log_extension_failure
-from .exits import EXTENSION_FAILURES
+from .boundary.diagnostics import log_extension_failure
+from .boundary.exits import EXTENSION_FAILURES
+from .boundary.loopwatch import RunningHook, register_site
+from .boundary.origin import is_host_cancellation
 from .isolation import IsolatedMiddleware
-from .loopwatch import RunningHook, register_site
 from .memo import ClassMemo, Memo, scalar_key
 from .metrics import call_stats, count_call
-from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
 __all__ = [

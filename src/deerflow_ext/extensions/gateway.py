@@ -36,10 +36,10 @@ from deerflow_ext.adapters.fastapi_private import included_router, is_default_li
 from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionRuntimeDeps
 
-from .diagnostics import DiagnosticsList
-from .exits import EXTENSION_FAILURES
-from .loopwatch import HookBlocked, RunningHook, register_site
-from .origin import cancellation_requests, is_host_cancellation
+from .boundary.diagnostics import DiagnosticsList
+from .boundary.exits import EXTENSION_FAILURES
+from .boundary.loopwatch import HookBlocked, RunningHook, register_site
+from .boundary.origin import cancellation_requests, is_host_cancellation
 from .snapshot import Contribution, LoadedExtensions
 
 __all__ = [

@@ -22,7 +22,7 @@ from typing import Any
 
 from deerflow_ext.config.schema import PluginEntry
 
-from .diagnostics import Diagnostic
+from .boundary.diagnostics import Diagnostic
 from .discovery import EntryPointIndex
 from .snapshot import CONTRIBUTION_KINDS, LoadedExtensions
 

@@ -53,14 +53,14 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from .diagnostics import DiagnosticsList
-from .exits import EXTENSION_FAILURES
+from .boundary.diagnostics import DiagnosticsList
+from .boundary.exits import EXTENSION_FAILURES
+from .boundary.loopwatch import RunningHook, register_site
+from .boundary.origin import is_host_cancellation
 from .handler_watch import NOT_RUN, HandlerWatch
 from .hooks import node_name
-from .loopwatch import RunningHook, register_site
 from .metrics import HookStats, stats_table
 from .mirror import isolated_class
-from .origin import is_host_cancellation
 
 if TYPE_CHECKING:
     from deerflow_extension_api import Placement

@@ -9,7 +9,7 @@ the task said otherwise, ``aborted`` when it was cancelled and ``failed`` when i
 The two notifications are :func:`notify_task_start` and :func:`notify_task_stop`: each one
 budget of its own, delivered on the notification loop (``notification_loop.py``) under the
 rules of ``notify.py``. A process exit an extension raised from either hook is contained here
-(``extensions/exits.py``: an extension cannot stop the host); a failure of the host's own
+(``extensions/boundary/exits.py``: an extension cannot stop the host); a failure of the host's own
 notification machinery at stop time is logged, never put in place of the task's outcome.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
-from .exits import PROCESS_EXITS, contain_exit
+from .boundary.exits import PROCESS_EXITS, contain_exit
 from .notification_loop import notification_loop
 from .notify_plans import _notify_each
 from .snapshot import Contribution, LoadedExtensions

@@ -35,9 +35,9 @@ from collections.abc import Iterable, Sequence
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.exception_text import exception_text
 
-from .diagnostics import DiagnosticsList
+from .boundary.diagnostics import DiagnosticsList
+from .boundary.exits import EXTENSION_FAILURES, InterruptWatch
 from .discovery import EntryPointIndex, ResolvedExtension
-from .exits import EXTENSION_FAILURES, InterruptWatch
 from .registry import HostRegistry
 from .snapshot import LoadedExtensions, TablePrefix
 from .tables import HOST_TABLE_NAMES, TablePrefixCollisionError, check_table_prefixes

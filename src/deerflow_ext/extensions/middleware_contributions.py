@@ -20,13 +20,13 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
 
-from .diagnostics import DiagnosticsList
-from .exits import EXTENSION_FAILURES
+from .boundary.diagnostics import DiagnosticsList
+from .boundary.exits import EXTENSION_FAILURES
+from .boundary.loopwatch import RunningHook, register_site
+from .boundary.origin import is_host_cancellation
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
-from .loopwatch import RunningHook, register_site
 from .metrics import call_stats, count_call
-from .origin import is_host_cancellation
 from .snapshot import LoadedExtensions
 
 __all__ = ["Placed", "collect_middlewares"]

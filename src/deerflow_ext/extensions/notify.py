@@ -49,12 +49,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from deerflow_ext.exception_text import exception_text
 
+from .boundary.diagnostics import log_extension_failure, logger
+from .boundary.exits import PROCESS_EXITS, attribute_exit
+from .boundary.loopwatch import RunningHook, register_site
+from .boundary.origin import requests_of
 from .budget_timer import CANCELS, UNBOUNDED_STATE, BudgetTimer, budget_timer_for
-from .diagnostics import log_extension_failure, logger
-from .exits import PROCESS_EXITS, attribute_exit
-from .loopwatch import RunningHook, register_site
 from .metrics import NotificationMeter, count_skip
-from .origin import requests_of
 
 if TYPE_CHECKING:
     from .snapshot import Contribution

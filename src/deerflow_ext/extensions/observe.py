@@ -38,7 +38,7 @@ from deerflow_extension_api import (
     SystemOperationKind,
 )
 
-from .exits import PROCESS_EXITS, contain_exit
+from .boundary.exits import PROCESS_EXITS, contain_exit
 from .notification_loop import notification_loop
 from .notify_plans import _notify_each
 from .stores import detached_store, store_or_detached

@@ -36,7 +36,7 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_extension_api import AgentBuildContext, Placement
 
-from .diagnostics import DiagnosticsList
+from .boundary.diagnostics import DiagnosticsList
 from .isolation import IsolatedMiddleware
 from .layers import LayerPlan, build_layers, layer_key, plan_layers
 from .memo import Memo

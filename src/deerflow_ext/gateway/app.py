@@ -13,7 +13,7 @@ shutdown: close fire-and-forget intake -> memory flush -> drain runs (their on_t
           checkpointer -> dispose the engine
 
 Throughout, a watchdog thread names any extension that blocks the event loop and ends a
-service ``start``/``stop`` that blocks it past its timeout (``extensions/loopwatch.py``);
+service ``start``/``stop`` that blocks it past its timeout (``extensions/boundary/loopwatch.py``);
 under ``serve`` the process also ends within the shutdown bound (``exit_bound.py``).
 """
 
@@ -39,7 +39,8 @@ from ..agents.policy import project_policy
 from ..config.loading import load_app_config
 from ..config.schema import AppConfig
 from ..config.settings import Settings
-from ..extensions.diagnostics import DiagnosticsList
+from ..extensions.boundary.diagnostics import DiagnosticsList
+from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
 from ..extensions.discovery import EntryPointIndex
 from ..extensions.gateway import (
     DEFAULT_SERVICE_START_TIMEOUT,
@@ -50,7 +51,6 @@ from ..extensions.gateway import (
     stop_services,
 )
 from ..extensions.loader import load_extensions
-from ..extensions.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
 from ..extensions.notification_loop import notification_loop
 from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
 from ..persistence import (

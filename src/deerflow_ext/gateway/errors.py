@@ -30,10 +30,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deerflow_ext.exception_text import exception_text
 
-from ..extensions.exits import EXTENSION_FAILURES
+from ..extensions.boundary.exits import EXTENSION_FAILURES
+from ..extensions.boundary.loopwatch import RunningHook, register_site
+from ..extensions.boundary.origin import is_host_cancellation
 from ..extensions.gateway import route_extension
-from ..extensions.loopwatch import RunningHook, register_site
-from ..extensions.origin import is_host_cancellation
 from .asgi import StartTracking
 
 __all__ = [
@@ -207,7 +207,7 @@ class ContributedRouteErrors(_AnswerFailures):
     and a ``CancelledError``, ``KeyboardInterrupt`` or ``SystemExit`` the endpoint raised
     itself is treated like any other failure — Starlette's handlers see only ``Exception``,
     so it would otherwise reach the server as a dropped connection (an extension cannot stop
-    the Gateway: ``extensions/exits.py``). A cancellation of the request task itself (client
+    the Gateway: ``extensions/boundary/exits.py``). A cancellation of the request task itself (client
     gone, shutdown timeout) propagates. Once the response has started nothing can be
     answered: the error is attributed and then propagates as before.
     """

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from ..extensions.loopwatch import code_position, running_hook, thread_frame
+from ..extensions.boundary.loopwatch import code_position, running_hook, thread_frame
 
 __all__ = ["DEFAULT_EXIT_GRACE", "ExitBound"]
 

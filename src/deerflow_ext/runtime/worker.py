@@ -12,7 +12,7 @@
 A ``KeyboardInterrupt``/``SystemExit`` from extension code never leaves the run task (it
 would leave the event loop and end the Gateway): from a lifecycle notification it is the
 extension's failure and the run goes on; reaching the run itself, it ends the run ``error``.
-Either way it is logged with the extension's name (``extensions/exits.py``).
+Either way it is logged with the extension's name (``extensions/boundary/exits.py``).
 
 A cancel (stop button, follow-up interrupt, shutdown) is *absorbed* once it has been mapped
 to the ``aborted`` outcome: the worker calls ``Task.uncancel()`` so persistence and
@@ -33,7 +33,7 @@ from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from ..agents.host import LeadRunRequest
-from ..extensions.exits import PROCESS_EXITS, contain_exit
+from ..extensions.boundary.exits import PROCESS_EXITS, contain_exit
 from ..extensions.lifecycle import TaskBracket, task_bracket
 from ..extensions.snapshot import publish_snapshot
 from ..persistence.models import THREAD_STATUS_AFTER, RunStatus

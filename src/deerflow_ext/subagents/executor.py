@@ -8,7 +8,7 @@ long exited, and the process-wide set may have been replaced since the run began
 Hook timing (spec, Lifecycle and Observers): ``on_task_start`` is awaited before the
 subagent's first step; ``on_task_stop`` runs in the cleanup path *after* the sandbox lease
 is released, whatever the outcome. A ``KeyboardInterrupt``/``SystemExit`` from extension code
-ends here, attributed (``extensions/exits.py``): it must not end this worker thread's loop,
+ends here, attributed (``extensions/boundary/exits.py``): it must not end this worker thread's loop,
 nor travel back into the parent run. Without a parent ``run_id`` (direct factory calls, a
 standalone LangGraph server) both hooks are skipped with a debug line.
 
@@ -33,7 +33,7 @@ from langchain_core.messages import HumanMessage
 from deerflow_ext.agents.context import build_run_context
 from deerflow_ext.agents.messages import final_answer
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.exits import PROCESS_EXITS, contain_exit
+from deerflow_ext.extensions.boundary.exits import PROCESS_EXITS, contain_exit
 from deerflow_ext.extensions.lifecycle import task_bracket
 from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # for annotations only: the kit imports the host when a host 
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
-    from deerflow_ext.extensions.diagnostics import DiagnosticsList
+    from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
     from deerflow_ext.extensions.snapshot import LoadedExtensions
     from deerflow_extension_api import ExtensionData
 
