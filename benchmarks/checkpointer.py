@@ -28,7 +28,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 from deerflow_ext.persistence.engine import SQLITE_SYNCHRONOUS
 from deerflow_ext.persistence.sqlite_saver import open_sqlite_saver
 

@@ -29,9 +29,9 @@ from langchain_core.messages import AIMessage
 
 from deerflow_ext.extensions import metrics
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.notify_plans import _notify_each
-from deerflow_ext.extensions.snapshot import Contribution
 from deerflow_ext.runtime import metrics as run_metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 

@@ -39,8 +39,8 @@ from typing import Any
 import pluggy
 
 from deerflow_ext.extensions import metrics
+from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.notify_plans import _notify_each
-from deerflow_ext.extensions.snapshot import Contribution
 from deerflow_extension_api import ExtensionData, TaskInfo
 
 SIZES = (1, 10, 100)

@@ -36,7 +36,7 @@ from run_overhead import _every_kind, _routers_services, build
 
 from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 
 ARMS = {
     "none": lambda: LoadedExtensions.empty(),

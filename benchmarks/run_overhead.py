@@ -43,8 +43,8 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions import metrics
-from deerflow_ext.extensions.registry import HostRegistry
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.registry import HostRegistry
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 from deerflow_extension_api import MiddlewarePlacement, Placement
 
 EXTENSIONS = 10

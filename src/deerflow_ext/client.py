@@ -23,9 +23,9 @@ from langgraph.types import Checkpointer
 from deerflow_ext.agents.host import DEFAULT_GRAPH_STREAM_MODES, AgentHost, LeadRunRequest, LeadRunResult
 from deerflow_ext.agents.lead import ModelFactory
 from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_ext.extensions.lifecycle import task_bracket
 from deerflow_ext.extensions.notification_loop import notification_loop
-from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import TaskInfo
 
 __all__ = ["DeerFlowClient", "StreamEvent"]

@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow_ext.agents.host import AgentHost
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.snapshot import (
+from deerflow_ext.extensions.contract.snapshot import (
     Contribution,
     LoadedExtensions,
     get_loaded_extensions,

@@ -11,7 +11,7 @@ import pytest
 from agent_helpers import Recorder, make_config, recording_extensions
 
 from deerflow_ext.client import DeerFlowClient
-from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions, set_loaded_extensions
+from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions, set_loaded_extensions
 from deerflow_ext.run_console import run_command
 from deerflow_extension_api import TaskInfo
 

@@ -18,7 +18,7 @@ from deerflow_ext.agents.host import AgentHost, LeadRunRequest, TokenUsage
 from deerflow_ext.agents.lead import make_lead_agent
 from deerflow_ext.agents.prompts import SUMMARY_MESSAGE_PREFIX
 from deerflow_ext.client import DeerFlowClient
-from deerflow_ext.extensions.snapshot import (
+from deerflow_ext.extensions.contract.snapshot import (
     EXTENSION_SNAPSHOT_CONTEXT_KEY,
     Contribution,
     LoadedExtensions,
@@ -199,7 +199,7 @@ async def test_routers_and_services_alone_cost_a_run_nothing(
 ) -> None:
     # The perf acceptance's "1.00x" in functional form: no task store, no descriptor, no hashing.
     import deerflow_ext.extensions.assembly as assembly
-    import deerflow_ext.extensions.snapshot as snapshot
+    import deerflow_ext.extensions.contract.snapshot as snapshot
 
     def contribution(obj: object) -> Contribution[Any]:
         return Contribution("infra:install", "infra", 0, "0:infra#0", obj)

@@ -13,7 +13,7 @@ from deerflow_ext.agents.lead import build_host_stack, make_lead_agent, make_sub
 from deerflow_ext.agents.middlewares import HOST_STACK_ORDER, SubagentLimitMiddleware
 from deerflow_ext.agents.model import EmbeddedChatModel, TransientModelError
 from deerflow_ext.agents.policy import project_policy
-from deerflow_ext.extensions.snapshot import (
+from deerflow_ext.extensions.contract.snapshot import (
     EXTENSION_SNAPSHOT_CONTEXT_KEY,
     Contribution,
     LoadedExtensions,

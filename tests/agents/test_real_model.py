@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from deerflow_ext.agents.prompts import SUMMARY_MARKER, TITLE_MARKER
 from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 from fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

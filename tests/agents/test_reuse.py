@@ -15,7 +15,7 @@ from deerflow_ext.agents.host import LeadRunRequest
 from deerflow_ext.agents.model import EmbeddedChatModel
 from deerflow_ext.agents.reuse import SLOTS_KEY, CompiledGraphs
 from deerflow_ext.agents.tools import builtin_tools
-from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
+from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import AgentBuildContext, ExtensionData, MiddlewarePlacement, Placement
 
 

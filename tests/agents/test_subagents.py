@@ -13,7 +13,7 @@ from agent_helpers import Recorder, make_config, make_host, recording_extensions
 from deerflow_ext.agents.host import LeadRunRequest
 from deerflow_ext.agents.lead import subagent_builder
 from deerflow_ext.agents.model import EmbeddedChatModel
-from deerflow_ext.extensions.snapshot import set_loaded_extensions
+from deerflow_ext.extensions.contract.snapshot import set_loaded_extensions
 from deerflow_ext.subagents.executor import SubagentExecutor
 from deerflow_ext.subagents.sandbox import SandboxPool
 from deerflow_extension_api import TaskOutcome
@@ -59,7 +59,7 @@ async def test_subagent_task_store_is_scoped_to_the_delegating_tool_call(recorde
         async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
             seen.append(task_store.scope_id)
 
-    from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
+    from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
 
     executor.extensions = LoadedExtensions(task_lifecycle=(Contribution("spy:install", "spy", 0, "0:spy#0", Spy()),))
     result = await executor.aexecute("hello")
@@ -111,7 +111,7 @@ async def test_subagent_is_built_from_the_runs_snapshot_after_global_replacement
         async def on_task_start(self, app_store: Any, task_store: Any, info: Any) -> None:
             set_loaded_extensions(replacement)  # mid-run, before the lead delegates
 
-    from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
+    from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
 
     ext = LoadedExtensions(
         task_lifecycle=(Contribution("swap:install", "swap", 0, "0:swap#0", Swapper()),),

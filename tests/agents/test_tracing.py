@@ -103,7 +103,7 @@ def test_installing_twice_installs_once() -> None:
 def test_every_agent_construction_makes_sure_it_is_installed() -> None:
     from deerflow_ext.agents.lead import make_lead_agent
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.snapshot import LoadedExtensions
+    from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 
     assert get_runtime_overrides().aio_to_thread is None
     make_lead_agent(AppConfig(), extensions=LoadedExtensions.empty())

@@ -25,8 +25,8 @@ from deerflow_ext.extensions.assembly import (
     emit_agent_assembled,
 )
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
-from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import AgentAssemblyDescriptor, MiddlewarePlacement, Placement
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.contract.registry import RegistrationError
+from deerflow_ext.extensions.contract.snapshot import TablePrefix
 from deerflow_ext.extensions.discovery import EntryPointIndex
 from deerflow_ext.extensions.loader import ExtensionLoadError, load_extensions
-from deerflow_ext.extensions.registry import RegistrationError
-from deerflow_ext.extensions.snapshot import TablePrefix
 from deerflow_ext.extensions.tables import TablePrefixCollisionError
 
 M = "extensions.fixtures_plugins"
@@ -256,7 +256,7 @@ def test_one_entry_point_scan_per_load(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_load_does_not_publish() -> None:
-    from deerflow_ext.extensions.snapshot import get_loaded_extensions
+    from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions
 
     before = get_loaded_extensions()
     load(config({"name": "x", "use": f"{M}:good"}))

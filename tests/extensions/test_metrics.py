@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions import metrics
+from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.notify_plans import _notify_each
-from deerflow_ext.extensions.snapshot import Contribution
 from deerflow_extension_api import ExtensionData, TaskInfo
 
 ARGS = (ExtensionData("app"), ExtensionData("task"), TaskInfo(task_id="t", run_id="r", thread_id=None, kind="lead"))
@@ -106,7 +106,7 @@ def test_construction_calls_are_counted_with_their_failures_and_own_cancellation
     """``contribute_middlewares`` and ``on_agent_assembled`` are timed call by call, and a
     failure, or a ``CancelledError`` the extension raised itself, is counted as such."""
     from deerflow_ext.extensions.assembly import emit_agent_assembled
-    from deerflow_ext.extensions.snapshot import LoadedExtensions
+    from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
     from deerflow_ext.extensions.stack import compose_middleware_stack
     from deerflow_extension_api import AgentBuildContext, AgentScope
 

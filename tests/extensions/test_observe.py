@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions import observe
+from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.notification_loop import notification_loop
 from deerflow_ext.extensions.observe import (
     observe_system_call,
@@ -17,7 +18,6 @@ from deerflow_ext.extensions.observe import (
     submit_system_observation,
     wants_compaction,
 )
-from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import (
     CompactionEvent,
     ExtensionData,

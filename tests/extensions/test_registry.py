@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 import pytest
 
-from deerflow_ext.extensions.registry import HostRegistry, RegistrationError
+from deerflow_ext.extensions.contract.registry import HostRegistry, RegistrationError
 from deerflow_extension_api import ExtensionRegistry
 from extensions.fixtures_plugins import Lifecycle, Observer, Service
 

@@ -38,12 +38,12 @@ from deerflow_ext.extensions import layers as layers_module
 from deerflow_ext.extensions import stack as stack_module
 from deerflow_ext.extensions.assembly import describe_middleware
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.fusion import check_fused_groups
 from deerflow_ext.extensions.hooks import WRAP_HOOK_PAIRS, implemented_hooks
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.memo import Memo
 from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
-from deerflow_ext.extensions.snapshot import Contribution, LoadedExtensions
 from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_extension_api import (
     AgentBuildContext,

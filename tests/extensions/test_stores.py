@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from deerflow_ext.extensions.registry import HostRegistry
-from deerflow_ext.extensions.snapshot import LoadedExtensions
-from deerflow_ext.extensions.stores import DETACHED_SCOPE_ID, detached_store, store_or_detached
+from deerflow_ext.extensions.contract.registry import HostRegistry
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.stores import DETACHED_SCOPE_ID, detached_store, store_or_detached
 from deerflow_extension_api import ExtensionData
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from deerflow_ext.extensions.snapshot import TablePrefix
+from deerflow_ext.extensions.contract.snapshot import TablePrefix
 from deerflow_ext.extensions.tables import (
     HOST_TABLE_NAMES,
     TablePrefixCollisionError,

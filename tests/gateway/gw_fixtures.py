@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, FastAPI
 
 from deerflow_ext.agents.host import LeadRunResult, TokenUsage
-from deerflow_ext.extensions.registry import HostRegistry
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.registry import HostRegistry
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 
 EVENTS: list[tuple[str, str, float]] = []  # (what, run_id, monotonic time), shared per test
 

@@ -58,7 +58,7 @@ def sdk_server(
 
     from deerflow_ext.config.loading import load_app_config
     from deerflow_ext.config.settings import Settings
-    from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
+    from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions, set_loaded_extensions
     from deerflow_ext.gateway import create_app
 
     gate_dir = directory / "gates"

@@ -15,8 +15,8 @@ from gw_fixtures import FakeAgentHost, ServiceRecorder, extensions_with
 from conftest import live_server
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.extensions.boundary.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList
+from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions
 from deerflow_ext.extensions.notification_loop import notification_loop
-from deerflow_ext.extensions.snapshot import get_loaded_extensions
 from deerflow_ext.gateway import create_app
 from deerflow_ext.testing import wait_until
 
@@ -148,7 +148,7 @@ async def test_shutdown_runs_its_steps_in_the_specified_order(settings_for, monk
 
 @pytest.fixture(autouse=True)
 def _restore_process_state():
-    from deerflow_ext.extensions.snapshot import set_loaded_extensions
+    from deerflow_ext.extensions.contract.snapshot import set_loaded_extensions
 
     extensions = get_loaded_extensions()
     yield

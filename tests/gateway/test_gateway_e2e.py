@@ -9,7 +9,7 @@ from gw_fixtures import FakeAgentHost
 
 from conftest import live_server, read_sse
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.snapshot import get_loaded_extensions
+from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions
 from deerflow_ext.gateway import create_app
 
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import live_server
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.config.settings import Settings
-from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
+from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions, set_loaded_extensions
 from deerflow_ext.gateway import create_app
 
 ext = importlib.import_module("gateway.two_apps_ext")  # the loader's copy of the module

@@ -149,7 +149,7 @@ async def wait_run(client: httpx.AsyncClient, thread_id: str, run_id: str, withi
 @pytest.fixture(autouse=True)
 def _restore_process_state() -> Iterator[None]:
     """create_app publishes process-wide state; put it back so other tests see theirs."""
-    from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
+    from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions, set_loaded_extensions
 
     extensions = get_loaded_extensions()
     yield

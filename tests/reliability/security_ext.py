@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter
 from langchain.agents.middleware import AgentMiddleware
 
-from deerflow_ext.extensions.snapshot import resolve_run_extensions
+from deerflow_ext.extensions.contract.snapshot import resolve_run_extensions
 from deerflow_extension_api import MiddlewarePlacement, Placement, extension
 
 SEEN: list[tuple[str, Any]] = []  # (agent name, snapshot resolved from the runtime context)

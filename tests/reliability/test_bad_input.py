@@ -44,7 +44,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, str]]:
-    from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
+    from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions, set_loaded_extensions
     from deerflow_ext.gateway import create_app
 
     saved = get_loaded_extensions()

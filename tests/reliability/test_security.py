@@ -22,8 +22,8 @@ import pytest
 import security_ext
 
 from conftest import live_server, make_settings, new_thread, stream_run, wait_run
-from deerflow_ext.extensions.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY as KEY
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY as KEY
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 
 PROBE = {"name": "probe", "use": "security_ext:install"}
 

@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from deerflow_ext.extensions.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY
+from deerflow_ext.extensions.contract.snapshot import EXTENSION_SNAPSHOT_CONTEXT_KEY
 from deerflow_ext.runtime import LeadRunSpec, LocalThreadCoordinator, RunCompletion, execute_lead_run
 from deerflow_ext.testing import wait_until
 from gateway.gw_fixtures import FakeAgentHost, LifecycleRecorder, extensions_with, kinds, record

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deerflow_ext.config.loading import app_config_from_text
-from deerflow_ext.extensions.registry import HostRegistry
+from deerflow_ext.extensions.contract.registry import HostRegistry
 from deerflow_ext.testing import (
     HostHarness,
     Plugin,

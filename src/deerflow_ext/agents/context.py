@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from deerflow_ext.extensions.snapshot import (
+from deerflow_ext.extensions.contract.snapshot import (
     EXTENSION_SNAPSHOT_CONTEXT_KEY,
     LoadedExtensions,
     context_get,

@@ -18,7 +18,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, Command
 
 from deerflow_ext.config.schema import AppConfig, ModelPurpose
-from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_ext.memory.manager import MemoryManager
 from deerflow_ext.persistence.checkpointer import run_writes
 from deerflow_ext.tokens import TokenUsage

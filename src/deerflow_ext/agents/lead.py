@@ -29,8 +29,8 @@ from deerflow_ext.extensions.assembly import (
     emit_agent_assembled,
     text_hash,
 )
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, bound_extensions, build_extensions
 from deerflow_ext.extensions.memo import DescriptorMemo
-from deerflow_ext.extensions.snapshot import LoadedExtensions, bound_extensions, build_extensions
 from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_ext.subagents.executor import SubagentBuilder
 from deerflow_ext.subagents.task_tool import make_task_tool

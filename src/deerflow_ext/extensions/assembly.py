@@ -39,10 +39,10 @@ from .boundary.diagnostics import log_extension_failure
 from .boundary.exits import EXTENSION_FAILURES
 from .boundary.loopwatch import RunningHook, register_site
 from .boundary.origin import is_host_cancellation
+from .contract.snapshot import LoadedExtensions
 from .isolation import IsolatedMiddleware
 from .memo import ClassMemo, Memo, scalar_key
 from .metrics import call_stats, count_call
-from .snapshot import LoadedExtensions
 
 __all__ = [
     "PROBED_ATTRIBUTES",

@@ -40,7 +40,7 @@ from .boundary.diagnostics import DiagnosticsList
 from .boundary.exits import EXTENSION_FAILURES
 from .boundary.loopwatch import HookBlocked, RunningHook, register_site
 from .boundary.origin import cancellation_requests, is_host_cancellation
-from .snapshot import Contribution, LoadedExtensions
+from .contract.snapshot import Contribution, LoadedExtensions
 
 __all__ = [
     "DEFAULT_SERVICE_START_TIMEOUT",

@@ -23,8 +23,8 @@ from typing import Any
 from deerflow_ext.config.schema import PluginEntry
 
 from .boundary.diagnostics import Diagnostic
+from .contract.snapshot import CONTRIBUTION_KINDS, LoadedExtensions
 from .discovery import EntryPointIndex
-from .snapshot import CONTRIBUTION_KINDS, LoadedExtensions
 
 __all__ = ["EntryReport", "describe_entries", "is_installed", "problems_of"]
 

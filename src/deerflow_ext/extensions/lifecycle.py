@@ -25,9 +25,9 @@ from typing import Any
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from .boundary.exits import PROCESS_EXITS, contain_exit
+from .contract.snapshot import Contribution, LoadedExtensions
 from .notification_loop import notification_loop
 from .notify_plans import _notify_each
-from .snapshot import Contribution, LoadedExtensions
 
 __all__ = ["TaskBracket", "notify_task_start", "notify_task_stop", "task_bracket"]
 

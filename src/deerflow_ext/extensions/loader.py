@@ -37,9 +37,9 @@ from deerflow_ext.exception_text import exception_text
 
 from .boundary.diagnostics import DiagnosticsList
 from .boundary.exits import EXTENSION_FAILURES, InterruptWatch
+from .contract.registry import HostRegistry
+from .contract.snapshot import LoadedExtensions, TablePrefix
 from .discovery import EntryPointIndex, ResolvedExtension
-from .registry import HostRegistry
-from .snapshot import LoadedExtensions, TablePrefix
 from .tables import HOST_TABLE_NAMES, TablePrefixCollisionError, check_table_prefixes
 from .versioning import check_marker
 

@@ -24,10 +24,10 @@ from .boundary.diagnostics import DiagnosticsList
 from .boundary.exits import EXTENSION_FAILURES
 from .boundary.loopwatch import RunningHook, register_site
 from .boundary.origin import is_host_cancellation
+from .contract.snapshot import LoadedExtensions
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
 from .metrics import call_stats, count_call
-from .snapshot import LoadedExtensions
 
 __all__ = ["Placed", "collect_middlewares"]
 

@@ -57,7 +57,7 @@ from .budget_timer import CANCELS, UNBOUNDED_STATE, BudgetTimer, budget_timer_fo
 from .metrics import NotificationMeter, count_skip
 
 if TYPE_CHECKING:
-    from .snapshot import Contribution
+    from .contract.snapshot import Contribution
 
 __all__ = ["DEFAULT_NOTIFY_BUDGET", "TRACE_EXTENSIONS", "Calls", "Plan", "deliver"]
 

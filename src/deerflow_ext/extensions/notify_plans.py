@@ -34,7 +34,7 @@ from .metrics import NotificationMeter, meter_for
 from .notify import Calls, Plan, deliver
 
 if TYPE_CHECKING:
-    from .snapshot import Contribution
+    from .contract.snapshot import Contribution
 
 __all__ = ["_notify_each", "plan_for"]
 

@@ -39,12 +39,12 @@ from deerflow_extension_api import (
 )
 
 from .boundary.exits import PROCESS_EXITS, contain_exit
+from .contract.stores import detached_store, store_or_detached
 from .notification_loop import notification_loop
 from .notify_plans import _notify_each
-from .stores import detached_store, store_or_detached
 
 if TYPE_CHECKING:
-    from .snapshot import LoadedExtensions
+    from .contract.snapshot import LoadedExtensions
 
 __all__ = [
     "observe_system_call",

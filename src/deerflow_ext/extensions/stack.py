@@ -37,12 +37,12 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow_extension_api import AgentBuildContext, Placement
 
 from .boundary.diagnostics import DiagnosticsList
+from .contract.snapshot import LoadedExtensions
 from .isolation import IsolatedMiddleware
 from .layers import LayerPlan, build_layers, layer_key, plan_layers
 from .memo import Memo
 from .middleware_contributions import Placed, collect_middlewares
 from .ordering import OrderingError, assert_ordering
-from .snapshot import LoadedExtensions
 
 __all__ = ["compose_middleware_stack", "host_layers"]
 

@@ -41,6 +41,7 @@ from ..config.schema import AppConfig
 from ..config.settings import Settings
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
+from ..extensions.contract.snapshot import LoadedExtensions, set_loaded_extensions
 from ..extensions.discovery import EntryPointIndex
 from ..extensions.gateway import (
     DEFAULT_SERVICE_START_TIMEOUT,
@@ -52,7 +53,6 @@ from ..extensions.gateway import (
 )
 from ..extensions.loader import load_extensions
 from ..extensions.notification_loop import notification_loop
-from ..extensions.snapshot import LoadedExtensions, set_loaded_extensions
 from ..persistence import (
     HostStore,
     create_engine,

@@ -23,7 +23,7 @@ from deerflow_ext.agents.prompts import render_memory_prompt
 from deerflow_ext.agents.system_calls import system_call_config
 from deerflow_ext.config.schema import MemoryConfig
 from deerflow_ext.extensions import observe
-from deerflow_ext.extensions.snapshot import LoadedExtensions
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 from deerflow_extension_api import SystemModelRequest, SystemModelResult, SystemOperationKind
 
 from .engine import MemoryEngine

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..extensions.snapshot import LoadedExtensions
+from ..extensions.contract.snapshot import LoadedExtensions
 from ..persistence.models import RunStatus
 from ..persistence.records import PROCESS_OWNER, HostStore
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator

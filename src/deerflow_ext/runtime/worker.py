@@ -34,8 +34,8 @@ from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from ..agents.host import LeadRunRequest
 from ..extensions.boundary.exits import PROCESS_EXITS, contain_exit
+from ..extensions.contract.snapshot import publish_snapshot
 from ..extensions.lifecycle import TaskBracket, task_bracket
-from ..extensions.snapshot import publish_snapshot
 from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
 from ..persistence.records import HostStore
 from ..tokens import TokenUsage

@@ -34,8 +34,8 @@ from deerflow_ext.agents.context import build_run_context
 from deerflow_ext.agents.messages import final_answer
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.boundary.exits import PROCESS_EXITS, contain_exit
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_ext.extensions.lifecycle import task_bracket
-from deerflow_ext.extensions.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from .sandbox import SandboxPool, sandbox_pool

@@ -15,7 +15,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from deerflow_ext.agents.context import context_value
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.snapshot import resolve_run_extensions
+from deerflow_ext.extensions.contract.snapshot import resolve_run_extensions
 
 from .executor import SubagentBuilder, SubagentExecutor, SubagentResult
 

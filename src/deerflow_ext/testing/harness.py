@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # for annotations only: the kit imports the host when a host 
     from fastapi.testclient import TestClient
 
     from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-    from deerflow_ext.extensions.snapshot import LoadedExtensions
+    from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
     from deerflow_extension_api import ExtensionData
 
 __all__ = [
@@ -261,7 +261,7 @@ def notification_budget(seconds: float | None) -> Iterator[None]:
 @contextmanager
 def _process_state(config_path: Path, database_url: str, directory: Path) -> Iterator[None]:
     """The environment a Gateway process would have, restored on exit with the published set."""
-    from deerflow_ext.extensions.snapshot import get_loaded_extensions, set_loaded_extensions
+    from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions, set_loaded_extensions
 
     previous = get_loaded_extensions()
     saved = {key: os.environ.get(key) for key in ("DEERFLOW_CONFIG", "DEERFLOW_DATABASE_URL")}

@@ -47,7 +47,7 @@ from hypothesis import given as given_
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from deerflow_ext.extensions.snapshot import CONTRIBUTION_KINDS
+from deerflow_ext.extensions.contract.snapshot import CONTRIBUTION_KINDS
 from deerflow_extension_api import AgentBuildContext, AgentScope
 
 from .entries import Plugin, PluginLike, plugin_records, plugins_yaml

@@ -10,7 +10,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
-from deerflow_ext.extensions.snapshot import resolve_run_extensions
+from deerflow_ext.extensions.contract.snapshot import resolve_run_extensions
 
 from ..context import context_value
 from .state import HostState

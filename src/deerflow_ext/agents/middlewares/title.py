@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow_ext.config.schema import TitleConfig
-from deerflow_ext.extensions.snapshot import LoadedExtensions, resolve_run_extensions
+from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, resolve_run_extensions
 from deerflow_extension_api import ExtensionData, task_store_from_runtime
 
 from ..title import TitleCall

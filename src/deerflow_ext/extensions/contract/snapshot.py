@@ -33,7 +33,7 @@ from deerflow_extension_api import (
     TaskLifecycleContributor,
 )
 
-from .boundary.diagnostics import DiagnosticsList
+from ..boundary.diagnostics import DiagnosticsList
 
 __all__ = [
     "CONTRIBUTION_KINDS",

@@ -30,7 +30,7 @@ import pluggy
 
 from deerflow_extension_api import ExtensionData
 
-from .boundary.diagnostics import DiagnosticsList
+from ..boundary.diagnostics import DiagnosticsList
 from .hookspecs import KINDS, PROJECT_NAME, SPEC_ARGNAMES, ContributionKind, ContributionSpecs, hookimpl
 from .snapshot import Contribution, LoadedExtensions, TablePrefix
 
