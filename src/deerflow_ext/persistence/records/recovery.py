@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection
 
 from ..models import THREAD_STATUS_AFTER, ThreadStatus, utcnow
-from .statements import INTERRUPT_BUSY_THREADS, INTERRUPT_RUNS, LIVE, RUNS, THREADS
+from .statements import (
+    INTERRUPT_BUSY_THREADS,
+    INTERRUPT_RUNS,
+    busy_threads_without_live_run,
+    last_run_status,
+    live_runs,
+    settle_thread,
+)
 
 __all__ = ["ORPHANED_WHY", "interrupt_orphaned_runs", "settle_idle_busy_threads"]
 
@@ -24,7 +31,7 @@ ORPHANED_WHY = "the process running it stopped before it finished"
 def interrupt_orphaned_runs(conn: Connection, is_dead: Callable[[str | None], bool]) -> Sequence[str]:
     """Interrupt the live runs whose owner ``is_dead``, and their threads if ``busy``; the
     ids of the runs it changed."""
-    rows = conn.execute(select(RUNS.c.id, RUNS.c.thread_id, RUNS.c.owner).where(RUNS.c.status.in_(LIVE))).all()
+    rows = conn.execute(live_runs()).all()
     orphaned = [(run_id, thread_id) for run_id, thread_id, owner in rows if is_dead(owner)]
     if not orphaned:
         return ()
@@ -37,19 +44,8 @@ def interrupt_orphaned_runs(conn: Connection, is_dead: Callable[[str | None], bo
 
 def settle_idle_busy_threads(conn: Connection) -> Sequence[str]:
     """Give each thread ``busy`` without a live run its last run's status; the ids changed."""
-    threads, runs = THREADS.c, RUNS.c
-    has_live_run = select(runs.id).where(runs.thread_id == threads.id, runs.status.in_(LIVE)).exists()
-    busy = conn.scalars(select(threads.id).where(threads.status == ThreadStatus.BUSY.value, ~has_live_run)).all()
+    busy = conn.scalars(busy_threads_without_live_run()).all()
     for thread_id in busy:
-        last = conn.scalar(
-            select(runs.status)
-            .where(runs.thread_id == thread_id)
-            .order_by(runs.created_at.desc(), runs.id.desc())
-            .limit(1)
-        )
-        conn.execute(
-            update(THREADS)
-            .where(threads.id == thread_id, threads.status == ThreadStatus.BUSY.value)
-            .values(status=THREAD_STATUS_AFTER.get(last or "", ThreadStatus.IDLE).value, updated_at=utcnow())
-        )
+        last = conn.scalar(last_run_status(thread_id))
+        conn.execute(settle_thread(thread_id, THREAD_STATUS_AFTER.get(last or "", ThreadStatus.IDLE), utcnow()))
     return tuple(busy)

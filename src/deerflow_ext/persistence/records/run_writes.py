@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from .. import sqlite_statements
 from ..models import ThreadStatus, utcnow
@@ -21,11 +21,12 @@ from .statements import (
     INSERT_RUN,
     INTERRUPT_OLDER,
     LIVE_RUN_OF_THREAD,
-    RUNS,
     START_RUN,
     THREAD_METADATA,
     UPDATE_RUN,
     UPDATE_THREAD,
+    cancel_requests_of,
+    runs_of_thread,
 )
 from .thread_writes import set_metadata
 from .values import RunRecord
@@ -91,12 +92,7 @@ def thread_values(status: str, title: str | None) -> dict[str, Any]:
 
 
 def list_runs(conn: Connection, thread_id: str, limit: int, offset: int, status: str | None, newest: bool) -> Any:
-    runs = RUNS.c
-    order = (runs.created_at.desc(), runs.id.desc()) if newest else (runs.created_at, runs.id)
-    statement = select(RUNS).where(runs.thread_id == thread_id)
-    if status is not None:
-        statement = statement.where(runs.status == status)
-    return [RunRecord.of(r) for r in conn.execute(statement.order_by(*order).limit(limit).offset(offset))]
+    return [RunRecord.of(r) for r in conn.execute(runs_of_thread(thread_id, limit, offset, status, newest))]
 
 
 def delete_run(conn: Connection, thread_id: str, run_id: str) -> bool:
@@ -108,11 +104,7 @@ def request_cancel(conn: Connection, run_id: str, action: str) -> int:
 
 
 def cancel_requests(conn: Connection, run_ids: Sequence[str]) -> dict[str, str]:
-    runs = RUNS.c
-    rows = conn.execute(
-        select(runs.id, runs.cancel_requested).where(runs.id.in_(run_ids), runs.cancel_requested.is_not(None))
-    )
-    return {run_id: str(action) for run_id, action in rows}
+    return {run_id: str(action) for run_id, action in conn.execute(cancel_requests_of(run_ids))}
 
 
 def has_live_run(conn: Connection, thread_id: str) -> bool:

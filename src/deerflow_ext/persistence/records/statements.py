@@ -13,9 +13,10 @@ Run and thread states are the enums of ``models``; a statement never spells one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, insert, or_, select, update
+from sqlalchemy import Select, Table, Update, bindparam, delete, insert, or_, select, update
 
 from ..models import LIVE_RUN_STATUSES, RunOutcome, RunRow, RunStatus, ThreadRow, ThreadStatus
 
@@ -42,6 +43,12 @@ __all__ = [
     "THREAD_METADATA",
     "UPDATE_RUN",
     "UPDATE_THREAD",
+    "busy_threads_without_live_run",
+    "cancel_requests_of",
+    "last_run_status",
+    "live_runs",
+    "runs_of_thread",
+    "settle_thread",
 ]
 
 # Declarative models type ``__table__`` as a FromClause; it is a Table.
@@ -112,3 +119,52 @@ INTERRUPT_BUSY_THREADS = (
 DELETE_RUNS_OF_THREAD = delete(RUNS).where(RUNS.c.thread_id == bindparam("thread_id"))
 DELETE_THREAD = delete(THREADS).where(THREADS.c.id == bindparam("thread_id"))
 DELETE_RUN = delete(RUNS).where(RUNS.c.id == bindparam("run_id"), RUNS.c.thread_id == bindparam("thread_id"))
+
+# Statements whose shape depends on the call (a filter, an order, a list of ids), built per
+# call here; they run in transaction functions through ``Connection.execute``.
+
+
+def runs_of_thread(thread_id: str, limit: int, offset: int, status: str | None, newest: bool) -> Select[Any]:
+    """A page of a thread's runs, oldest first (``newest``: newest first), of ``status`` if given."""
+    runs = RUNS.c
+    order = (runs.created_at.desc(), runs.id.desc()) if newest else (runs.created_at, runs.id)
+    statement = select(RUNS).where(runs.thread_id == thread_id)
+    if status is not None:
+        statement = statement.where(runs.status == status)
+    return statement.order_by(*order).limit(limit).offset(offset)
+
+
+def cancel_requests_of(run_ids: Sequence[str]) -> Select[Any]:
+    """The recorded stop requests of ``run_ids``: (id, action) of those that have one."""
+    runs = RUNS.c
+    return select(runs.id, runs.cancel_requested).where(runs.id.in_(run_ids), runs.cancel_requested.is_not(None))
+
+
+def live_runs() -> Select[Any]:
+    """Every live run's id, thread and owner (what startup recovery judges)."""
+    return select(RUNS.c.id, RUNS.c.thread_id, RUNS.c.owner).where(RUNS.c.status.in_(LIVE))
+
+
+def busy_threads_without_live_run() -> Select[Any]:
+    """The ids of threads ``busy`` with no live run: nothing will ever clear them."""
+    threads, runs = THREADS.c, RUNS.c
+    has_live_run = select(runs.id).where(runs.thread_id == threads.id, runs.status.in_(LIVE)).exists()
+    return select(threads.id).where(threads.status == ThreadStatus.BUSY.value, ~has_live_run)
+
+
+def last_run_status(thread_id: str) -> Select[Any]:
+    """The status of a thread's newest run."""
+    runs = RUNS.c
+    return (
+        select(runs.status).where(runs.thread_id == thread_id).order_by(runs.created_at.desc(), runs.id.desc()).limit(1)
+    )
+
+
+def settle_thread(thread_id: str, status: ThreadStatus, now: Any) -> Update:
+    """A thread still ``busy`` given ``status``."""
+    threads = THREADS.c
+    return (
+        update(THREADS)
+        .where(threads.id == thread_id, threads.status == ThreadStatus.BUSY.value)
+        .values(status=status.value, updated_at=now)
+    )
