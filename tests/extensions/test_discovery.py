@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib_metadata
 import pytest
 
-from deerflow_ext.extensions import discovery
-from deerflow_ext.extensions.discovery import (
+from deerflow_ext.extensions.loading import discovery
+from deerflow_ext.extensions.loading.discovery import (
     ENTRY_POINT_GROUP,
     EntryPointIndex,
     ExtensionImportError,

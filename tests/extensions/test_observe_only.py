@@ -441,7 +441,7 @@ async def test_the_records_intercept_flag_decides_who_answers(
     intercept: bool, answer: str, diagnostics: DiagnosticsList
 ) -> None:
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.loader import load_extensions
+    from deerflow_ext.extensions.loading.loader import load_extensions
     from deerflow_ext.extensions.stack import compose_middleware_stack
     from deerflow_extension_api import AgentBuildContext, AgentScope
 

@@ -42,7 +42,6 @@ from ..config.settings import Settings
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
 from ..extensions.contract.snapshot import LoadedExtensions, set_loaded_extensions
-from ..extensions.discovery import EntryPointIndex
 from ..extensions.gateway import (
     DEFAULT_SERVICE_START_TIMEOUT,
     DEFAULT_SERVICE_STOP_TIMEOUT,
@@ -51,7 +50,8 @@ from ..extensions.gateway import (
     start_services,
     stop_services,
 )
-from ..extensions.loader import load_extensions
+from ..extensions.loading.discovery import EntryPointIndex
+from ..extensions.loading.loader import load_extensions
 from ..extensions.notification_loop import notification_loop
 from ..persistence import (
     HostStore,

@@ -13,8 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from ...extensions.discovery import EntryPointIndex
 from ...extensions.inventory import describe_entries
+from ...extensions.loading.discovery import EntryPointIndex
 from ...extensions.metrics import metrics_enabled
 from ...runtime import metrics as run_metrics
 

@@ -35,10 +35,10 @@ from collections.abc import Iterable, Sequence
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.exception_text import exception_text
 
-from .boundary.diagnostics import DiagnosticsList
-from .boundary.exits import EXTENSION_FAILURES, InterruptWatch
-from .contract.registry import HostRegistry
-from .contract.snapshot import LoadedExtensions, TablePrefix
+from ..boundary.diagnostics import DiagnosticsList
+from ..boundary.exits import EXTENSION_FAILURES, InterruptWatch
+from ..contract.registry import HostRegistry
+from ..contract.snapshot import LoadedExtensions, TablePrefix
 from .discovery import EntryPointIndex, ResolvedExtension
 from .tables import HOST_TABLE_NAMES, TablePrefixCollisionError, check_table_prefixes
 from .versioning import check_marker
@@ -101,7 +101,7 @@ def load_extensions(
     """Load ``config.plugins`` into a frozen :class:`LoadedExtensions` (not published).
 
     Raises :class:`ExtensionLoadError` when a required entry fails and
-    :class:`~deerflow_ext.extensions.tables.TablePrefixCollisionError` when a table prefix
+    :class:`~deerflow_ext.extensions.loading.tables.TablePrefixCollisionError` when a table prefix
     collides. Only an operator's Ctrl-C propagates out of an install (after rollback); a
     ``KeyboardInterrupt``/``SystemExit`` the extension raised is its load failure.
 

@@ -30,7 +30,7 @@ from deerflow_ext.persistence.models import HOST_TABLES
 from deerflow_ext.persistence.ownership import IncludeObject, prefix_include_object
 from deerflow_ext.persistence.ownership import owner_of_table as _owner_of_table
 
-from .contract.snapshot import TablePrefix
+from ..contract.snapshot import TablePrefix
 
 __all__ = [
     "HOST_TABLE_NAMES",

@@ -1,0 +1,7 @@
+"""Loading: from the ``plugins:`` entries of ``config.yaml`` to a frozen snapshot.
+
+Finding an extension (``discovery``), its version gate (``versioning``), table prefixes
+(``tables``), the spec's loading sequence (``loader``) and the operator's
+``extensions install``/``remove`` (``install``). Loading builds ``contract``'s snapshot and
+attributes through ``boundary``; nothing that runs a task is imported here.
+"""
