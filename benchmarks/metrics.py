@@ -9,7 +9,7 @@ in one process, interleaved, best of several repeats.
   its own time, the downstream call's excluded);
 * ``state hook`` — one ``abefore_model`` of a contributed no-op middleware;
 * ``notification`` — ``_notify_each`` over 10 no-op lifecycle contributors, per contributor
-  (the sampled meter of ``extensions/metrics.py``; ``notify.py`` has the full table);
+  (the sampled meter of ``extensions/operator_view/hook_metrics.py``; ``notify.py`` has the full table);
 * ``scrape`` — rendering ``/metrics`` with 100 extensions x 6 hooks of counters.
 
 The run-level figure (a whole lead run with ten extensions of every kind, metrics on and
@@ -27,11 +27,11 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 
-from deerflow_ext.extensions import metrics
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.notify_plans import _notify_each
+from deerflow_ext.extensions.operator_view import hook_metrics as metrics
 from deerflow_ext.runtime import metrics as run_metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 

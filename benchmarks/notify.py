@@ -38,9 +38,9 @@ from typing import Any
 
 import pluggy
 
-from deerflow_ext.extensions import metrics
 from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.notify_plans import _notify_each
+from deerflow_ext.extensions.operator_view import hook_metrics as metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 
 SIZES = (1, 10, 100)

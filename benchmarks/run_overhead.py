@@ -42,9 +42,9 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions import metrics
 from deerflow_ext.extensions.contract.registry import HostRegistry
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
+from deerflow_ext.extensions.operator_view import hook_metrics as metrics
 from deerflow_extension_api import MiddlewarePlacement, Placement
 
 EXTENSIONS = 10

@@ -53,8 +53,8 @@ def _error(message: str) -> None:
 
 # -- extensions list ------------------------------------------------------------------------
 def _cmd_list(args: argparse.Namespace) -> int:
-    from deerflow_ext.extensions.inventory import describe_entries
     from deerflow_ext.extensions.loading.discovery import EntryPointIndex
+    from deerflow_ext.extensions.operator_view.inventory import describe_entries
 
     config = load_app_config(_config_path(args))
     index = EntryPointIndex.scan()
@@ -117,8 +117,8 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: Text
 
 # -- extensions enable / disable ------------------------------------------------------------
 def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
-    from deerflow_ext.extensions.inventory import is_installed
     from deerflow_ext.extensions.loading.discovery import EntryPointIndex
+    from deerflow_ext.extensions.operator_view.inventory import is_installed
 
     path = _config_path(args)
     index = EntryPointIndex.scan()

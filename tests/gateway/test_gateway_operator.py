@@ -15,7 +15,7 @@ import pytest
 
 from conftest import live_server, read_sse
 from deerflow_ext.config.loading import load_app_config
-from deerflow_ext.extensions import metrics
+from deerflow_ext.extensions.operator_view import hook_metrics as metrics
 from deerflow_ext.gateway import create_app
 
 ME = "gateway.operator_fixtures"

@@ -42,7 +42,7 @@ from .boundary.origin import is_host_cancellation
 from .contract.snapshot import LoadedExtensions
 from .isolation import IsolatedMiddleware
 from .memo import ClassMemo, Memo, scalar_key
-from .metrics import call_stats, count_call
+from .operator_view.hook_metrics import call_stats, count_call
 
 __all__ = [
     "PROBED_ATTRIBUTES",

@@ -59,8 +59,8 @@ from .boundary.loopwatch import RunningHook, register_site
 from .boundary.origin import is_host_cancellation
 from .handler_watch import NOT_RUN, HandlerWatch
 from .hooks import node_name
-from .metrics import HookStats, stats_table
 from .mirror import isolated_class
+from .operator_view.hook_metrics import HookStats, stats_table
 
 if TYPE_CHECKING:
     from deerflow_extension_api import Placement

@@ -27,7 +27,7 @@ from .boundary.origin import is_host_cancellation
 from .contract.snapshot import LoadedExtensions
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
-from .metrics import call_stats, count_call
+from .operator_view.hook_metrics import call_stats, count_call
 
 __all__ = ["Placed", "collect_middlewares"]
 

@@ -54,7 +54,7 @@ from .boundary.exits import PROCESS_EXITS, attribute_exit
 from .boundary.loopwatch import RunningHook, register_site
 from .boundary.origin import requests_of
 from .budget_timer import CANCELS, UNBOUNDED_STATE, BudgetTimer, budget_timer_for
-from .metrics import NotificationMeter, count_skip
+from .operator_view.hook_metrics import NotificationMeter, count_skip
 
 if TYPE_CHECKING:
     from .contract.snapshot import Contribution

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from deerflow_ext.adapters.cpython_bytecode import never_suspends
 
 from .memo import Memo
-from .metrics import NotificationMeter, meter_for
 from .notify import Calls, Plan, deliver
+from .operator_view.hook_metrics import NotificationMeter, meter_for
 
 if TYPE_CHECKING:
     from .contract.snapshot import Contribution

@@ -77,7 +77,7 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
 def build_app_from_env() -> Any:
     """uvicorn factory for ``--workers N``: each worker process builds its own app."""
     from ..config.settings import load_settings
-    from ..extensions.metrics import set_metrics_enabled
+    from ..extensions.operator_view.hook_metrics import set_metrics_enabled
     from . import create_app
 
     settings = load_settings()
@@ -114,7 +114,7 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
     if args is None or not isinstance(args, argparse.Namespace):
         args = add_serve_arguments(argparse.ArgumentParser(prog="deerflow-ext serve")).parse_args(args)
     from ..config.settings import SettingsError, load_settings
-    from ..extensions.metrics import set_metrics_enabled
+    from ..extensions.operator_view.hook_metrics import set_metrics_enabled
     from ..logs import configure_logging
     from ..preflight import bind_listener, check_database, check_redis, error_line, load_startup_config, refusals
 

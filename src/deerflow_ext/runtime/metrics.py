@@ -3,7 +3,7 @@
 One ``prometheus_client.CollectorRegistry`` per process (not the library's global default,
 so an embedding application's own metrics never mix with ours). Run counters are ordinary
 prometheus-client metrics, updated once per run. The per-extension hook counters live in
-``extensions.metrics`` as plain attributes (the hot paths cannot afford prometheus-client's
+``extensions.operator_view.hook_metrics`` as plain attributes (the hot paths cannot afford prometheus-client's
 locks) and are read by :class:`ExtensionHookCollector` at scrape time — the custom-collector
 pattern prometheus-client documents for exactly this.
 
@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..extensions import metrics as hook_metrics
+from ..extensions.operator_view import hook_metrics
 
 __all__ = ["CONTENT_TYPE", "REGISTRY", "ExtensionHookCollector", "record_run", "render"]
 
@@ -42,7 +42,7 @@ _FAMILIES = (
         "seconds",
         "deerflow_extension_hook_seconds",
         "Time spent in an extension's hook (a wrap hook's downstream call excluded; cheap "
-        "notification hooks are sampled and scaled, see extensions/metrics.py).",
+        "notification hooks are sampled and scaled, see extensions/operator_view/hook_metrics.py).",
     ),
     ("overruns", "deerflow_extension_hook_budget_overruns", "Calls cancelled by the notification budget."),
     ("skips", "deerflow_extension_hook_budget_skips", "Calls skipped because the budget was already spent."),
@@ -51,7 +51,7 @@ _FAMILIES = (
 
 
 class ExtensionHookCollector(Collector):
-    """Reads ``extensions.metrics`` at scrape time; one sample per (extension, hook) and counter."""
+    """Reads ``extensions.operator_view.hook_metrics`` at scrape time; one sample per (extension, hook) and counter."""
 
     def collect(self) -> Iterator[Metric]:
         families = {attr: CounterMetricFamily(name, doc, labels=["extension", "hook"]) for attr, name, doc in _FAMILIES}

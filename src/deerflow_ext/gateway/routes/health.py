@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sqlalchemy import text
 
-from ...extensions.inventory import problems_of
+from ...extensions.operator_view.inventory import problems_of
 from .operator import entry_reports
 
 __all__ = ["DATABASE_PROBE_SECONDS", "package_version", "router"]
