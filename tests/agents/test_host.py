@@ -198,7 +198,7 @@ async def test_routers_and_services_alone_cost_a_run_nothing(
     recorder: Recorder, monkeypatch: pytest.MonkeyPatch, notify_loop: Any
 ) -> None:
     # The perf acceptance's "1.00x" in functional form: no task store, no descriptor, no hashing.
-    import deerflow_ext.extensions.assembly as assembly
+    import deerflow_ext.extensions.composition.assembly as assembly
     import deerflow_ext.extensions.contract.snapshot as snapshot
 
     def contribution(obj: object) -> Contribution[Any]:

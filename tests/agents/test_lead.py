@@ -267,7 +267,7 @@ def test_the_host_stack_describes_alike_for_one_config_scope_and_policy(scope: A
     # What lets a construction hand out the host's descriptors again (lead._describe_stack):
     # of the rest build_host_stack is given, the models and which memory (not whether there
     # is one: that is in the key) never show in a host descriptor.
-    from deerflow_ext.extensions.assembly import describe_middleware
+    from deerflow_ext.extensions.composition.assembly import describe_middleware
 
     config = make_config(title={"max_chars": 33}, retry={"max_retries": 4})
 
@@ -294,8 +294,8 @@ def test_a_construction_describes_the_host_once_per_config_and_contributions_eve
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from deerflow_ext.agents import lead
-    from deerflow_ext.extensions.assembly import describe_middleware
-    from deerflow_ext.extensions.isolation import IsolatedMiddleware
+    from deerflow_ext.extensions.composition.assembly import describe_middleware
+    from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 
     class Probe(SubagentLimitMiddleware):
         pass

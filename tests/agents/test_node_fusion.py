@@ -198,7 +198,7 @@ class _ContributesWrapOnly:
 
 async def test_host_layers_that_carry_a_contributed_group_still_fuse() -> None:
     # Two wrap-only contributions fuse into one group, which the host wrap layer before
-    # it carries (extensions/carry.py): that layer is then a copy of the host middleware,
+    # it carries (extensions/composition/carry.py): that layer is then a copy of the host middleware,
     # and its node hooks must still fuse with its neighbours' as the original's did.
     contributions = tuple(
         Contribution(f"ext{n}:install", f"ext{n}", n, f"{n}:ext{n}#1", _ContributesWrapOnly()) for n in range(2)

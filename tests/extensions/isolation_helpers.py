@@ -18,7 +18,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.isolation import IsolatedMiddleware
+from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 
 EXT = "acme_audit:install"
 _ids = itertools.count()

@@ -18,15 +18,15 @@ from langchain_core.tools import StructuredTool, tool
 
 from deerflow_ext.agents.lead import make_lead_agent
 from deerflow_ext.config.schema import AppConfig, ModelEntry
-from deerflow_ext.extensions.assembly import (
+from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.composition.assembly import (
     build_info,
     describe_middleware,
     describe_tool,
     emit_agent_assembled,
 )
-from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_extension_api import AgentAssemblyDescriptor, MiddlewarePlacement, Placement
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -75,7 +75,7 @@ def test_without_an_observer_no_descriptor_is_built() -> None:
 
 
 def test_no_observer_means_no_descriptor_during_real_construction(monkeypatch: pytest.MonkeyPatch) -> None:
-    import deerflow_ext.extensions.assembly as assembly
+    import deerflow_ext.extensions.composition.assembly as assembly
 
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("no hashing without an observer")

@@ -105,9 +105,9 @@ class _Contributes:
 def test_construction_calls_are_counted_with_their_failures_and_own_cancellations() -> None:
     """``contribute_middlewares`` and ``on_agent_assembled`` are timed call by call, and a
     failure, or a ``CancelledError`` the extension raised itself, is counted as such."""
-    from deerflow_ext.extensions.assembly import emit_agent_assembled
+    from deerflow_ext.extensions.composition.assembly import emit_agent_assembled
+    from deerflow_ext.extensions.composition.stack import compose_middleware_stack
     from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
-    from deerflow_ext.extensions.stack import compose_middleware_stack
     from deerflow_extension_api import AgentBuildContext, AgentScope
 
     outcomes = (None, ValueError("no"), asyncio.CancelledError())

@@ -12,8 +12,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.hooks import implemented_hooks
-from deerflow_ext.extensions.isolation import IsolatedMiddleware
+from deerflow_ext.extensions.composition.hooks import implemented_hooks
+from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 from extensions.isolation_helpers import (
     EXT,
     call_echo,
@@ -582,7 +582,7 @@ class ToolsPropertyRaises(WrapsModel):
 
 
 def test_fusing_builds_new_wrappers_and_asks_the_extension_nothing_again(diagnostics: DiagnosticsList) -> None:
-    from deerflow_ext.extensions.fusion import fuse_wrap_only_runs
+    from deerflow_ext.extensions.composition.wrap_fusion import fuse_wrap_only_runs
 
     originals = [
         IsolatedMiddleware(WrapsModel(), extension=EXT, index=1, diagnostics=diagnostics),
@@ -610,7 +610,7 @@ def test_fusing_builds_new_wrappers_and_asks_the_extension_nothing_again(diagnos
 
 def test_isolate_makes_the_wrapper_the_class_would(diagnostics: DiagnosticsList) -> None:
     """Composition's shortcut (no second round of checks) makes the very same wrapper."""
-    from deerflow_ext.extensions.isolation import isolate
+    from deerflow_ext.extensions.composition.isolation import isolate
     from deerflow_extension_api import Placement
 
     inner = WrapsModel()

@@ -19,7 +19,7 @@ from langchain.agents.middleware.types import ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.handler_watch import RepeatedHandlerCall
+from deerflow_ext.extensions.composition.handler_watch import RepeatedHandlerCall
 from extensions.isolation_helpers import EXT, call_echo, echo, isolate, run, scripted, tool_runs
 
 MODES = ["sync", "async"]
@@ -410,9 +410,9 @@ class HostLayer(AgentMiddleware):
 async def test_fused_and_carried_members_observe_only_too(
     mode: str, arrangement: str, diagnostics: DiagnosticsList
 ) -> None:
-    from deerflow_ext.extensions.carry import carry_fused_groups
-    from deerflow_ext.extensions.fusion import fuse_wrap_only_runs
-    from deerflow_ext.extensions.hooks import implemented_hooks
+    from deerflow_ext.extensions.composition.carry import carry_fused_groups
+    from deerflow_ext.extensions.composition.hooks import implemented_hooks
+    from deerflow_ext.extensions.composition.wrap_fusion import fuse_wrap_only_runs
 
     members = [isolate(ReplacesResult(), diagnostics), isolate(RewritesRequest(), diagnostics, index=2)]
     stack: list[Any] = [HostLayer(), *members]
@@ -441,8 +441,8 @@ async def test_the_records_intercept_flag_decides_who_answers(
     intercept: bool, answer: str, diagnostics: DiagnosticsList
 ) -> None:
     from deerflow_ext.config.schema import AppConfig
+    from deerflow_ext.extensions.composition.stack import compose_middleware_stack
     from deerflow_ext.extensions.loading.loader import load_extensions
-    from deerflow_ext.extensions.stack import compose_middleware_stack
     from deerflow_extension_api import AgentBuildContext, AgentScope
 
     record = {"name": "gate", "use": "extensions.isolation_helpers:install_gate", "intercept": intercept}

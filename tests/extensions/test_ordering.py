@@ -27,8 +27,8 @@ from deerflow_ext.agents.middlewares import (
 from deerflow_ext.agents.policy import project_policy
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.isolation import IsolatedMiddleware
-from deerflow_ext.extensions.ordering import (
+from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
+from deerflow_ext.extensions.composition.ordering import (
     OrderingError,
     assert_ordering,
     core_ordering_constraints,
@@ -212,7 +212,14 @@ def _module_scope_imports(tree: ast.Module, package: str) -> list[tuple[int, str
 
 
 def _violations(path: Path) -> list[str]:
-    package = "deerflow_ext.extensions"
+    # A module's relative imports resolve against its own subpackage of extensions/ (a file
+    # outside the tree, as in the scan's own tests, is read as if it sat in extensions/).
+    inside = path.is_relative_to(EXTENSIONS_DIR)
+    package = ".".join(
+        ["deerflow_ext", "extensions", *path.relative_to(EXTENSIONS_DIR).parent.parts]
+        if inside
+        else ["deerflow_ext", "extensions"]
+    )
     return [
         f"{path.name}:{line}: {name}"
         for line, name in _module_scope_imports(ast.parse(path.read_text()), package)
@@ -270,7 +277,7 @@ def test_importing_the_extension_runtime_loads_no_middleware_until_first_use() -
         f"for name in {names!r}:\n"
         "    importlib.import_module(name)\n"
         f"assert {FORBIDDEN!r} not in sys.modules, 'imported at module scope'\n"
-        "from deerflow_ext.extensions.ordering import core_ordering_constraints\n"
+        "from deerflow_ext.extensions.composition.ordering import core_ordering_constraints\n"
         "assert core_ordering_constraints()\n"
         f"assert {FORBIDDEN!r} in sys.modules\n"
     )

@@ -34,17 +34,17 @@ from deerflow_ext.agents.middlewares import (
 from deerflow_ext.agents.model import TransientModelError
 from deerflow_ext.agents.policy import project_policy
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions import layers as layers_module
-from deerflow_ext.extensions import stack as stack_module
-from deerflow_ext.extensions.assembly import describe_middleware
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
+from deerflow_ext.extensions.composition import layers as layers_module
+from deerflow_ext.extensions.composition import stack as stack_module
+from deerflow_ext.extensions.composition.assembly import describe_middleware
+from deerflow_ext.extensions.composition.hooks import WRAP_HOOK_PAIRS, implemented_hooks
+from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
+from deerflow_ext.extensions.composition.ordering import OrderingError, assert_ordering
+from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
+from deerflow_ext.extensions.composition.wrap_fusion import check_fused_groups
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.fusion import check_fused_groups
-from deerflow_ext.extensions.hooks import WRAP_HOOK_PAIRS, implemented_hooks
-from deerflow_ext.extensions.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.memo import Memo
-from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
-from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_extension_api import (
     AgentBuildContext,
     AgentScope,
@@ -743,7 +743,7 @@ class SyncModelTracer(Tracer):
 async def test_a_group_of_observers_behaves_exactly_as_separate_layers(
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Observers are chained without LangChain's model-call glue between them (fusion.py):
+    """Observers are chained without LangChain's model-call glue between them (wrap_fusion.py):
     what each sees, the commands, the diagnostics and the answer are those of separate layers."""
     outcomes = []
     for arrangement in ("carried", "fused", "separate"):
@@ -958,7 +958,7 @@ async def test_an_untraced_carried_call_skips_langsmiths_wrapper(
 
     import langsmith
 
-    from deerflow_ext.extensions import carry
+    from deerflow_ext.extensions.composition import carry
 
     wrapped: list[str] = []
     table = carry._traced_group_hooks()
@@ -1008,7 +1008,7 @@ def test_a_carrier_is_copied_as_copy_copy_would_copy_it() -> None:
     protocol when the class uses none of it, by ``copy.copy`` itself when it does."""
     import copy
 
-    from deerflow_ext.extensions import carry
+    from deerflow_ext.extensions.composition import carry
 
     for layer in host_stack():
         copier = carry._copier(type(layer))

@@ -16,7 +16,7 @@ from deerflow_ext.gateway import create_app
 def _real_agent_missing() -> str | None:
     # The real lead agent composes its stack from modules other sessions are writing; until
     # they exist the real-host variant is skipped (with the name), the fake one still runs.
-    for module in ("deerflow_ext.extensions.assembly", "deerflow_ext.extensions.stack"):
+    for module in ("deerflow_ext.extensions.composition.assembly", "deerflow_ext.extensions.composition.stack"):
         if importlib.util.find_spec(module) is None:
             return f"{module} does not exist yet"
     return None

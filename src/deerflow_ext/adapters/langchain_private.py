@@ -1,6 +1,6 @@
 """LangChain's private agent-factory helpers (``langchain.agents.factory``).
 
-Used by fusing and carrying (``extensions/fusion.py``, ``extensions/carry.py``):
+Used by fusing and carrying (``extensions/composition/wrap_fusion.py``, ``extensions/composition/carry.py``):
 
 * the four **chain composers** ``_chain_model_call_handlers``,
   ``_chain_async_model_call_handlers``, ``_chain_tool_call_wrappers``,

@@ -22,16 +22,16 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.extensions.assembly import (
+from deerflow_ext.extensions.composition.assembly import (
     build_info,
     describe_middleware,
     describe_tool,
     emit_agent_assembled,
     text_hash,
 )
+from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, bound_extensions, build_extensions
 from deerflow_ext.extensions.memo import DescriptorMemo
-from deerflow_ext.extensions.stack import compose_middleware_stack, host_layers
 from deerflow_ext.subagents.executor import SubagentBuilder
 from deerflow_ext.subagents.task_tool import make_task_tool
 from deerflow_extension_api import (

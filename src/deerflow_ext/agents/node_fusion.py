@@ -49,7 +49,12 @@ from langgraph.channels.last_value import LastValue
 from langgraph.types import Command
 
 from deerflow_ext.adapters.langgraph_private import bracket_node, bracketable, state_channels
-from deerflow_ext.extensions.hooks import ASYNC_HOOKS, STATE_HOOKS, adopt_graph_attributes, implemented_hooks
+from deerflow_ext.extensions.composition.hooks import (
+    ASYNC_HOOKS,
+    STATE_HOOKS,
+    adopt_graph_attributes,
+    implemented_hooks,
+)
 
 __all__ = ["FUSED_KINDS", "ModelBracket", "bracket_model_node", "fuse_host_node_hooks"]
 

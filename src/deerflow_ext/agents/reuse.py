@@ -34,7 +34,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from deerflow_ext.extensions.hooks import (
+from deerflow_ext.extensions.composition.hooks import (
     ASYNC_HOOKS,
     STATE_HOOKS,
     WRAP_HOOK_PAIRS,

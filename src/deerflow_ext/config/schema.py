@@ -46,7 +46,7 @@ class PluginEntry(_Strict):
     ``intercept: true`` is the operator's opt-in (beyond DeerFlow) for middlewares that make
     decisions: they may rewrite a request, short-circuit the call or replace its result, and
     they fail *closed* (an exception fails the run, attributed). Without it every contributed
-    middleware is observe-only and fails open (``deerflow_ext.extensions.isolation``).
+    middleware is observe-only and fails open (``deerflow_ext.extensions.composition.isolation``).
     """
 
     name: str = Field(min_length=1)

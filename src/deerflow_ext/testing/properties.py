@@ -339,7 +339,7 @@ def _composed(loaded: LoadResult, app_config: Any) -> dict[str, list[Any]]:
     from deerflow_ext.agents.models import create_chat_model, effective_model_name
     from deerflow_ext.agents.policy import project_policy
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.stack import compose_middleware_stack
+    from deerflow_ext.extensions.composition.stack import compose_middleware_stack
 
     config = AppConfig.model_validate({**dict(app_config or {}), "models": []})
     model = create_chat_model(config)
@@ -357,7 +357,7 @@ def _composed(loaded: LoadResult, app_config: Any) -> dict[str, list[Any]]:
 
 
 def _own_middlewares(stack: Sequence[Any]) -> dict[str, list[str]]:
-    from deerflow_ext.extensions.isolation import IsolatedMiddleware
+    from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 
     own: dict[str, list[str]] = {}
     for mw in stack:
@@ -378,8 +378,8 @@ def check_stack_ordering(
     and subagent stacks pass the host's ``assert_ordering``, nothing is dropped for breaking a
     placement promise, and each entry's own middlewares keep the order they have in the given
     list (their placement and ``order`` decide it, never their neighbours)."""
-    from deerflow_ext.extensions.fusion import check_fused_groups
-    from deerflow_ext.extensions.ordering import assert_ordering
+    from deerflow_ext.extensions.composition.ordering import assert_ordering
+    from deerflow_ext.extensions.composition.wrap_fusion import check_fused_groups
 
     subject = plugin_records(plugins)
     seed = _seed(seed)

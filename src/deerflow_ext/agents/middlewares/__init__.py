@@ -1,7 +1,7 @@
 """The host middleware stack.
 
 ``HOST_STACK_ORDER`` is the documented order (outermost first). Contributed middlewares are
-placed by ``extensions/stack.py`` relative to these classes, and ``extensions/ordering.py``
+placed by ``extensions/composition/stack.py`` relative to these classes, and ``extensions/composition/ordering.py``
 checks the final stack against this tuple on first use.
 """
 

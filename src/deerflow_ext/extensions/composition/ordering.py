@@ -15,7 +15,7 @@ list order is behaviour, and this module states which orders the host relies on:
 Host classes absent from a stack (subagent stacks omit some) are skipped, never assumed.
 These are the spec's ordering invariants (docs/SPEC.md, "Runtime slice": placement, not
 index; ordering invariants). How composition makes a valid stack cheaper to run (fused
-groups, carried groups) is ``fusion.py``'s and ``carry.py``'s, which check their own work.
+groups, carried groups) is ``wrap_fusion.py``'s and ``carry.py``'s, which check their own work.
 
 The middleware classes live in ``deerflow_ext.agents.middlewares``, which imports this
 package; referencing them at module scope here would point the dependency backwards and

@@ -20,14 +20,14 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_extension_api import AgentBuildContext, AgentScope, MiddlewarePlacement, Placement
 
-from .boundary.diagnostics import DiagnosticsList
-from .boundary.exits import EXTENSION_FAILURES
-from .boundary.loopwatch import RunningHook, register_site
-from .boundary.origin import is_host_cancellation
-from .contract.snapshot import LoadedExtensions
+from ..boundary.diagnostics import DiagnosticsList
+from ..boundary.exits import EXTENSION_FAILURES
+from ..boundary.loopwatch import RunningHook, register_site
+from ..boundary.origin import is_host_cancellation
+from ..contract.snapshot import LoadedExtensions
+from ..operator_view.hook_metrics import call_stats, count_call
 from .hooks import node_slug
 from .isolation import IsolatedMiddleware, isolate
-from .operator_view.hook_metrics import call_stats, count_call
 
 __all__ = ["Placed", "collect_middlewares"]
 

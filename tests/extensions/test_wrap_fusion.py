@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from deerflow_ext.extensions.fusion import check_fused_groups, fuse_wrap_only_runs
-from deerflow_ext.extensions.isolation import IsolatedMiddleware
-from deerflow_ext.extensions.ordering import OrderingError, assert_ordering
+from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
+from deerflow_ext.extensions.composition.ordering import OrderingError, assert_ordering
+from deerflow_ext.extensions.composition.wrap_fusion import check_fused_groups, fuse_wrap_only_runs
 from deerflow_extension_api import Placement
 from extensions.test_ordering import ModelWrap, host_stack, placed
 

@@ -12,7 +12,7 @@ inner class, defining precisely the hooks the inner class overrides, with
 ``__can_jump_to__`` copied so conditional edges survive; a wrap hook whose other side is
 missing gets a pass-through (LangChain puts a one-sided middleware in *both* chains, and
 the missing side would raise ``NotImplementedError`` on that path). Fused groups
-(``fusion.py``) get classes of their own: a *head* exposing the group's wrap hooks and
+(``wrap_fusion.py``) get classes of their own: a *head* exposing the group's wrap hooks and
 *members* exposing none.
 
 The generated methods only forward to the wrapper's own runners by name
@@ -27,8 +27,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from ..memo import ClassMemo
 from .hooks import STATE_HOOKS, WRAP_HOOK_PAIRS, implemented_hooks
-from .memo import ClassMemo
 
 __all__ = ["group_head_class", "group_member_class", "isolated_class", "isolated_hook", "isolated_step"]
 

@@ -36,11 +36,11 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_extension_api import AgentBuildContext, Placement
 
-from .boundary.diagnostics import DiagnosticsList
-from .contract.snapshot import LoadedExtensions
+from ..boundary.diagnostics import DiagnosticsList
+from ..contract.snapshot import LoadedExtensions
+from ..memo import Memo
 from .isolation import IsolatedMiddleware
 from .layers import LayerPlan, build_layers, layer_key, plan_layers
-from .memo import Memo
 from .middleware_contributions import Placed, collect_middlewares
 from .ordering import OrderingError, assert_ordering
 

@@ -34,15 +34,15 @@ from deerflow_extension_api import (
     collect_release_policies,
 )
 
-from .. import __version__
-from .boundary.diagnostics import log_extension_failure
-from .boundary.exits import EXTENSION_FAILURES
-from .boundary.loopwatch import RunningHook, register_site
-from .boundary.origin import is_host_cancellation
-from .contract.snapshot import LoadedExtensions
+from ... import __version__
+from ..boundary.diagnostics import log_extension_failure
+from ..boundary.exits import EXTENSION_FAILURES
+from ..boundary.loopwatch import RunningHook, register_site
+from ..boundary.origin import is_host_cancellation
+from ..contract.snapshot import LoadedExtensions
+from ..memo import ClassMemo, Memo, scalar_key
+from ..operator_view.hook_metrics import call_stats, count_call
 from .isolation import IsolatedMiddleware
-from .memo import ClassMemo, Memo, scalar_key
-from .operator_view.hook_metrics import call_stats, count_call
 
 __all__ = [
     "PROBED_ATTRIBUTES",

@@ -1,6 +1,6 @@
 """Run a fused group inside the host wrap layer just before it, instead of as a layer of its own.
 
-Fusing (:func:`~.fusion.fuse_wrap_only_runs`) makes a run of wrap-only contributions one
+Fusing (:func:`~.wrap_fusion.fuse_wrap_only_runs`) makes a run of wrap-only contributions one
 LangChain layer. Even so, ``create_agent`` pays for that layer at every construction: it
 decorates each of the layer's four wrap hooks with langsmith's ``traceable`` (two
 ``inspect.signature`` calls and several ``functools.wraps`` each, ~30 µs), and it normalises
@@ -39,11 +39,11 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_ext.adapters.langchain_private import wrap_trace_kwargs
 
-from .fusion import COMPOSERS, FusedWrapper, rewrapped
+from ..memo import ClassMemo
 from .hooks import WRAP_HOOK_PAIRS
 from .isolation import IsolatedMiddleware
-from .memo import ClassMemo
 from .mirror import agroup_method, group_head_class, group_member_class, group_method
+from .wrap_fusion import COMPOSERS, FusedWrapper, rewrapped
 
 __all__ = ["Carry", "carry_fused_groups", "carry_groups", "carry_plan"]
 

@@ -37,7 +37,7 @@ The wrapper's rules (docs/SPEC.md, "Runtime slice": isolation of contributed mid
   (a tool the host does not wrap) still propagates unchanged, to the run's boundary.
 
 A wrapper made here is its own LangChain layer; making a run of them cheaper to run (one
-layer for a run of wrap-only wrappers) is ``fusion.py``'s and ``carry.py``'s.
+layer for a run of wrap-only wrappers) is ``wrap_fusion.py``'s and ``carry.py``'s.
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from .boundary.diagnostics import DiagnosticsList
-from .boundary.exits import EXTENSION_FAILURES
-from .boundary.loopwatch import RunningHook, register_site
-from .boundary.origin import is_host_cancellation
+from ..boundary.diagnostics import DiagnosticsList
+from ..boundary.exits import EXTENSION_FAILURES
+from ..boundary.loopwatch import RunningHook, register_site
+from ..boundary.origin import is_host_cancellation
+from ..operator_view.hook_metrics import HookStats, stats_table
 from .handler_watch import NOT_RUN, HandlerWatch
 from .hooks import node_name
 from .mirror import isolated_class
-from .operator_view.hook_metrics import HookStats, stats_table
 
 if TYPE_CHECKING:
     from deerflow_extension_api import Placement
@@ -188,7 +188,7 @@ class IsolatedMiddleware(AgentMiddleware):
     def wrapped_hooks(self) -> frozenset[str]:
         """The hooks the inner middleware implements, as ``create_agent`` would detect them.
 
-        Whatever hooks the wrapper's class exposes to LangChain (``fusion.py`` may give it a
+        Whatever hooks the wrapper's class exposes to LangChain (``wrap_fusion.py`` may give it a
         class that exposes more or none); ordering checks read this, not the class.
         """
         return type(self)._hooks
@@ -196,7 +196,7 @@ class IsolatedMiddleware(AgentMiddleware):
     @property
     def fused_group(self) -> tuple[IsolatedMiddleware, ...]:
         """The wrappers this one runs as one LangChain layer, itself first: none, for a
-        wrapper that is its own layer (a fused group's head says otherwise, ``fusion.py``)."""
+        wrapper that is its own layer (a fused group's head says otherwise, ``wrap_fusion.py``)."""
         return ()
 
     def __repr__(self) -> str:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .boundary.loopwatch import DOWNSTREAM, RunningHook, register_site
+from ..boundary.loopwatch import DOWNSTREAM, RunningHook, register_site
 
 __all__ = ["NOT_RUN", "HandlerWatch", "RepeatedHandlerCall"]
 

@@ -4,7 +4,7 @@
 Composition (``stack.py``) decides where each contribution goes and checks the spec's
 ordering rules; this module then makes the valid stack cheaper to run without changing what
 it does. Runs of wrap-only contributions in one placement become one layer each
-(``fusion.py``), and each such group runs inside the host wrap layer just before it where
+(``wrap_fusion.py``), and each such group runs inside the host wrap layer just before it where
 there is one (``carry.py``): the same entries in the same order, every one still isolated and
 attributed on its own, the same nesting.
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .carry import Carry, carry_groups, carry_plan
-from .fusion import FusedRun, check_fused_groups, fuse_runs, fusible_key, fusible_runs
+from .wrap_fusion import FusedRun, check_fused_groups, fuse_runs, fusible_key, fusible_runs
 
 __all__ = ["LayerPlan", "build_layers", "layer_key", "plan_layers"]
 
