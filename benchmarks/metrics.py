@@ -30,7 +30,7 @@ from langchain_core.messages import AIMessage
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.contract.snapshot import Contribution
-from deerflow_ext.extensions.notify_plans import _notify_each
+from deerflow_ext.extensions.notifications.notify_plans import _notify_each
 from deerflow_ext.extensions.operator_view import hook_metrics as metrics
 from deerflow_ext.runtime import metrics as run_metrics
 from deerflow_extension_api import ExtensionData, TaskInfo

@@ -39,7 +39,7 @@ from typing import Any
 import pluggy
 
 from deerflow_ext.extensions.contract.snapshot import Contribution
-from deerflow_ext.extensions.notify_plans import _notify_each
+from deerflow_ext.extensions.notifications.notify_plans import _notify_each
 from deerflow_ext.extensions.operator_view import hook_metrics as metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 

@@ -24,8 +24,8 @@ from deerflow_ext.agents.host import DEFAULT_GRAPH_STREAM_MODES, AgentHost, Lead
 from deerflow_ext.agents.lead import ModelFactory
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
-from deerflow_ext.extensions.lifecycle import task_bracket
-from deerflow_ext.extensions.notification_loop import notification_loop
+from deerflow_ext.extensions.notifications.lifecycle import task_bracket
+from deerflow_ext.extensions.notifications.notification_loop import notification_loop
 from deerflow_extension_api import TaskInfo
 
 __all__ = ["DeerFlowClient", "StreamEvent"]

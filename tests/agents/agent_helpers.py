@@ -202,7 +202,7 @@ def restore_process_extensions() -> Iterator[None]:
 @pytest.fixture
 async def notify_loop() -> Any:
     """Register the test's loop as the notification loop (as the Gateway would)."""
-    from deerflow_ext.extensions.notification_loop import notification_loop
+    from deerflow_ext.extensions.notifications.notification_loop import notification_loop
 
     notification_loop.register(asyncio.get_running_loop())
     yield notification_loop

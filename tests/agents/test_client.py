@@ -215,7 +215,7 @@ def test_run_logs_observer_lines_and_hook_tracing(
     monkeypatch: pytest.MonkeyPatch,
     restore_process_extensions: None,
 ) -> None:
-    from deerflow_ext.extensions import notify
+    from deerflow_ext.extensions.notifications import notify
 
     monkeypatch.setattr(notify, "TRACE_EXTENSIONS", True)
     use = "agents.run_fixtures:install_logging_timer"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.lifecycle import notify_task_start, notify_task_stop
-from deerflow_ext.extensions.notification_loop import NotificationLoop, notification_loop
+from deerflow_ext.extensions.notifications.lifecycle import notify_task_start, notify_task_stop
+from deerflow_ext.extensions.notifications.notification_loop import NotificationLoop, notification_loop
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 LOGGER = "deerflow_ext.extensions"

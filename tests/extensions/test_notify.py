@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from deerflow_ext.extensions import lifecycle as lifecycle_module
-from deerflow_ext.extensions import notify, notify_plans
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.lifecycle import notify_task_start, notify_task_stop
-from deerflow_ext.extensions.notification_loop import notification_loop
+from deerflow_ext.extensions.notifications import lifecycle as lifecycle_module
+from deerflow_ext.extensions.notifications import notify, notify_plans
+from deerflow_ext.extensions.notifications.lifecycle import notify_task_start, notify_task_stop
+from deerflow_ext.extensions.notifications.notification_loop import notification_loop
 from deerflow_ext.testing import wait_until
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 

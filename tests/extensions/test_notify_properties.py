@@ -14,9 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deerflow_ext.extensions import notify_plans
 from deerflow_ext.extensions.contract.snapshot import Contribution
-from deerflow_ext.extensions.notify_plans import _notify_each
+from deerflow_ext.extensions.notifications import notify_plans
+from deerflow_ext.extensions.notifications.notify_plans import _notify_each
 
 BUDGET = 0.08
 # Scheduling slack on a loaded machine: a stall of 0.15 s was seen while benchmarks shared

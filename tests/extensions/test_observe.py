@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from deerflow_ext.extensions import observe
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.notification_loop import notification_loop
-from deerflow_ext.extensions.observe import (
+from deerflow_ext.extensions.notifications import observe
+from deerflow_ext.extensions.notifications.notification_loop import notification_loop
+from deerflow_ext.extensions.notifications.observe import (
     observe_system_call,
     submit_compaction,
     submit_system_observation,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.lifecycle import task_bracket
-from deerflow_ext.extensions.notification_loop import notification_loop
+from deerflow_ext.extensions.notifications.lifecycle import task_bracket
+from deerflow_ext.extensions.notifications.notification_loop import notification_loop
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 

@@ -16,7 +16,7 @@ from conftest import live_server
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.extensions.boundary.diagnostics import DIAGNOSTICS_LIMIT, DiagnosticsList
 from deerflow_ext.extensions.contract.snapshot import get_loaded_extensions
-from deerflow_ext.extensions.notification_loop import notification_loop
+from deerflow_ext.extensions.notifications.notification_loop import notification_loop
 from deerflow_ext.gateway import create_app
 from deerflow_ext.testing import wait_until
 

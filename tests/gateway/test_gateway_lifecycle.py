@@ -156,7 +156,7 @@ async def test_wait_and_join_answer_a_failed_run_with_its_persisted_error(settin
 
 
 async def test_shutdown_with_two_runs_in_flight(settings_for) -> None:
-    from deerflow_ext.extensions.notification_loop import notification_loop
+    from deerflow_ext.extensions.notifications.notification_loop import notification_loop
     from deerflow_ext.persistence import HostStore, create_engine, make_session_factory
 
     log: list[str] = []

@@ -14,9 +14,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from deerflow_ext.agents.prompts import MEMORY_MARKER
 from deerflow_ext.config.schema import MemoryConfig
-from deerflow_ext.extensions import observe
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.notification_loop import notification_loop
+from deerflow_ext.extensions.notifications import observe
+from deerflow_ext.extensions.notifications.notification_loop import notification_loop
 from deerflow_ext.memory import MemoryManager
 from deerflow_extension_api import SystemModelRequest, SystemModelResult, SystemOperationKind
 

@@ -1,6 +1,6 @@
 """CPython's bytecode: whether a coroutine function can suspend at all.
 
-``extensions/notify.py`` skips its budget and cancellation machinery for a notification
+``extensions/notifications/notify.py`` skips its budget and cancellation machinery for a notification
 whose hooks are plain ``async def`` functions that never suspend. A coroutine suspends only
 at a ``YIELD_VALUE`` instruction in its own frame (every ``await``, ``async for`` and
 ``async with`` compiles to one), which is a CPython implementation detail, not a language

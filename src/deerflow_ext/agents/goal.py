@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
-from deerflow_ext.extensions.observe import observe_system_call
+from deerflow_ext.extensions.notifications.observe import observe_system_call
 from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOperationKind
 
 from .models import effective_model_name

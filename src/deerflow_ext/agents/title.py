@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from langchain_core.language_models import BaseChatModel
 
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
-from deerflow_ext.extensions.observe import observe_system_call, observe_system_call_sync
+from deerflow_ext.extensions.notifications.observe import observe_system_call, observe_system_call_sync
 from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOperationKind
 
 from .models import effective_model_name

@@ -52,7 +52,7 @@ from ..extensions.gateway import (
 )
 from ..extensions.loading.discovery import EntryPointIndex
 from ..extensions.loading.loader import load_extensions
-from ..extensions.notification_loop import notification_loop
+from ..extensions.notifications.notification_loop import notification_loop
 from ..persistence import (
     HostStore,
     create_engine,

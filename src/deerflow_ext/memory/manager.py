@@ -22,8 +22,8 @@ from deerflow_ext.agents.models import effective_model_name
 from deerflow_ext.agents.prompts import render_memory_prompt
 from deerflow_ext.agents.system_calls import system_call_config
 from deerflow_ext.config.schema import MemoryConfig
-from deerflow_ext.extensions import observe
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
+from deerflow_ext.extensions.notifications import observe
 from deerflow_extension_api import SystemModelRequest, SystemModelResult, SystemOperationKind
 
 from .engine import MemoryEngine

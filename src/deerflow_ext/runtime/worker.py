@@ -35,7 +35,7 @@ from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 from ..agents.host import LeadRunRequest
 from ..extensions.boundary.exits import PROCESS_EXITS, contain_exit
 from ..extensions.contract.snapshot import publish_snapshot
-from ..extensions.lifecycle import TaskBracket, task_bracket
+from ..extensions.notifications.lifecycle import TaskBracket, task_bracket
 from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
 from ..persistence.records import HostStore
 from ..tokens import TokenUsage

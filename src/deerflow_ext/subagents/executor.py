@@ -35,7 +35,7 @@ from deerflow_ext.agents.messages import final_answer
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.boundary.exits import PROCESS_EXITS, contain_exit
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
-from deerflow_ext.extensions.lifecycle import task_bracket
+from deerflow_ext.extensions.notifications.lifecycle import task_bracket
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
 from .sandbox import SandboxPool, sandbox_pool

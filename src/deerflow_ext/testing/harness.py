@@ -242,13 +242,13 @@ def notification_budget(seconds: float | None) -> Iterator[None]:
     """Lower (or raise) the lifecycle notification budget of every host in this process.
 
     The Gateway's lead runs take it from ``GatewayOptions.notify_budget`` and subagents from
-    ``deerflow_ext.extensions.notify.DEFAULT_NOTIFY_BUDGET``, which the host reads at call
+    ``deerflow_ext.extensions.notifications.notify.DEFAULT_NOTIFY_BUDGET``, which the host reads at call
     time for exactly this purpose; both are set, and restored on exit. ``None`` changes nothing.
     """
     if seconds is None:
         yield
         return
-    from deerflow_ext.extensions import notify
+    from deerflow_ext.extensions.notifications import notify
 
     previous = notify.DEFAULT_NOTIFY_BUDGET
     notify.DEFAULT_NOTIFY_BUDGET = seconds

@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 
 from deerflow_ext.config.schema import SummarizationConfig
 from deerflow_ext.extensions.contract.snapshot import resolve_run_extensions
-from deerflow_ext.extensions.observe import observe_system_call, submit_compaction, wants_compaction
+from deerflow_ext.extensions.notifications.observe import observe_system_call, submit_compaction, wants_compaction
 from deerflow_extension_api import (
     CompactionEvent,
     SystemModelRequest,

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from deerflow_ext.adapters.cpython_bytecode import never_suspends
 
-from .memo import Memo
+from ..memo import Memo
+from ..operator_view.hook_metrics import NotificationMeter, meter_for
 from .notify import Calls, Plan, deliver
-from .operator_view.hook_metrics import NotificationMeter, meter_for
 
 if TYPE_CHECKING:
-    from .contract.snapshot import Contribution
+    from ..contract.snapshot import Contribution
 
 __all__ = ["_notify_each", "plan_for"]
 

@@ -38,13 +38,13 @@ from deerflow_extension_api import (
     SystemOperationKind,
 )
 
-from .boundary.exits import PROCESS_EXITS, contain_exit
-from .contract.stores import detached_store, store_or_detached
+from ..boundary.exits import PROCESS_EXITS, contain_exit
+from ..contract.stores import detached_store, store_or_detached
 from .notification_loop import notification_loop
 from .notify_plans import _notify_each
 
 if TYPE_CHECKING:
-    from .contract.snapshot import LoadedExtensions
+    from ..contract.snapshot import LoadedExtensions
 
 __all__ = [
     "observe_system_call",

@@ -24,8 +24,8 @@ from typing import Any
 
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
-from .boundary.exits import PROCESS_EXITS, contain_exit
-from .contract.snapshot import Contribution, LoadedExtensions
+from ..boundary.exits import PROCESS_EXITS, contain_exit
+from ..contract.snapshot import Contribution, LoadedExtensions
 from .notification_loop import notification_loop
 from .notify_plans import _notify_each
 

@@ -49,15 +49,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from deerflow_ext.exception_text import exception_text
 
-from .boundary.diagnostics import log_extension_failure, logger
-from .boundary.exits import PROCESS_EXITS, attribute_exit
-from .boundary.loopwatch import RunningHook, register_site
-from .boundary.origin import requests_of
+from ..boundary.diagnostics import log_extension_failure, logger
+from ..boundary.exits import PROCESS_EXITS, attribute_exit
+from ..boundary.loopwatch import RunningHook, register_site
+from ..boundary.origin import requests_of
+from ..operator_view.hook_metrics import NotificationMeter, count_skip
 from .budget_timer import CANCELS, UNBOUNDED_STATE, BudgetTimer, budget_timer_for
-from .operator_view.hook_metrics import NotificationMeter, count_skip
 
 if TYPE_CHECKING:
-    from .contract.snapshot import Contribution
+    from ..contract.snapshot import Contribution
 
 __all__ = ["DEFAULT_NOTIFY_BUDGET", "TRACE_EXTENSIONS", "Calls", "Plan", "deliver"]
 

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from deerflow_ext.exception_text import exception_text
 
-from .boundary.diagnostics import logger
-from .boundary.exits import PROCESS_EXITS, contain_exit
+from ..boundary.diagnostics import logger
+from ..boundary.exits import PROCESS_EXITS, contain_exit
 
 __all__ = ["NotificationLoop", "notification_loop"]
 
