@@ -1,19 +1,20 @@
 """The store's hot-path statements on SQLite, compiled once and sent on the transaction's
 own pysqlite connection.
 
-Why (issue 16): a trivial run writes its thread and run rows in four transactions of one
-or two statements each, run on the event loop (``one_thread``'s loop-first thread) when
-nothing else is queued. Through ``Connection.execute`` each statement cost the loop ~50-60
-us of SQLAlchemy's execution layer in a busy server, against a few for pysqlite itself. So
-the statement is compiled once (``compiled``) with SQLAlchemy's SQLite dialect and the
-values pass its bind processors (a datetime and JSON in the very text SQLAlchemy writes and
-reads back); then it goes to the DBAPI connection under the caller's SQLAlchemy
-transaction, which still begins, commits and rolls back, so a transaction function may mix
-these with ``conn.execute``. A driver error is raised as SQLAlchemy would raise it
-(``DBAPIError`` around sqlite3's), so callers and ``is_sqlite_busy`` see what they saw.
+Why (docs/ARCHITECTURE.md, "How a run's rows are written"): a trivial run writes its
+thread and run rows in four transactions of one or two statements each, run on the event
+loop (``one_thread``'s loop-first thread) when nothing else is queued. Through
+``Connection.execute`` each statement cost the loop ~50-60 us of SQLAlchemy's execution
+layer in a busy server, against a few for pysqlite itself. So the statement is compiled
+once (``compiled``) with SQLAlchemy's SQLite dialect and the values pass its bind
+processors (a datetime and JSON in the very text SQLAlchemy writes and reads back); then it
+goes to the DBAPI connection under the caller's SQLAlchemy transaction, which still begins,
+commits and rolls back, so a transaction function may mix these with ``conn.execute``. A
+driver error is raised as SQLAlchemy would raise it (``DBAPIError`` around sqlite3's), so
+callers and ``is_sqlite_busy`` see what they saw.
 
-On another database (``_merge_metadata`` runs on either) a statement goes through
-``conn.execute`` as before.
+On another database (``records.thread_writes.merge_metadata`` runs on either) a statement
+goes through ``conn.execute`` as before.
 """
 
 from __future__ import annotations
