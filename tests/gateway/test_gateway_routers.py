@@ -10,7 +10,7 @@ import pytest
 
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.config.settings import Settings
-from deerflow_ext.extensions.gateway import RouteKey, route_keys
+from deerflow_ext.extensions.serving.services_routers import RouteKey, route_keys
 from deerflow_ext.gateway import create_app
 from deerflow_ext.gateway.routes import HOST_ROUTERS, threads_router
 
@@ -108,7 +108,7 @@ def test_host_routers_are_disjoint_so_their_order_decides_only_speed() -> None:
     ],
 )
 def test_route_overlap(a: str, b: str, overlap: bool) -> None:
-    from deerflow_ext.extensions.gateway import _normalise
+    from deerflow_ext.extensions.serving.services_routers import _normalise
 
     get = frozenset({"GET", "HEAD"})
     assert RouteKey(get, _normalise(a), a).overlaps(RouteKey(get, _normalise(b), b)) is overlap

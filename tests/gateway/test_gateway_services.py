@@ -11,7 +11,7 @@ import pytest
 from gw_fixtures import extensions_with
 
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.gateway import AttemptedServices, start_services, stop_services
+from deerflow_ext.extensions.serving.services_routers import AttemptedServices, start_services, stop_services
 from deerflow_extension_api import ExtensionRuntimeDeps
 
 

@@ -1,6 +1,6 @@
 """FastAPI's and Starlette's router internals, as the router checks read them.
 
-``extensions/gateway.py`` refuses a contributed router that carries a lifespan, a WebSocket
+``extensions/serving/services_routers.py`` refuses a contributed router that carries a lifespan, a WebSocket
 route or a Mount, and checks its HTTP routes for conflicts. To see every route it must look
 through three things neither library documents:
 

@@ -33,7 +33,7 @@ from deerflow_ext.exception_text import exception_text
 from ..extensions.boundary.exits import EXTENSION_FAILURES
 from ..extensions.boundary.loopwatch import RunningHook, register_site
 from ..extensions.boundary.origin import is_host_cancellation
-from ..extensions.gateway import route_extension
+from ..extensions.serving.services_routers import route_extension
 from .asgi import StartTracking
 
 __all__ = [

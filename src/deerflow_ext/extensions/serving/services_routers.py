@@ -36,11 +36,11 @@ from deerflow_ext.adapters.fastapi_private import included_router, is_default_li
 from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionRuntimeDeps
 
-from .boundary.diagnostics import DiagnosticsList
-from .boundary.exits import EXTENSION_FAILURES
-from .boundary.loopwatch import HookBlocked, RunningHook, register_site
-from .boundary.origin import cancellation_requests, is_host_cancellation
-from .contract.snapshot import Contribution, LoadedExtensions
+from ..boundary.diagnostics import DiagnosticsList
+from ..boundary.exits import EXTENSION_FAILURES
+from ..boundary.loopwatch import HookBlocked, RunningHook, register_site
+from ..boundary.origin import cancellation_requests, is_host_cancellation
+from ..contract.snapshot import Contribution, LoadedExtensions
 
 __all__ = [
     "DEFAULT_SERVICE_START_TIMEOUT",
