@@ -111,7 +111,7 @@ async def test_langgraph_create_agent_model_node_can_be_bracketed(mode: str) -> 
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from deerflow_ext.agents.model import EmbeddedChatModel
+    from deerflow_ext.agents.embedded_model import EmbeddedChatModel
 
     where = f"{_version('langgraph')}, {_version('langchain')}: the model node"
     graph = create_agent(EmbeddedChatModel(), [], checkpointer=InMemorySaver())

@@ -9,9 +9,9 @@ from agent_helpers import make_config
 from langchain_core.messages import AIMessage, ToolMessage
 
 from deerflow_ext.agents.context import build_run_context
+from deerflow_ext.agents.embedded_model import EmbeddedChatModel, TransientModelError
 from deerflow_ext.agents.lead import build_host_stack, make_lead_agent, make_subagent
 from deerflow_ext.agents.middlewares import HOST_STACK_ORDER, SubagentLimitMiddleware
-from deerflow_ext.agents.model import EmbeddedChatModel, TransientModelError
 from deerflow_ext.agents.policy import project_policy
 from deerflow_ext.extensions.contract.snapshot import (
     EXTENSION_SNAPSHOT_CONTEXT_KEY,

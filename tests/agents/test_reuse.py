@@ -11,8 +11,8 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain_core.messages import HumanMessage
 
+from deerflow_ext.agents.embedded_model import EmbeddedChatModel
 from deerflow_ext.agents.host import LeadRunRequest
-from deerflow_ext.agents.model import EmbeddedChatModel
 from deerflow_ext.agents.reuse import SLOTS_KEY, CompiledGraphs
 from deerflow_ext.agents.tools import builtin_tools
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from agent_helpers import Recorder, make_config, make_host, recording_extensions
 
+from deerflow_ext.agents.embedded_model import EmbeddedChatModel
 from deerflow_ext.agents.host import LeadRunRequest
 from deerflow_ext.agents.lead import subagent_builder
-from deerflow_ext.agents.model import EmbeddedChatModel
 from deerflow_ext.extensions.contract.snapshot import set_loaded_extensions
 from deerflow_ext.subagents.executor import SubagentExecutor
 from deerflow_ext.subagents.sandbox import SandboxPool

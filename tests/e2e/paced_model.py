@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 
-from deerflow_ext.agents.model import EmbeddedChatModel
+from deerflow_ext.agents.embedded_model import EmbeddedChatModel
 
 
 class ProviderRejected(RuntimeError):

@@ -416,7 +416,7 @@ def weather_v2(city: str, unit: str = "C") -> str:
 
 
 def _aliases() -> AppConfig:
-    embedded = "deerflow_ext.agents.model:EmbeddedChatModel"
+    embedded = "deerflow_ext.agents.embedded_model:EmbeddedChatModel"
     return AppConfig(models=[ModelEntry(name="fast", use=embedded), ModelEntry(name="default", use=embedded)])
 
 

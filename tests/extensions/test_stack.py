@@ -22,6 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.types import Command
 
+from deerflow_ext.agents.embedded_model import TransientModelError
 from deerflow_ext.agents.lead import build_host_stack
 from deerflow_ext.agents.middlewares import (
     HOST_STACK_ORDER,
@@ -31,7 +32,6 @@ from deerflow_ext.agents.middlewares import (
     SubagentLimitMiddleware,
     TitleMiddleware,
 )
-from deerflow_ext.agents.model import TransientModelError
 from deerflow_ext.agents.policy import project_policy
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList

@@ -30,7 +30,7 @@ from deerflow_ext.config.loading import ConfigError, config_line, format_problem
 from deerflow_ext.config.schema import MODEL_PURPOSES, AppConfig, ModelEntry, ModelPurpose
 from deerflow_ext.exception_text import exception_text
 
-from .model import EMBEDDED_MODEL_NAME, EmbeddedChatModel
+from .embedded_model import EMBEDDED_MODEL_NAME, EmbeddedChatModel
 
 __all__ = [
     "check_models",

@@ -1,7 +1,7 @@
 """Prompt templates for the host's own model calls, and the lead agent's base prompt.
 
 Each system-call template opens with a marker line. A real model ignores it; the embedded
-model (``agents.model``) recognises it and answers in the shape the host parses, which is
+model (``agents.embedded_model``) recognises it and answers in the shape the host parses, which is
 what lets title, goal, memory and summarization run offline. Keeping the markers here, next
 to the templates, means the model and the callers can never disagree about them.
 """

@@ -16,7 +16,7 @@ from langgraph.types import Command
 
 from deerflow_ext.exception_text import exception_text
 
-from ..model import TransientModelError
+from ..embedded_model import TransientModelError
 
 __all__ = ["LLMErrorHandlingMiddleware", "ToolErrorHandlingMiddleware", "describe_failure", "is_transient"]
 

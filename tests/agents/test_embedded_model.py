@@ -8,8 +8,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
+from deerflow_ext.agents.embedded_model import EmbeddedChatModel, TransientModelError
 from deerflow_ext.agents.goal import parse_verdict
-from deerflow_ext.agents.model import EmbeddedChatModel, TransientModelError
 from deerflow_ext.agents.models import create_chat_model, effective_model_name, public_model_parameters
 from deerflow_ext.agents.prompts import (
     SUMMARY_MARKER,
@@ -111,7 +111,7 @@ def test_create_chat_model_defaults_to_embedded_and_imports_by_use() -> None:
             "models": [
                 {
                     "name": "local",
-                    "use": "deerflow_ext.agents.model:EmbeddedChatModel",
+                    "use": "deerflow_ext.agents.embedded_model:EmbeddedChatModel",
                     "model_name": "local-1",
                     "fail_times": 1,
                     "api_key": "sk-secret",
