@@ -32,7 +32,7 @@ from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.notifications.notify_plans import _notify_each
 from deerflow_ext.extensions.operator_view import hook_metrics as metrics
-from deerflow_ext.runtime import metrics as run_metrics
+from deerflow_ext.runtime import prometheus_metrics as run_metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 
 REPEATS = 7

@@ -41,7 +41,7 @@ from ..persistence.records import HostStore
 from ..tokens import TokenUsage
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
-from .metrics import record_run
+from .prometheus_metrics import record_run
 from .stream_modes import DEFAULT_STREAM_MODES, StreamProjection, graph_stream_modes
 
 __all__ = [

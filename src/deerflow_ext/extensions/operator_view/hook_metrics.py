@@ -1,7 +1,7 @@
 """What each extension's hooks cost: calls, failures, time, budget overruns, cancellations.
 
 Kept here as plain counters per ``(extension, hook)``, and exposed in Prometheus format by
-the Gateway (``GET /metrics``, ``gateway/metrics.py``) through a custom prometheus-client
+the Gateway (``GET /metrics``, ``runtime/prometheus_metrics.py``) through a custom prometheus-client
 collector that reads them at scrape time. So the hot paths never touch prometheus-client's
 locks and label lookups: a hook call costs an attribute increment or two.
 

@@ -3,7 +3,7 @@
 Both need the API token when one is set, like every route but liveness
 (``gateway/access.py`` guards them all). ``/api/extensions`` describes every
 ``plugins:`` entry as the running Gateway loaded it (``extensions/operator_view/inventory.py``), with its
-most recent diagnostics; ``/metrics`` is the Prometheus exposition of ``runtime/metrics.py``
+most recent diagnostics; ``/metrics`` is the Prometheus exposition of ``runtime/prometheus_metrics.py``
 (404 when ``DEERFLOW_METRICS=0`` switched the counting off).
 """
 
@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from ...extensions.loading.discovery import EntryPointIndex
 from ...extensions.operator_view.hook_metrics import metrics_enabled
 from ...extensions.operator_view.inventory import describe_entries
-from ...runtime import metrics as run_metrics
+from ...runtime import prometheus_metrics as run_metrics
 
 __all__ = ["entry_reports", "router"]
 
