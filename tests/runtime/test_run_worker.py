@@ -153,3 +153,42 @@ async def test_the_run_publishes_its_own_snapshot_over_a_caller_supplied_one(ben
     assert task_store is None, "no task-scoped contributor: no task store"
     assert request.run_id == handle.run_id and request.thread_id == handle.thread_id
     assert (await bench.store.get_run(handle.thread_id, handle.run_id)).status == "success"
+
+
+class DatabaseAway:
+    """The bench's real store, whose ``finish_run`` fails while ``away`` (a database restart),
+    as the driver reports it."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.away = True
+        self.refused = 0
+
+    async def finish_run(self, *args: Any, **kwargs: Any) -> Any:
+        if self.away:
+            self.refused += 1
+            raise ConnectionRefusedError("the database is restarting")
+        return await self._store.finish_run(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_run_ending_while_the_database_is_away_is_saved_once_it_answers(bench: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr("deerflow_ext.runtime.worker.RETRY_FIRST_DELAY", 0.01)
+    handle = await bench.new_run(extensions_with())
+    away = DatabaseAway(bench.store)
+    deps = dataclasses.replace(bench.deps(FakeAgentHost()), store=away)
+
+    await execute_lead_run(handle, _spec(), deps)  # ends, hooks and stream included, without the database
+    assert "end" in await bench.events(handle.run_id)
+    await wait_until(lambda: away.refused >= 4)
+    assert (await bench.store.get_run(handle.thread_id, handle.run_id)).status == "running"
+
+    away.away = False
+    for _ in range(1000):  # the next retry saves it: first delay 10 ms, doubling
+        if (await bench.store.get_run(handle.thread_id, handle.run_id)).status == "success":
+            break
+        await asyncio.sleep(0.01)
+    run = await bench.store.get_run(handle.thread_id, handle.run_id)
+    assert (run.status, run.outcome) == ("success", "completed")

@@ -23,6 +23,7 @@ cancel — the shutdown drain giving up — still interrupts finalization.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -341,17 +342,53 @@ async def _persist(
             "run %s: could not save its completion (%s); saving its outcome alone", handle.run_id, exception_text(exc)
         )
         unsaved = f"its result could not be saved: {type(exc).__name__}"
+    outcome_only = functools.partial(
+        deps.store.finish_run,
+        handle.run_id,
+        status=status.value,
+        outcome=outcome.value,
+        error=unsaved if error_text is None else f"{error_text[:2000]!a}; {unsaved}",
+        tokens=tokens,
+        **thread,
+    )
     try:
-        await deps.store.finish_run(
+        await outcome_only()
+    except Exception as exc:
+        # The database is away (a restart, a failover). The run must not stay "running" until
+        # this process restarts: the outcome is saved again in the background until the
+        # database takes it; the run's hooks and its thread's release do not wait for that.
+        logger.warning(
+            "run %s: could not persist its completion (%s); retrying in the background",
             handle.run_id,
-            status=status.value,
-            outcome=outcome.value,
-            error=unsaved if error_text is None else f"{error_text[:2000]!a}; {unsaved}",
-            tokens=tokens,
-            **thread,
+            exception_text(exc),
         )
-    except Exception:
-        logger.exception("run %s: could not persist its completion", handle.run_id)
+        _retry_in_background(handle.run_id, outcome_only)
+
+
+_RETRYING: set[asyncio.Task[None]] = set()
+"""Outcomes being saved again (held so the loop does not drop them); shutdown cancels them
+with the loop, and startup recovery marks what they did not save."""
+RETRY_FIRST_DELAY = 0.5
+RETRY_MAX_DELAY = 30.0
+
+
+def _retry_in_background(run_id: str, save: Callable[[], Awaitable[Any]]) -> None:
+    async def retry() -> None:
+        delay = RETRY_FIRST_DELAY
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await save()
+            except Exception as exc:
+                delay = min(delay * 2, RETRY_MAX_DELAY)
+                logger.debug("run %s: its completion is still not saved (%s)", run_id, exception_text(exc))
+            else:
+                logger.info("run %s: its completion was saved once the database answered", run_id)
+                return
+
+    task = asyncio.get_running_loop().create_task(retry(), name=f"save-outcome-{run_id}")
+    _RETRYING.add(task)
+    task.add_done_callback(_RETRYING.discard)
 
 
 async def _run_completion_hooks(deps: RunWorkerDeps, completion: RunCompletion) -> None:
