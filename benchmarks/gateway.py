@@ -110,7 +110,7 @@ async def http_arm(url: str, total: int, concurrency: int) -> tuple[float, list[
 async def client_arm(total: int, concurrency: int) -> tuple[float, list[float]]:
     from deerflow_ext.client import DeerFlowClient
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.loading.loader import load_extensions
+    from deerflow_ext.extensions.plugin_loading.loader import load_extensions
 
     config = AppConfig.model_validate(
         {"plugins": [{"name": "noop", "use": f"{EXTENSION}:install"}], "memory": {"enabled": False}}

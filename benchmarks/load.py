@@ -65,7 +65,7 @@ ARMS = {
 import sys, time
 t0 = time.perf_counter()
 from deerflow_ext.config.loading import load_app_config
-from deerflow_ext.extensions.loading.loader import load_extensions
+from deerflow_ext.extensions.plugin_loading.loader import load_extensions
 t1 = time.perf_counter()
 ext = load_extensions(load_app_config(sys.argv[2]))
 t2 = time.perf_counter()

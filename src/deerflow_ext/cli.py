@@ -8,7 +8,7 @@ doctor`` runs the checks and the loader the Gateway runs — no database, no ser
 prints the same lines the Gateway would log, so "would this deployment start?" can be
 answered before restarting it. ``extensions install`` / ``remove`` change the environment as
 well as the file, so they ask first (``--yes`` to skip, required without a terminal) and
-live in ``extensions.loading.install``. Output piped into ``head`` stops quietly.
+live in ``extensions.plugin_loading.install``. Output piped into ``head`` stops quietly.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def _error(message: str) -> None:
 
 # -- extensions list ------------------------------------------------------------------------
 def _cmd_list(args: argparse.Namespace) -> int:
-    from deerflow_ext.extensions.loading.discovery import EntryPointIndex
     from deerflow_ext.extensions.operator_view.inventory import describe_entries
+    from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
 
     config = load_app_config(_config_path(args))
     index = EntryPointIndex.scan()
@@ -117,8 +117,8 @@ def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: Text
 
 # -- extensions enable / disable ------------------------------------------------------------
 def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
-    from deerflow_ext.extensions.loading.discovery import EntryPointIndex
     from deerflow_ext.extensions.operator_view.inventory import is_installed
+    from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
 
     path = _config_path(args)
     index = EntryPointIndex.scan()
@@ -184,9 +184,9 @@ class _Echo(logging.Handler):
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-    from deerflow_ext.extensions.loading.discovery import EntryPointIndex
-    from deerflow_ext.extensions.loading.loader import ExtensionLoadError, load_extensions
-    from deerflow_ext.extensions.loading.tables import TablePrefixCollisionError
+    from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
+    from deerflow_ext.extensions.plugin_loading.loader import ExtensionLoadError, load_extensions
+    from deerflow_ext.extensions.plugin_loading.tables import TablePrefixCollisionError
     from deerflow_ext.preflight import error_line, load_startup_config
 
     path = _config_path(args)
@@ -249,7 +249,7 @@ def _refuse_without_tty(action: str) -> int:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from deerflow_ext.extensions.loading.install import InstallError, install_extension, preflight
+    from deerflow_ext.extensions.plugin_loading.install import InstallError, install_extension, preflight
 
     path = _config_path(args)
     preflight(path, args.name)
@@ -283,8 +283,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
-    from deerflow_ext.extensions.loading.discovery import EntryPointIndex
-    from deerflow_ext.extensions.loading.install import plan_removal, remove_extension
+    from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
+    from deerflow_ext.extensions.plugin_loading.install import plan_removal, remove_extension
 
     path = _config_path(args)
     index = EntryPointIndex.scan()

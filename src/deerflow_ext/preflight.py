@@ -48,8 +48,8 @@ class StartupError(RuntimeError):
 
 def refusals() -> tuple[type[BaseException], ...]:
     """Every exception type that means "this deployment does not start", for ``except``."""
-    from .extensions.loading.loader import ExtensionLoadError
-    from .extensions.loading.tables import TablePrefixCollisionError
+    from .extensions.plugin_loading.loader import ExtensionLoadError
+    from .extensions.plugin_loading.tables import TablePrefixCollisionError
 
     return (ConfigError, SettingsError, StartupError, ExtensionLoadError, TablePrefixCollisionError)
 

@@ -195,8 +195,8 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .agents.middlewares.errors import describe_failure
     from .config.settings import load_settings
-    from .extensions.loading.loader import load_extensions
     from .extensions.operator_view.hook_metrics import set_metrics_enabled
+    from .extensions.plugin_loading.loader import load_extensions
     from .logs import configure_logging
     from .preflight import check_database, error_line, load_startup_config, refusals
 

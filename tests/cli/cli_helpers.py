@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from deerflow_ext import cli
-from deerflow_ext.extensions.loading.discovery import EntryPointIndex
+from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -23,8 +23,8 @@ from cli.cli_helpers import install_entry_points, run
 from deerflow_ext import cli
 from deerflow_ext.config.loading import ConfigError, load_app_config
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.loading.discovery import EntryPointIndex
-from deerflow_ext.extensions.loading.loader import load_extensions
+from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
+from deerflow_ext.extensions.plugin_loading.loader import load_extensions
 
 M = "extensions.fixtures_plugins"
 

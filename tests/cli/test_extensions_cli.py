@@ -12,7 +12,7 @@ import pytest
 from cli.cli_helpers import install_entry_points, run
 from deerflow_ext import cli
 from deerflow_ext.config.loading import load_app_config
-from deerflow_ext.extensions.loading.discovery import EntryPointIndex
+from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
 
 M = "extensions.fixtures_plugins"
 

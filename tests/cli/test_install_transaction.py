@@ -17,9 +17,9 @@ import pytest
 
 from deerflow_ext import cli
 from deerflow_ext.config.loading import load_app_config
-from deerflow_ext.extensions.loading import install as inst
-from deerflow_ext.extensions.loading.discovery import EntryPointIndex, InstalledExtension
-from deerflow_ext.extensions.loading.install import InstalledDistribution, InstallError
+from deerflow_ext.extensions.plugin_loading import install as inst
+from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex, InstalledExtension
+from deerflow_ext.extensions.plugin_loading.install import InstalledDistribution, InstallError
 
 M = "extensions.fixtures_plugins"
 OLD = InstalledDistribution("acme-x", "1.0", "old")

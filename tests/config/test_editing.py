@@ -17,7 +17,7 @@ from deerflow_ext.config.editing import (
     set_plugin_enabled,
 )
 from deerflow_ext.config.loading import ConfigError, app_config_from_text, load_app_config
-from deerflow_ext.extensions.loading.discovery import EntryPointIndex
+from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
 
 COMMENTED = """\
 # Gateway configuration -- edited by hand, keep the notes!

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib_metadata
 import pytest
 
-from deerflow_ext.extensions.loading import discovery
-from deerflow_ext.extensions.loading.discovery import (
+from deerflow_ext.extensions.plugin_loading import discovery
+from deerflow_ext.extensions.plugin_loading.discovery import (
     ENTRY_POINT_GROUP,
     EntryPointIndex,
     ExtensionImportError,

@@ -17,9 +17,9 @@ import pytest
 from deerflow_ext import cli
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
-from deerflow_ext.extensions.loading import tables
-from deerflow_ext.extensions.loading.loader import load_extensions
-from deerflow_ext.extensions.loading.tables import TablePrefixCollisionError
+from deerflow_ext.extensions.plugin_loading import tables
+from deerflow_ext.extensions.plugin_loading.loader import load_extensions
+from deerflow_ext.extensions.plugin_loading.tables import TablePrefixCollisionError
 from deerflow_ext.persistence import models
 
 USE = "extensions.fixtures_plugins:good"

@@ -16,9 +16,9 @@ from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.contract.registry import RegistrationError
 from deerflow_ext.extensions.contract.snapshot import TablePrefix
-from deerflow_ext.extensions.loading.discovery import EntryPointIndex
-from deerflow_ext.extensions.loading.loader import ExtensionLoadError, load_extensions
-from deerflow_ext.extensions.loading.tables import TablePrefixCollisionError
+from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
+from deerflow_ext.extensions.plugin_loading.loader import ExtensionLoadError, load_extensions
+from deerflow_ext.extensions.plugin_loading.tables import TablePrefixCollisionError
 
 M = "extensions.fixtures_plugins"
 NO_EPS = EntryPointIndex()
@@ -228,7 +228,7 @@ def test_one_entry_point_scan_per_load(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import importlib_metadata
 
-    from deerflow_ext.extensions.loading import discovery
+    from deerflow_ext.extensions.plugin_loading import discovery
 
     scans: list[str] = []
 

@@ -442,7 +442,7 @@ async def test_the_records_intercept_flag_decides_who_answers(
 ) -> None:
     from deerflow_ext.config.schema import AppConfig
     from deerflow_ext.extensions.composition.stack import compose_middleware_stack
-    from deerflow_ext.extensions.loading.loader import load_extensions
+    from deerflow_ext.extensions.plugin_loading.loader import load_extensions
     from deerflow_extension_api import AgentBuildContext, AgentScope
 
     record = {"name": "gate", "use": "extensions.isolation_helpers:install_gate", "intercept": intercept}

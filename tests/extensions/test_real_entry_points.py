@@ -74,8 +74,8 @@ def install(registry, config):
 SCRIPT = """
 import logging, sys
 from deerflow_ext.config.loading import load_app_config
-from deerflow_ext.extensions.loading.discovery import EntryPointIndex
-from deerflow_ext.extensions.loading.loader import load_extensions
+from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
+from deerflow_ext.extensions.plugin_loading.loader import load_extensions
 
 logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
 index = EntryPointIndex.scan()

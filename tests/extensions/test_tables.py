@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from deerflow_ext.extensions.contract.snapshot import TablePrefix
-from deerflow_ext.extensions.loading.tables import (
+from deerflow_ext.extensions.plugin_loading.tables import (
     HOST_TABLE_NAMES,
     TablePrefixCollisionError,
     check_table_prefixes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deerflow_ext.extensions.loading.versioning import (
+from deerflow_ext.extensions.plugin_loading.versioning import (
     API_DISTRIBUTION,
     ApiVersion,
     ApiVersionError,

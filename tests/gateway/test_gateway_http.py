@@ -93,7 +93,7 @@ def test_invalid_config_yaml_stops_create_app(tmp_path) -> None:
 def test_required_extension_failure_stops_create_app(tmp_path) -> None:
     from deerflow_ext.config.schema import PluginEntry
     from deerflow_ext.config.settings import Settings
-    from deerflow_ext.extensions.loading.loader import ExtensionLoadError
+    from deerflow_ext.extensions.plugin_loading.loader import ExtensionLoadError
 
     settings = Settings(config=tmp_path / "config.yaml", database_url=f"sqlite:///{tmp_path / 'db'}")
     config = AppConfig(plugins=[PluginEntry(name="a", use="no_such_module_xyz:install", required=True)])

@@ -71,7 +71,7 @@ def test_embedded_client_soak_200_runs_20_threads() -> None:
     one snapshot (and so one app store) and the process-wide notification loop slot."""
     from deerflow_ext.client import DeerFlowClient
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.loading.loader import load_extensions
+    from deerflow_ext.extensions.plugin_loading.loader import load_extensions
 
     stateful_ext.LEDGER.clear()
     config = AppConfig.model_validate({"plugins": [ENTRY], "memory": {"enabled": False}})

@@ -94,7 +94,7 @@ async def test_failing_install_step_is_skipped_and_named(tmp_path: Path, step: s
 
 
 def test_required_extension_failure_stops_startup(tmp_path: Path) -> None:
-    from deerflow_ext.extensions.loading.loader import ExtensionLoadError
+    from deerflow_ext.extensions.plugin_loading.loader import ExtensionLoadError
     from deerflow_ext.gateway import create_app
 
     settings = make_settings(tmp_path, [{"name": "bad", "use": "faulty_import_raise:install", "required": True}])

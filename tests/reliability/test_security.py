@@ -73,7 +73,7 @@ async def test_caller_snapshot_key_is_ignored_by_agent_host() -> None:
 
     from deerflow_ext.agents.host import AgentHost, LeadRunRequest
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.loading.loader import load_extensions
+    from deerflow_ext.extensions.plugin_loading.loader import load_extensions
 
     config = AppConfig.model_validate({"plugins": [PROBE], "memory": {"enabled": False}})
     real = load_extensions(config)
@@ -130,7 +130,7 @@ async def test_contributed_routers_cannot_shadow_host_routes(tmp_path: Path) -> 
 @pytest.mark.parametrize("prefix", ["run", "threads", "checkpoint", "alembic_"])
 @pytest.mark.parametrize("required", [False, True])
 def test_extension_cannot_claim_a_host_table(tmp_path: Path, prefix: str, required: bool) -> None:
-    from deerflow_ext.extensions.loading.tables import TablePrefixCollisionError
+    from deerflow_ext.extensions.plugin_loading.tables import TablePrefixCollisionError
     from deerflow_ext.gateway import create_app
 
     entry = {"name": "claim", "use": "security_bomb:install", "table_prefix": prefix, "required": required}

@@ -84,7 +84,7 @@ def test_a_failing_optional_extension_is_a_diagnostic_and_the_host_still_runs(de
 
 
 def test_a_failing_required_extension_stops_the_host(deerflow_host: HostFactory) -> None:
-    from deerflow_ext.extensions.loading.loader import ExtensionLoadError
+    from deerflow_ext.extensions.plugin_loading.loader import ExtensionLoadError
 
     def install(registry: Any, config: Mapping[str, Any]) -> None:
         raise RuntimeError("audit database unreachable")

@@ -39,7 +39,7 @@ class _EntryPoint(Protocol):
 
 
 class EntryPointIndex(Protocol):
-    """What an edit needs of ``extensions.loading.discovery.EntryPointIndex``: an entry point by name.
+    """What an edit needs of ``extensions.plugin_loading.discovery.EntryPointIndex``: an entry point by name.
 
     A protocol, so configuration (a lower layer) does not import the extension runtime.
     """

@@ -4,7 +4,7 @@
   contributed middleware composed into the run stack, lifecycle hooks and observers, services
   and routers;
 * ``operator_view`` — each hook's cost and each entry's status, as the operator reads them;
-* ``loading`` — from ``plugins:`` entries to a frozen snapshot;
+* ``plugin_loading`` — from ``plugins:`` entries to a frozen snapshot;
 * ``contract`` — the host's side of the public contract: hookspecs, registry, snapshot;
 * ``boundary`` | ``memo`` — what every place that calls extension code shares (attribution,
   cancellation origin, process exits, the loop watchdog), and the one memo mechanism.

@@ -42,9 +42,9 @@ from ..config.settings import Settings
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
 from ..extensions.contract.snapshot import LoadedExtensions, set_loaded_extensions
-from ..extensions.loading.discovery import EntryPointIndex
-from ..extensions.loading.loader import load_extensions
 from ..extensions.notifications.notification_loop import notification_loop
+from ..extensions.plugin_loading.discovery import EntryPointIndex
+from ..extensions.plugin_loading.loader import load_extensions
 from ..extensions.serving.services_routers import (
     DEFAULT_SERVICE_START_TIMEOUT,
     DEFAULT_SERVICE_STOP_TIMEOUT,

@@ -70,8 +70,8 @@ def _captured_output(enabled: bool) -> Iterator[None]:
 
 def _load_problems(plugins: Sequence[Plugin], app_config: Any) -> list[str]:
     """Why the list does not load in the given order (then no order can be compared), if it does not."""
-    from deerflow_ext.extensions.loading.loader import ExtensionLoadError
-    from deerflow_ext.extensions.loading.tables import TablePrefixCollisionError
+    from deerflow_ext.extensions.plugin_loading.loader import ExtensionLoadError
+    from deerflow_ext.extensions.plugin_loading.tables import TablePrefixCollisionError
 
     from .harness import load_plugins
 

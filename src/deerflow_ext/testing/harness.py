@@ -295,7 +295,7 @@ def load_plugins(plugins: Iterable[PluginLike], *, app_config: Mapping[str, Any]
     Required entries that fail raise ``ExtensionLoadError`` here as they stop a Gateway.
     """
     from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.loading.loader import load_extensions
+    from deerflow_ext.extensions.plugin_loading.loader import load_extensions
 
     entries = tuple(plugin_records(plugins))
     document = {**dict(app_config or {}), "plugins": [p.record() for p in entries]}

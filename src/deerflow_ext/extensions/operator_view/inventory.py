@@ -24,7 +24,7 @@ from deerflow_ext.config.schema import PluginEntry
 
 from ..boundary.diagnostics import Diagnostic
 from ..contract.snapshot import CONTRIBUTION_KINDS, LoadedExtensions
-from ..loading.discovery import EntryPointIndex
+from ..plugin_loading.discovery import EntryPointIndex
 
 __all__ = ["EntryReport", "describe_entries", "is_installed", "problems_of"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
-from ...extensions.loading.discovery import EntryPointIndex
 from ...extensions.operator_view.hook_metrics import metrics_enabled
 from ...extensions.operator_view.inventory import describe_entries
+from ...extensions.plugin_loading.discovery import EntryPointIndex
 from ...runtime import prometheus_metrics as run_metrics
 
 __all__ = ["entry_reports", "router"]

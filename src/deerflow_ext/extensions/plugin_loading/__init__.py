@@ -1,4 +1,4 @@
-"""Loading: from the ``plugins:`` entries of ``config.yaml`` to a frozen snapshot.
+"""Loading the ``plugins:`` entries of ``config.yaml`` into a frozen snapshot (named apart from ``config.loading``).
 
 Finding an extension (``discovery``), its version gate (``versioning``), table prefixes
 (``tables``), the spec's loading sequence (``loader``) and the operator's

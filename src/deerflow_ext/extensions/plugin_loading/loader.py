@@ -101,7 +101,7 @@ def load_extensions(
     """Load ``config.plugins`` into a frozen :class:`LoadedExtensions` (not published).
 
     Raises :class:`ExtensionLoadError` when a required entry fails and
-    :class:`~deerflow_ext.extensions.loading.tables.TablePrefixCollisionError` when a table prefix
+    :class:`~deerflow_ext.extensions.plugin_loading.tables.TablePrefixCollisionError` when a table prefix
     collides. Only an operator's Ctrl-C propagates out of an install (after rollback); a
     ``KeyboardInterrupt``/``SystemExit`` the extension raised is its load failure.
 
