@@ -16,6 +16,7 @@ pool recovered without a restart (new runs succeed, on the same process).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -43,6 +44,9 @@ from chaos_support import (
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 RUNS = scaled(24, 64)
+# How long the cluster stays down. Past the thread lease (10 s) the process notices it lost
+# its thread locks while the database is still away: docs/RELIABILITY.md's known gap.
+DOWN_SECONDS = float(os.environ.get("DEERFLOW_CHAOS_PG_DOWN_SECONDS", "2"))
 STREAMS = 8
 STATEMENT_TIMEOUT = "1s"
 
@@ -146,7 +150,7 @@ def test_postgres_faults_under_concurrent_runs(tmp_path: Path, own_postgres: Any
             faults += 1
             degraded = wait_for(lambda: health["degraded"] > 0, 30)
             refused = client.post("/api/threads", json={})  # a request the database must answer
-            time.sleep(2)
+            time.sleep(DOWN_SECONDS)
             own_postgres.start()
             recovered = wait_for(lambda: client.get("/health").json()["status"] == "ok", 60)
             stop.set()
