@@ -45,7 +45,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 RUNS = scaled(24, 64)
 # How long the cluster stays down. Past the thread lease (10 s) the process notices it lost
-# its thread locks while the database is still away: docs/RELIABILITY.md's known gap.
+# its thread locks while the database is still away, so every run of the wave ends then and
+# its outcome is saved only once the database is back (docs/RELIABILITY.md).
 DOWN_SECONDS = float(os.environ.get("DEERFLOW_CHAOS_PG_DOWN_SECONDS", "2"))
 STREAMS = 8
 STATEMENT_TIMEOUT = "1s"
