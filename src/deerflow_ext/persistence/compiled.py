@@ -1,7 +1,7 @@
 """A SQLAlchemy Core statement compiled once, for the hot paths that send it to a driver
 without SQLAlchemy's execution layer.
 
-Why (issue 16): SQLAlchemy's ``Connection.execute`` costs a statement its cache key, a
+Why: SQLAlchemy's ``Connection.execute`` costs a statement its cache key, a
 compiled-cache lookup, an execution context and a result object, every time: on the store's
 SQLite path 50-60 us of the GIL a statement in a busy server, about three times what the
 statement costs the driver. The store's hot path sends the same few module-level statements

@@ -47,7 +47,7 @@ SessionFactory = async_sessionmaker[AsyncSession]
 # transaction survives the process crashing (it is in the log, which the OS holds); only a
 # power cut or kernel crash can lose the last commits, never corrupt the database. FULL
 # (SQLite's default) paid an fsync per commit, and a run commits about ten times across
-# the host tables and the checkpointer: issue 16 measured SQLite as the Gateway's
+# the host tables and the checkpointer: SQLite was measured as the Gateway's
 # bottleneck. The checkpointer's own connection gets the same setting. The level when no
 # durability is chosen (``durability``: ``full`` is FULL, ``relaxed`` NORMAL).
 SQLITE_SYNCHRONOUS = "NORMAL"
@@ -99,7 +99,7 @@ def create_engine(url: str | URL, *, durability: Durability | None = None, **kwa
         # The pool's rollback-on-return, done only when the connection is in a transaction
         # (SQLAlchemy's documented custom reset scheme: reset_on_return=None plus a "reset"
         # listener). After a commit there is none, and the unconditional rollback was one
-        # more hop to aiosqlite's thread per transaction (issue 16).
+        # more hop to aiosqlite's thread per transaction.
         kwargs.setdefault("pool_reset_on_return", None)
         engine = create_async_engine(parsed, **kwargs)
         event.listen(engine.sync_engine, "connect", sqlite_pragmas(durability))
@@ -120,7 +120,7 @@ def _discard_closed(_dbapi_connection: Any, record: ConnectionPoolEntry, _proxy:
     """A pooled connection the server closed is replaced at checkout, without a round trip.
 
     ``pool_pre_ping`` asked the server on every checkout (six round trips a run, ~12% of
-    the Gateway's loop on PostgreSQL: issue 16). A PostgreSQL restart, or an
+    the Gateway's loop on PostgreSQL). A PostgreSQL restart, or an
     administrator terminating the sessions, closes every pooled connection's socket, and
     asyncpg marks the connection closed as soon as the loop reads that: ``is_closed()``
     knows without asking. Raising ``DisconnectionError`` here is SQLAlchemy's documented

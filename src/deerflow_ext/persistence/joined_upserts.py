@@ -1,6 +1,6 @@
 """The upserts of one batch as one statement: each kind's rows sent as arrays and unnested.
 
-Why (issue 16): a batch of the checkpointer's writes (``pg_loop_writes``) sent each kind of
+Why: a batch of the checkpointer's writes (``pg_loop_writes``) sent each kind of
 statement LangGraph uses as its own ``executemany``: up to three round trips and three
 commits a batch, and a commit is most of what a statement costs PostgreSQL. One trivial
 run's writes as one statement cost the client 0.60x the CPU, PostgreSQL 0.59x, in 0.54x

@@ -1,6 +1,6 @@
 """The PostgreSQL checkpointer's writes, sent by asyncpg from the event loop, in batches.
 
-Why (issue 16): with the store's statements on the loop (``loop_statements``), what kept
+Why: with the store's statements on the loop (``loop_statements``), what kept
 the Gateway's PostgreSQL process bound by its GIL was the checkpointer's thread: 3.6 ms of
 CPU a run, nearly all of it psycopg's pipeline in Python, taking the GIL from the loop
 between its round trips. LangGraph still makes every row: its ``put`` and ``put_writes``
@@ -18,7 +18,7 @@ Writes made in runs' scopes (below) also wait up to :data:`GATHER_SECONDS` for o
 with them, unless somebody waits for them first: a read in the scope, the scope's end, a
 write outside any scope (:meth:`PgLoopWrites.flush`). Without that wait a batch took what
 had queued while the one before was in flight, so a cheaper batch only made more of them:
-at 1 client 5.4 a run instead of 3.0, and no CPU saved (issue 16). With it a trivial run's
+at 1 client 5.4 a run instead of 3.0, and no CPU saved. With it a trivial run's
 writes go in one batch, at its end.
 
 Inside :func:`writes_behind` (a run's graph, ``agents.host``) a write is acknowledged as soon
@@ -94,7 +94,7 @@ class _Behind:
         """Wait for every write of the scope. One connection sends and settles writes in
         the order they were queued, so awaiting the last is awaiting them all, and doing so
         directly costs one turn of the loop where ``asyncio.wait`` costs two (at 8 clients a
-        turn is 1-2 ms of a run, issue 16); their ``settle`` callbacks, scheduled first, have
+        turn is 1-2 ms of a run); their ``settle`` callbacks, scheduled first, have
         run when this wakes. Writes on several connections (shards) settle in no such
         order: then whatever is still pending is waited for as a set."""
         while self.pending:

@@ -4,7 +4,7 @@ those waiting together in one batch (``pg_loop_writes``), and its read of one ch
 (each run's first) sent from there too (``pg_loop_reads``). Every other read is one hop to
 the thread.
 
-Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before (issue 16):
+Why not LangGraph's ``AsyncPostgresSaver`` on one connection, as before:
 
 * **One operation at a time, a round trip each.** Every checkpoint and write of every run
   went through that connection in turn (the saver holds a lock per operation), each its own
@@ -33,7 +33,7 @@ threads over several connections, each with its thread (*shards*, ``threaded_sav
 LangGraph thread's operations stay on one, in order). It did, on four, until batching made
 that a loss: each shard's batches were a quarter as large, so there were more round trips,
 and four threads (and their pools' eight) woke for them and waited for the GIL the event
-loop holds. The process is bound by that one GIL (issue 16): on one connection the Gateway
+loop holds. The process is bound by that one GIL: on one connection the Gateway
 served 1.21x the runs a second at 8 clients and 1.27x at 32, side by side with four.
 
 Connections are opened as ``PostgresSaver.from_conn_string`` opens them (autocommit,

@@ -4,7 +4,7 @@ LangGraph's ``AsyncSqliteSaver`` talks to SQLite through aiosqlite, which hands 
 ``execute``, ``fetch``, cursor close and ``commit`` to its worker thread and back: a queue
 put, a GIL hand-off and a ``call_soon_threadsafe`` each time, on the event loop's CPU. A
 checkpoint save is three such hops, a write save four, a read four or more, and the lead
-graph saves 12-18 checkpoints a run (issue 16 counted ~90 checkpointer hops per trivial
+graph saves 12-18 checkpoints a run (we counted ~90 checkpointer hops per trivial
 run). Here the whole operation runs on one dedicated thread instead, handed over once
 (``threaded_saver``): the SQL, the statements and rows are exactly those of LangGraph's own
 synchronous saver (this class *is* that saver), only where they run changes. SQLite has

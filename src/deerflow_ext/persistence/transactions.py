@@ -3,11 +3,11 @@ synchronous driver.
 
 Why: through an async driver every step of a transaction is a wake-up of the event loop.
 Through aiosqlite each step (connect, execute, fetch, cursor close, commit: ~45 a trivial
-run's host-table work, issue 16) is a hop to aiosqlite's thread and back, and SQLite's
+run's host-table work) is a hop to aiosqlite's thread and back, and SQLite's
 write lock stays taken across the hops, so concurrent runs wait on each other's round
 trips. Through asyncpg under SQLAlchemy each statement is a greenlet switch, a send, an
-epoll wake-up and a receive on the loop: a fifth of the loop's CPU per run on PostgreSQL
-(issue 16), the one core every run of the process shares. So a transaction is a
+epoll wake-up and a receive on the loop: a fifth of the loop's CPU per run on PostgreSQL,
+the one core every run of the process shares. So a transaction is a
 synchronous function run whole with SQLAlchemy Core on a *twin* of the engine (same
 database, synchronous driver) on a thread of its own (:class:`~.one_thread.OneThread`):
 one hand-off a transaction.
@@ -124,7 +124,7 @@ class _Held:
     """The one connection of a one-thread twin (SQLite's), kept checked out between
     transactions.
 
-    Why (issue 16): ``engine.begin()`` checks the connection out of the pool and back in
+    Why: ``engine.begin()`` checks the connection out of the pool and back in
     (with the pool's events and its reset) around every transaction: ~18 us of the 30 an
     empty SQLite transaction costs, four times a run, on the event loop. One thread runs
     the transactions one at a time, so nothing else wants the connection meanwhile. A

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_SECONDS = 1.0
 """How often the thread checkpoints. Each checkpoint costs the loop one header sync, when the
 log starts over: every 50 ms those syncs were 2% of the loop's samples at 32 clients, once a
-second 0.1%, with no checkpoint left on the loop (py-spy ``--native``, issue 16). At that load
+second 0.1%, with no checkpoint left on the loop (py-spy ``--native``). At that load
 a second of commits is ~4,000 pages, under a loop connection's bound."""
 
 LOOP_CHECKPOINT_PAGES = 10_000
