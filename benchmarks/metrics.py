@@ -31,7 +31,7 @@ from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
 from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.notifications.notify_plans import _notify_each
-from deerflow_ext.extensions.operator_view import hook_metrics as metrics
+from deerflow_ext.extensions.operator_view import hook_metrics
 from deerflow_ext.runtime import prometheus_metrics as run_metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 
@@ -74,7 +74,7 @@ def _arms() -> dict[str, dict[str, Callable[[], Awaitable[Any]]]]:
     arms: dict[str, dict[str, Callable[[], Awaitable[Any]]]] = {}
     args = (ExtensionData("app"), ExtensionData("task"), TaskInfo(task_id="t", run_id="r", thread_id=None, kind="lead"))
     for label, enabled in (("on", True), ("off", False)):
-        metrics.set_metrics_enabled(enabled)
+        hook_metrics.set_metrics_enabled(enabled)
         mw = IsolatedMiddleware(NoOp(), extension=f"bench_{label}:install", diagnostics=DiagnosticsList())
         contributions = tuple(
             Contribution(f"bench_{label}_{i}:install", f"b{i}", i, f"{i}:b", Lifecycle()) for i in range(10)
@@ -84,17 +84,17 @@ def _arms() -> dict[str, dict[str, Callable[[], Awaitable[Any]]]]:
             "state hook": lambda mw=mw: mw.abefore_model({}, None),
             "notification": lambda c=contributions: _notify_each(c, "on_task_start", args, task_id="t"),
         }
-    metrics.set_metrics_enabled(True)
+    hook_metrics.set_metrics_enabled(True)
     return arms
 
 
 async def main() -> None:
     arms = _arms()
     for label, calls in arms.items():  # build plans and meters under their own switch
-        metrics.set_metrics_enabled(label == "on")
+        hook_metrics.set_metrics_enabled(label == "on")
         for call in calls.values():
             await call()
-    metrics.set_metrics_enabled(True)
+    hook_metrics.set_metrics_enabled(True)
     print(f"python {sys.version.split()[0]}; best of {REPEATS} x {CALLS} calls, interleaved; ns per hook call")
     print(f"{'hook':<14}{'metrics on':>12}{'off':>10}{'cost':>10}{'ratio':>8}")
     for name in arms["on"]:
@@ -107,7 +107,7 @@ async def main() -> None:
 
     for e in range(100):
         for hook in ("on_task_start", "on_task_stop", "wrap_model_call", "wrap_tool_call", "before_model", "x"):
-            metrics.hook_stats(f"scrape_{e}:install", hook).calls += 1
+            hook_metrics.hook_stats(f"scrape_{e}:install", hook).calls += 1
     best = float("inf")
     for _ in range(REPEATS):
         start = time.perf_counter()

@@ -40,7 +40,7 @@ import pluggy
 
 from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.notifications.notify_plans import _notify_each
-from deerflow_ext.extensions.operator_view import hook_metrics as metrics
+from deerflow_ext.extensions.operator_view import hook_metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 
 SIZES = (1, 10, 100)
@@ -115,9 +115,9 @@ async def main() -> None:
             for i, obj in enumerate(objects)
         )
         # Plans (and their meters) are built on first use: build the unmetered one now.
-        metrics.set_metrics_enabled(False)
+        hook_metrics.set_metrics_enabled(False)
         await _notify_each(unmetered, "on_task_start", args, task_id="t-1")
-        metrics.set_metrics_enabled(True)
+        hook_metrics.set_metrics_enabled(True)
         pm = pluggy.PluginManager("bench")
         pm.add_hookspecs(Spec)
         for i in range(n):

@@ -44,7 +44,7 @@ from deerflow_ext.client import DeerFlowClient
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.contract.registry import HostRegistry
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
-from deerflow_ext.extensions.operator_view import hook_metrics as metrics
+from deerflow_ext.extensions.operator_view import hook_metrics
 from deerflow_extension_api import MiddlewarePlacement, Placement
 
 EXTENSIONS = 10
@@ -153,14 +153,14 @@ class _Collector:
 
 
 async def _time_runs(client: DeerFlowClient, runs: int, tag: str) -> float:
-    metrics.set_metrics_enabled(tag != UNMETERED)
+    hook_metrics.set_metrics_enabled(tag != UNMETERED)
     try:
         start = time.perf_counter()
         for i in range(runs):
             await client.arun(f"tell me about item {i}")  # a fresh thread per run, in every arm
         return (time.perf_counter() - start) / runs
     finally:
-        metrics.set_metrics_enabled(True)
+        hook_metrics.set_metrics_enabled(True)
 
 
 async def main(runs: int, repeats: int, collector: _Collector | None = None) -> None:

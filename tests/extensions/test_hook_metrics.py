@@ -11,7 +11,7 @@ import pytest
 
 from deerflow_ext.extensions.contract.snapshot import Contribution
 from deerflow_ext.extensions.notifications.notify_plans import _notify_each
-from deerflow_ext.extensions.operator_view import hook_metrics as metrics
+from deerflow_ext.extensions.operator_view import hook_metrics
 from deerflow_extension_api import ExtensionData, TaskInfo
 
 ARGS = (ExtensionData("app"), ExtensionData("task"), TaskInfo(task_id="t", run_id="r", thread_id=None, kind="lead"))
@@ -23,9 +23,9 @@ def _contributions(*contributors: Any) -> tuple[tuple[Contribution[Any], ...], l
     return tuple(Contribution(name, f"x{i}", i, f"{i}:{name}#1", c) for i, (name, c) in pairs), names
 
 
-def _stats(name: str, hook: str = "on_task_start") -> metrics.HookStats:
-    list(metrics.snapshot())  # flush pending notification counts, as a scrape does
-    return metrics.hook_stats(name, hook)
+def _stats(name: str, hook: str = "on_task_start") -> hook_metrics.HookStats:
+    list(hook_metrics.snapshot())  # flush pending notification counts, as a scrape does
+    return hook_metrics.hook_stats(name, hook)
 
 
 class Cheap:
@@ -56,13 +56,13 @@ async def test_cheap_hooks_are_counted_exactly_and_their_time_is_sampled() -> No
 async def test_a_slow_hook_is_timed_on_every_call() -> None:
     contributions, (cheap, slow) = _contributions(Cheap(), Slow())
     started = time.perf_counter()
-    for _ in range(metrics.WARMUP + 20):
+    for _ in range(hook_metrics.WARMUP + 20):
         await _notify_each(contributions, "on_task_start", ARGS, task_id="t")
     elapsed = time.perf_counter() - started
     stats = _stats(slow)
-    assert stats.calls == metrics.WARMUP + 20
+    assert stats.calls == hook_metrics.WARMUP + 20
     # Every call measured (a sampled estimate would be off by up to a whole stride).
-    assert (metrics.WARMUP + 20) * 0.002 <= stats.seconds <= elapsed
+    assert (hook_metrics.WARMUP + 20) * 0.002 <= stats.seconds <= elapsed
     assert _stats(cheap).seconds < stats.seconds / 10
 
 
@@ -75,21 +75,21 @@ async def test_failures_and_budget_overruns_and_skips_are_counted() -> None:
 
 
 async def test_switched_off_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metrics, "_enabled", False)
+    monkeypatch.setattr(hook_metrics, "_enabled", False)
     contributions, (name,) = _contributions(Cheap())
     await _notify_each(contributions, "on_task_start", ARGS, task_id="t")
-    assert (name, "on_task_start") not in metrics._stats
+    assert (name, "on_task_start") not in hook_metrics._stats
 
 
 def test_an_extensions_wrappers_share_one_table_of_its_counters() -> None:
     name = f"m{uuid.uuid4().hex[:8]}:install"
     hooks = frozenset({"awrap_model_call", "wrap_tool_call"})
-    table = metrics.stats_table(name, hooks)
-    assert metrics.stats_table(name, frozenset(hooks)) is table  # equal hooks, the same table
-    assert table["awrap_model_call"] is metrics.hook_stats(name, "wrap_model_call")  # both sides, one label
-    assert table["wrap_tool_call"] is metrics.hook_stats(name, "wrap_tool_call")
+    table = hook_metrics.stats_table(name, hooks)
+    assert hook_metrics.stats_table(name, frozenset(hooks)) is table  # equal hooks, the same table
+    assert table["awrap_model_call"] is hook_metrics.hook_stats(name, "wrap_model_call")  # both sides, one label
+    assert table["wrap_tool_call"] is hook_metrics.hook_stats(name, "wrap_tool_call")
     with pytest.raises(TypeError):
-        table["before_model"] = metrics.hook_stats(name, "before_model")  # type: ignore[index]
+        table["before_model"] = hook_metrics.hook_stats(name, "before_model")  # type: ignore[index]
 
 
 class _Contributes:

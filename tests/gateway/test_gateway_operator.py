@@ -15,7 +15,7 @@ import pytest
 
 from conftest import live_server, read_sse
 from deerflow_ext.config.loading import load_app_config
-from deerflow_ext.extensions.operator_view import hook_metrics as metrics
+from deerflow_ext.extensions.operator_view import hook_metrics
 from deerflow_ext.gateway import create_app
 
 ME = "gateway.operator_fixtures"
@@ -135,7 +135,7 @@ async def test_metrics_count_runs_and_each_extensions_hooks(settings_for: Any, t
 
 
 async def test_metrics_switched_off_is_404(settings_for: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metrics, "_enabled", False)
+    monkeypatch.setattr(hook_metrics, "_enabled", False)
     app = _app(settings_for, tmp_path, "plugins: []\n")
     async with live_server(app) as server, server.client() as client:
         assert (await client.get("/metrics")).status_code == 404
