@@ -2,7 +2,7 @@
 
 The host keeps its tables under a private ``MetaData`` so that alembic autogenerate compares
 only what the host owns; extension tables live under their own metadata and migration chain
-and are additionally filtered out by prefix (see ``deerflow_ext.extensions.tables``).
+and are additionally filtered out by prefix (see ``deerflow_ext.extensions.plugin_loading.tables``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 It lives in the persistence layer because the host's own migrations need it (a host revision
 must never propose to drop an extension's tables), and the extension runtime builds on the
-persistence layer, not the other way round: ``deerflow_ext.extensions.tables`` registers and
+persistence layer, not the other way round: ``deerflow_ext.extensions.plugin_loading.tables`` registers and
 checks the prefixes and hands them here as plain strings.
 """
 

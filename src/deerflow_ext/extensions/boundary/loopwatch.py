@@ -3,7 +3,7 @@
 Every async hook runs on the Gateway's one event loop. A hook that blocks it — ``time.sleep``,
 a synchronous HTTP call, a busy loop — stalls every request and every run for as long as it
 blocks, and asyncio cannot interrupt it: the 3-second lifecycle budget, the service timeouts
-and uvicorn's own timers only fire once the loop runs again (issue 14: ``/health`` took up
+and uvicorn's own timers only fire once the loop runs again (``/health`` took up
 to 9.9 s behind a ``time.sleep(10)`` in a hook, and nothing named the extension).
 
 :class:`LoopWatchdog` is a daemon thread that posts a heartbeat to the loop every
