@@ -12,8 +12,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow_ext.agents.embedded_model import EmbeddedChatModel
+from deerflow_ext.agents.fused_nodes import ModelBracket, bracket_model_node
 from deerflow_ext.agents.host import LeadRunRequest
-from deerflow_ext.agents.node_fusion import ModelBracket, bracket_model_node, fuse_host_node_hooks
+from deerflow_ext.agents.node_fusion import fuse_host_node_hooks
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
 from deerflow_extension_api import MiddlewarePlacement, Placement
 

@@ -1,7 +1,7 @@
 """LangGraph's private state-schema reader (``langgraph.graph.state._get_channels``) and
 node runnable (``langgraph._internal._runnable.RunnableCallable``).
 
-Used by node-hook fusion (``agents/node_fusion.py``): a fused node runs several middleware
+Used by node-hook fusion (``agents/node_fusion.py``, ``agents/fused_nodes.py``): a fused node runs several middleware
 hooks in one graph step, so between two of them it must apply the first one's update the
 way the graph would have, through each state key's channel (a reducer such as
 ``add_messages``, or a plain last value). ``StateGraph`` derives those channels from the

@@ -43,6 +43,7 @@ from deerflow_extension_api import (
 )
 
 from .context import RunContext
+from .fused_nodes import bracket_model_node
 from .middlewares import (
     ClarificationMiddleware,
     LLMErrorHandlingMiddleware,
@@ -57,7 +58,7 @@ from .middlewares import (
     ToolErrorHandlingMiddleware,
 )
 from .models import create_chat_model, effective_model_name, model_name_for, public_model_parameters
-from .node_fusion import bracket_model_node, fuse_host_node_hooks
+from .node_fusion import fuse_host_node_hooks
 from .policy import project_policy
 from .prompts import LEAD_SYSTEM_PROMPT, SUBAGENT_SYSTEM_PROMPT
 from .reuse import CompiledGraphs

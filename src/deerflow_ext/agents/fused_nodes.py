@@ -1,0 +1,299 @@
+"""The nodes :mod:`.node_fusion` compiles in place of host hooks: a fused run of them, the
+``model`` node's bracket, and the view each member is given to the graph as.
+
+The classes are generated, one per hook pair and jump targets (a fused node) or per member
+class and removed hooks (a view), and kept: every construction of an agent of one shape
+uses the same ones. :mod:`.node_fusion` decides what fuses where; this module only makes
+what it decided run as the separate nodes would have (same order, same reducers, same
+jumps).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langgraph.channels.base import BaseChannel
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.types import Command
+
+from deerflow_ext.adapters.langgraph_private import bracket_node
+from deerflow_ext.extensions.composition.hooks import (
+    ASYNC_HOOKS,
+    STATE_HOOKS,
+    adopt_graph_attributes,
+    implemented_hooks,
+)
+
+__all__ = ["FusedNode", "MemberView", "ModelBracket", "bracket_model_node", "fused_class", "view_class"]
+
+Middleware = AgentMiddleware[Any, Any, Any]
+Channel = BaseChannel[Any, Any, Any]
+
+
+class FusedNode(AgentMiddleware[Any, Any, Any]):
+    """One node for a run of host hooks; generated subclasses add the hook pair."""
+
+    def __init__(self, members: tuple[Middleware, ...], channels: Mapping[str, Channel], name: str) -> None:
+        super().__init__()
+        self._members = members
+        self._channels = channels
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _take(self, member: Middleware, hook: str, update: Any, view: Any, updates: list[Mapping[str, Any]]) -> Any:
+        """Keep ``member``'s update; the state the next member reads, or ``None`` when the
+        member jumped (its jump edge would have left the run here)."""
+        if not update:
+            return view
+        if not isinstance(update, Mapping):
+            raise TypeError(f"{member.name}.{hook} returned {type(update).__name__}; a fused host hook returns a dict")
+        updates.append(update)
+        return None if update.get("jump_to") else self._after(view, update)
+
+    def _after(self, view: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+        """``view`` as the next member would have read it after ``update`` was applied."""
+        view = dict(view)
+        for key, value in update.items():
+            channel = self._channels.get(key)
+            if channel is None:
+                continue  # not state: the graph drops it, so the next member never sees it
+            current = channel.from_checkpoint(view[key]) if key in view else channel.copy()
+            current.update([value])
+            view[key] = current.get()
+        return view
+
+    def _written(self, updates: list[Mapping[str, Any]]) -> Any:
+        """What the members' nodes would have written: one dict, or (when a reducer key was
+        written more than once) one command per member, in order, so each write is reduced."""
+        if len(updates) == 1:
+            return updates[0]
+        last: dict[str, int] = {}
+        repeated_reducer = False
+        for index, update in enumerate(updates):
+            for key in update:
+                if key in last and isinstance(self._channels.get(key), BinaryOperatorAggregate):
+                    repeated_reducer = True
+                last[key] = index
+        if not repeated_reducer:
+            merged: dict[str, Any] = {}
+            for update in updates:
+                merged.update(update)  # a plain value written twice ends as the last one
+            return merged
+        commands: list[Command[Any]] = []
+        for index, update in enumerate(updates):
+            kept = {
+                key: value
+                for key, value in update.items()
+                if last[key] == index or isinstance(self._channels.get(key), BinaryOperatorAggregate)
+            }
+            if kept:
+                commands.append(Command(update=kept))
+        return commands
+
+
+def _run_sync(hook: str) -> Callable[..., Any]:
+    def fused(self: FusedNode, state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, hook, getattr(member, hook)(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates) if updates else None
+
+    fused.__name__ = hook
+    return fused
+
+
+def _run_async(hook: str) -> Callable[..., Any]:
+    async def fused(self: FusedNode, state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, hook, await getattr(member, hook)(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates) if updates else None
+
+    fused.__name__ = hook
+    return fused
+
+
+_class_lock = threading.Lock()
+_fused_classes: dict[tuple[str, tuple[str, ...]], type[FusedNode]] = {}
+
+
+def fused_class(sync_hook: str, async_hook: str, jumps: tuple[str, ...]) -> type[FusedNode]:
+    key = (sync_hook, jumps)
+    found = _fused_classes.get(key)
+    if found is not None:
+        return found
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        sync_hook: _run_sync(sync_hook),
+        async_hook: _run_async(async_hook),
+    }
+    if jumps:
+        namespace[sync_hook].__can_jump_to__ = list(jumps)
+        namespace[async_hook].__can_jump_to__ = list(jumps)
+    with _class_lock:
+        return _fused_classes.setdefault(key, type(f"Fused_{sync_hook}", (FusedNode,), namespace))
+
+
+# -- the model node's bracket -----------------------------------------------------------------
+
+
+class ModelBracket(FusedNode):
+    """The host hooks the ``model`` node calls: ``before_model`` ones before the node's own
+    work, ``after_model`` ones on the state the node leaves. A middleware with no hooks of
+    its own, so ``create_agent`` makes no node of it; :func:`bracket_model_node` installs it.
+
+    The node writes what the separate nodes would have, in their order: the ``before``
+    hooks' updates, the model node's commands, the ``after`` hooks' updates. A ``before``
+    hook that jumps skips the model, as its edge would have."""
+
+    NAME = "HostModelBracket"
+
+    def __init__(
+        self, before: tuple[Middleware, ...], after: tuple[Middleware, ...], channels: Mapping[str, Channel]
+    ) -> None:
+        super().__init__(before, channels, self.NAME)
+        self._after_members = after
+
+    def resolve(self, runtime: Any) -> ModelBracket:
+        """The bracket of the run (this one; a reused graph's slot answers with the run's)."""
+        return self
+
+    def run(self, node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, "before_model", member.before_model(view, runtime), view, updates)
+            if view is None:
+                return self._written(updates)
+        view = self._wrote(view, node(view, runtime), updates)
+        for member in self._after_members:
+            view = self._take(member, "after_model", member.after_model(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates)
+
+    async def arun(self, node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        view, updates = state, list[Mapping[str, Any]]()
+        for member in self._members:
+            view = self._take(member, "abefore_model", await member.abefore_model(view, runtime), view, updates)
+            if view is None:
+                return self._written(updates)
+        view = self._wrote(view, await node(view, runtime), updates)
+        for member in self._after_members:
+            view = self._take(member, "aafter_model", await member.aafter_model(view, runtime), view, updates)
+            if view is None:
+                break
+        return self._written(updates)
+
+    def _wrote(self, view: dict[str, Any], written: Any, updates: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """Keep the model node's own writes (commands or dicts, in order) with the hooks'
+        (one step's writes: a plain key may be written once, see ``_written``); the state
+        the ``after`` hooks read (applied only when there are some: nothing else reads it)."""
+        reads = bool(self._after_members)
+        items = written if isinstance(written, list | tuple) else () if written is None else (written,)
+        for item in items:
+            if isinstance(item, Command) and (item.goto or item.graph is not None or item.resume is not None):
+                raise TypeError("the model node returned a command that routes; a bracket can only keep updates")
+            update = item.update if isinstance(item, Command) else item
+            pairs = [update] if isinstance(update, Mapping) else [{key: value} for key, value in update or ()]
+            for pair in pairs:
+                updates.append(pair)
+                if reads:
+                    view = self._after(view, pair)
+        return view
+
+
+def bracket_model_node(graph: Any, middleware: Sequence[Middleware]) -> Any:
+    """``graph`` (compiled by ``create_agent`` over ``middleware``) with its ``model`` node
+    calling the run's :class:`ModelBracket`, when ``middleware`` holds one (itself, or a
+    reused graph's slot for it: either resolves to the run's bracket)."""
+    stand_in: Any = next((m for m in middleware if m.name == ModelBracket.NAME), None)
+    if stand_in is None:
+        return graph
+
+    def run(node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        return stand_in.resolve(runtime).run(node, state, runtime)
+
+    async def arun(node: Callable[[Any, Any], Any], state: Any, runtime: Any) -> Any:
+        return await stand_in.resolve(runtime).arun(node, state, runtime)
+
+    if not bracket_node(graph, "model", run, arun):
+        # The plan took these hooks off their nodes: without the bracket they would never run.
+        raise RuntimeError("create_agent's model node cannot be bracketed (adapters/langgraph_private.py)")
+    return graph
+
+
+# -- a member's view --------------------------------------------------------------------------
+
+
+class MemberView(AgentMiddleware[Any, Any, Any]):
+    """A fused run's member as the graph sees it: everything but the fused hooks, forwarded
+    to the member itself (its state, name, tools and schema are the member's)."""
+
+    def __init__(self, inner: Middleware) -> None:
+        super().__init__()
+        self._inner = inner
+        adopt_graph_attributes(self, inner)
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+
+_view_classes: dict[tuple[type, frozenset[str]], type[MemberView]] = {}
+
+
+def view_class(cls: type, removed: frozenset[str]) -> type[MemberView]:
+    key = (cls, removed)
+    found = _view_classes.get(key)
+    if found is not None:
+        return found
+    namespace: dict[str, Any] = {"__module__": __name__}
+    for hook in implemented_hooks(cls) - removed:
+        namespace[hook] = _forwarder(hook, getattr(cls, hook))
+    with _class_lock:
+        return _view_classes.setdefault(key, type(f"View{cls.__name__}", (MemberView,), namespace))
+
+
+def _forwarder(hook: str, method: Any) -> Callable[..., Any]:
+    """``hook`` on the member, with the member's own jump targets. The parameters keep
+    LangChain's names: LangGraph injects ``runtime`` by name, and reuse checks them."""
+    if hook in STATE_HOOKS:
+        if hook in ASYNC_HOOKS:
+
+            async def astate(self: MemberView, state: Any, runtime: Any) -> Any:
+                return await getattr(self._inner, hook)(state, runtime)
+
+            forward: Callable[..., Any] = astate
+        else:
+
+            def state_hook(self: MemberView, state: Any, runtime: Any) -> Any:
+                return getattr(self._inner, hook)(state, runtime)
+
+            forward = state_hook
+    elif hook in ASYNC_HOOKS:
+
+        async def awrap(self: MemberView, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return await getattr(self._inner, hook)(request, handler)
+
+        forward = awrap
+    else:
+
+        def wrap(self: MemberView, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return getattr(self._inner, hook)(request, handler)
+
+        forward = wrap
+    forward.__name__ = hook
+    jump = getattr(method, "__can_jump_to__", None)
+    if jump is not None:
+        forward.__can_jump_to__ = list(jump)  # type: ignore[attr-defined]
+    return forward
