@@ -17,13 +17,13 @@ import io
 import itertools
 import sys
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ruamel.yaml import YAML
 
-__all__ = ["Plugin", "PluginLike", "install_reference", "plugin_records", "plugins_yaml"]
+__all__ = ["Plugin", "PluginLike", "install_reference", "plugin_records", "plugins_yaml", "under_test"]
 
 _INLINE_MODULE = "deerflow_ext._testing_inline"
 _inline_counter = itertools.count(1)
@@ -160,3 +160,9 @@ def install_reference(install: str | Callable[..., Any]) -> str:
     attr = f"install_{next(_inline_counter)}"
     setattr(module, attr, install)
     return f"{_INLINE_MODULE}:{attr}"
+
+
+def under_test(subject: Sequence[Plugin], entries: Sequence[Plugin]) -> list[Plugin]:
+    """The entries under test present in *entries*, in the given order: what a list is compared with."""
+    present = {e.name for e in entries}
+    return [p for p in subject if p.name in present]

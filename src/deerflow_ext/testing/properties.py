@@ -31,30 +31,22 @@ that legitimately takes longer needs ``notify_budget=`` raised to match.
 from __future__ import annotations
 
 import logging
-import random
 import re
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
-from hypothesis import given as given_
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from deerflow_ext.extensions.contract.snapshot import CONTRIBUTION_KINDS
-from deerflow_extension_api import AgentBuildContext, AgentScope
-
-from .entries import Plugin, PluginLike, plugin_records, plugins_yaml
-from .harness import HostHarness, LoadResult, load_plugins, start_host
+from .composition_properties import INSTALL_ROLLBACK, STACK_ORDERING, check_install_rollback, check_stack_ordering
+from .entries import Plugin, PluginLike, plugin_records, under_test
+from .falsify import Hosts, PropertyFailed, falsify, new_seed, reason_of
+from .harness import HostHarness
 from .neighbours import NEIGHBOUR_USE
 from .observation import first_difference, masked, noise, operator_view, routes_of, settled
-from .strategies import install_failures, neighbour_entries, plugin_lists
+from .strategies import neighbour_entries, plugin_lists
 
 __all__ = [
     "CHECK_BUDGET",
@@ -84,152 +76,8 @@ def delegating_run(host: HostHarness) -> Any:
     return host.run(DELEGATING_PROMPT)
 
 
-class PropertyFailed(AssertionError):
-    """A property does not hold; ``plugins`` is the shrunk counterexample, ``yaml`` its ``plugins:`` block."""
-
-    def __init__(self, title: str, reason: str, plugins: Sequence[Plugin], *, seed: int | None = None) -> None:
-        self.title = title
-        self.reason = reason
-        self.plugins = tuple(plugins)
-        self.seed = seed
-        how = f"found with seed {seed}; " if seed is not None else ""
-        self.yaml = plugins_yaml(
-            self.plugins,
-            comment=f"counterexample to: {title}\n{how}paste under config.yaml to reproduce in a real Gateway",
-        )
-        super().__init__(f"{title}: {reason}\n\nshrunk counterexample:\n{self.yaml}")
-
-
-class _Counterexample(AssertionError):
-    """One failing example, raised from one place so hypothesis sees one bug to shrink."""
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if not isinstance(exc, AssertionError) else first or "assertion failed"
-
-
-Verdict = Callable[[list[Plugin]], "str | None"]
-
-
-def _verdict(fails: Verdict, entries: list[Plugin]) -> str | None:
-    """Why *entries* break the property, or ``None``; anything raised is a reason too."""
-    try:
-        return fails(entries)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # a neighbour's SystemExit is a counterexample too
-        return _reason(exc)
-
-
-def _reduced(
-    entries: list[Plugin], reason: str, fails: Verdict, keep: Callable[[Plugin], bool], given: Sequence[str]
-) -> tuple[list[Plugin], str]:
-    """Hypothesis' counterexample made smaller still: drop every entry the failure does not need
-    (entries under test included, which hypothesis cannot drop), then put the rest back in the
-    given order wherever that keeps it failing. Runs only once a property has failed."""
-    changed = True
-    while changed:
-        changed = False
-        for entry in list(entries):
-            if keep(entry) or len(entries) == 1:
-                continue
-            candidate = [e for e in entries if e is not entry]
-            why = _verdict(fails, candidate)
-            if why is not None:
-                entries, reason, changed = candidate, why, True
-    rank = {name: i for i, name in enumerate(given)}
-    for _ in range(len(entries)):
-        swapped = False
-        for i in range(len(entries) - 1):
-            a, b = entries[i], entries[i + 1]
-            if a.name in rank and b.name in rank and rank[str(a.name)] > rank[str(b.name)]:
-                candidate = [*entries[:i], b, a, *entries[i + 2 :]]
-                why = _verdict(fails, candidate)
-                if why is not None:
-                    entries, reason, swapped = candidate, why, True
-        if not swapped:
-            break
-    return entries, reason
-
-
-def _falsify(
-    title: str,
-    strategy: st.SearchStrategy[list[Plugin]],
-    fails: Verdict,
-    *,
-    given: Sequence[Plugin],
-    examples: int,
-    seed: int | None,
-    keep: Callable[[Plugin], bool] = lambda entry: False,
-) -> None:
-    """Search *strategy* for a list that *fails*; raise :class:`PropertyFailed` with the smallest."""
-    failing: list[tuple[list[Plugin], str]] = []
-
-    def example(entries: list[Plugin]) -> None:
-        reason = _verdict(fails, entries)
-        if reason is not None:
-            failing[:] = [(entries, reason)]
-            raise _Counterexample(reason)
-
-    run = settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        print_blob=False,
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate, Phase.shrink),
-    )(given_(strategy)(example))
-    if seed is not None:
-        run = hypothesis_seed(seed)(run)
-    try:
-        run()
-    except _Counterexample:
-        [(found, why)] = failing
-        entries, reason = _reduced(found, why, fails, keep, [str(p.name) for p in given])
-        raise PropertyFailed(title, reason, entries, seed=seed) from None
-
-
-def _seed(seed: int | None) -> int:
-    # A seed is always chosen here, never left to hypothesis, so a failure can say how to replay it.
-    return seed if seed is not None else random.SystemRandom().randrange(2**32)
-
-
-class _Hosts:
-    """Gateways for one check, each in its own folder under one temporary directory."""
-
-    def __init__(self, app_config: Any, notify_budget: float | None) -> None:
-        self.app_config = app_config
-        self.notify_budget = notify_budget
-        self.root = Path(tempfile.mkdtemp(prefix="deerflow-check-"))
-        self.count = 0
-
-    @contextmanager
-    def started(self, entries: Iterable[PluginLike]) -> Iterator[HostHarness]:
-        self.count += 1
-        directory = self.root / f"host-{self.count}"
-        host = start_host(entries, directory, app_config=self.app_config, notify_budget=self.notify_budget)
-        try:
-            yield host
-        finally:
-            host.close()
-            shutil.rmtree(directory, ignore_errors=True)
-
-    def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
 # -- 1. the same result ---------------------------------------------------------------------------
 SAME_RESULT = "same result whatever the order and whatever a neighbour does"
-
-
-def _under_test(subject: Sequence[Plugin], entries: Sequence[Plugin]) -> list[Plugin]:
-    """The entries under test present in *entries*, in the given order: what a list is compared with."""
-    present = {e.name for e in entries}
-    return [p for p in subject if p.name in present]
 
 
 class _Result:
@@ -284,14 +132,14 @@ def check_same_result(
     out: it is then compared with the entries it keeps, in the given order.
     """
     subject = plugin_records(plugins)
-    seed = _seed(seed)
+    seed = new_seed(seed)
     strategy = plugin_lists(
         subject,
         neighbours=neighbour_entries(hang_hooks=("on_task_start",)) if neighbours is None else neighbours,
         max_neighbours=max_neighbours,
     )
     result = _Result(observe, observe_after_close)
-    hosts = _Hosts(app_config, notify_budget)
+    hosts = Hosts(app_config, notify_budget)
     expected: dict[tuple[str | None, ...], Any] = {}
 
     def outcome(entries: Sequence[Plugin], want: Any = None) -> Any:
@@ -300,7 +148,7 @@ def check_same_result(
             return result.take(host, want)
 
     def expected_for(entries: Sequence[Plugin]) -> Any:
-        given = _under_test(subject, entries)
+        given = under_test(subject, entries)
         key = tuple(p.name for p in given)
         if key not in expected:
             expected[key] = outcome(given)
@@ -315,7 +163,7 @@ def check_same_result(
         try:
             first, second = outcome(subject), outcome(subject)
         except Exception as exc:
-            raise PropertyFailed(SAME_RESULT, f"the given list itself fails: {_reason(exc)}", subject) from exc
+            raise PropertyFailed(SAME_RESULT, f"the given list itself fails: {reason_of(exc)}", subject) from exc
         if observe is not None and first != second:
             raise ValueError(
                 f"observe() returned different values for two runs of the same list in the same order "
@@ -323,151 +171,9 @@ def check_same_result(
             )
         result.noise = noise(first, second)
         expected[tuple(p.name for p in subject)] = masked(first, result.noise)
-        _falsify(SAME_RESULT, strategy, differs, given=subject, examples=examples, seed=seed)
+        falsify(SAME_RESULT, strategy, differs, given=subject, examples=examples, seed=seed)
     finally:
         hosts.remove()
-
-
-# -- 2. stack ordering ----------------------------------------------------------------------------
-STACK_ORDERING = "lead and subagent stacks keep the host's ordering invariants in every order"
-_SCOPES = ((AgentScope.LEAD, "lead"), (AgentScope.SUBAGENT, "general-purpose"))
-
-
-def _composed(loaded: LoadResult, app_config: Any) -> dict[str, list[Any]]:
-    """The final middleware stack of a lead agent and of a subagent, as the builder composes them."""
-    from deerflow_ext.agents.lead import build_host_stack
-    from deerflow_ext.agents.models import create_chat_model, effective_model_name
-    from deerflow_ext.agents.policy import project_policy
-    from deerflow_ext.config.schema import AppConfig
-    from deerflow_ext.extensions.composition.stack import compose_middleware_stack
-
-    config = AppConfig.model_validate({**dict(app_config or {}), "models": []})
-    model = create_chat_model(config)
-    stacks: dict[str, list[Any]] = {}
-    for scope, agent_name in _SCOPES:
-        policy = project_policy(config, scope, agent_name)
-        host = build_host_stack(config, scope=scope, model=model, policy=policy)
-        ctx = AgentBuildContext(
-            scope=scope, agent_name=agent_name, model_name=effective_model_name(model), policy=policy
-        )
-        stacks[agent_name] = compose_middleware_stack(
-            host, extensions=loaded.extensions, ctx=ctx, diagnostics=loaded.diagnostics
-        )
-    return stacks
-
-
-def _own_middlewares(stack: Sequence[Any]) -> dict[str, list[str]]:
-    from deerflow_ext.extensions.composition.isolation import IsolatedMiddleware
-
-    own: dict[str, list[str]] = {}
-    for mw in stack:
-        if isinstance(mw, IsolatedMiddleware) and mw.extension != NEIGHBOUR_USE:
-            own.setdefault(mw.extension, []).append(type(mw.inner).__qualname__)
-    return own
-
-
-def check_stack_ordering(
-    plugins: Iterable[PluginLike],
-    *,
-    max_neighbours: int = 4,
-    examples: int = 50,
-    seed: int | None = None,
-    app_config: Any = None,
-) -> None:
-    """For every sampled order, with neighbour middlewares at every placement and scope, the lead
-    and subagent stacks pass the host's ``assert_ordering``, nothing is dropped for breaking a
-    placement promise, and each entry's own middlewares keep the order they have in the given
-    list (their placement and ``order`` decide it, never their neighbours)."""
-    from deerflow_ext.extensions.composition.ordering import assert_ordering
-    from deerflow_ext.extensions.composition.wrap_fusion import check_fused_groups
-
-    subject = plugin_records(plugins)
-    seed = _seed(seed)
-    strategy = plugin_lists(
-        subject, neighbours=neighbour_entries(kinds=("middlewares",)), max_neighbours=max_neighbours
-    )
-
-    def own(entries: Sequence[Plugin]) -> dict[str, dict[str, list[str]]]:
-        stacks = _composed(load_plugins(entries, app_config=app_config), app_config)
-        return {agent: _own_middlewares(stack) for agent, stack in stacks.items()}
-
-    def disordered(entries: list[Plugin]) -> str | None:
-        loaded = load_plugins(entries, app_config=app_config)
-        want = own(_under_test(subject, entries))
-        for agent, stack in _composed(loaded, app_config).items():
-            assert_ordering(stack)
-            check_fused_groups(stack)
-            dropped = [d for d in loaded.diagnostics.snapshot() if "dropped" in d.message]
-            if dropped:
-                return f"{agent}: {dropped[0]}"
-            difference = first_difference(want[agent], _own_middlewares(stack))
-            if difference is not None:
-                return f"{agent}: an entry's own middlewares moved: {difference}"
-        return None
-
-    _falsify(STACK_ORDERING, strategy, disordered, given=subject, examples=examples, seed=seed)
-
-
-# -- 3. install rollback --------------------------------------------------------------------------
-INSTALL_ROLLBACK = "a failing install leaves the registry exactly as before it"
-_FIELDS = CONTRIBUTION_KINDS
-
-
-def _registry(entries: Sequence[Plugin], app_config: Any) -> Any:
-    """What a load registered, per kind and in order, by entry name; or the error that stopped it."""
-    try:
-        loaded = load_plugins(entries, app_config=app_config)
-    except Exception as exc:
-        return {"stopped": _reason(exc)}
-    ext = loaded.extensions
-    registry: dict[str, Any] = {
-        kind: [[c.label, c.extension, type(c.contributor).__qualname__] for c in getattr(ext, kind)] for kind in _FIELDS
-    }
-    registry["loaded"] = list(ext.loaded)
-    registry["diagnostics"] = sorted([d.extension, d.phase, d.message] for d in loaded.diagnostics.snapshot())
-    return registry
-
-
-def _fails_to_install(entry: Plugin) -> bool:
-    return entry.use == NEIGHBOUR_USE and "fails_after" in entry.config
-
-
-def check_install_rollback(
-    plugins: Iterable[PluginLike],
-    *,
-    max_neighbours: int = 2,
-    examples: int = 50,
-    seed: int | None = None,
-    app_config: Any = None,
-) -> None:
-    """For every sampled order, with well-behaved neighbours around, a neighbour whose install
-    registers up to three contributions and raises at any step leaves the registry — every
-    contribution, in order, the loaded list and every other diagnostic — exactly as the same
-    list without that neighbour."""
-    subject = plugin_records(plugins)
-    seed = _seed(seed)
-    strategy = plugin_lists(
-        subject,
-        neighbours=neighbour_entries(behaviours=("returns",)),
-        max_neighbours=max_neighbours,
-        required=(install_failures(),),
-    )
-
-    def left_behind(entries: list[Plugin]) -> str | None:
-        failing = next(e for e in entries if _fails_to_install(e))
-        got = _registry(entries, app_config)
-        want = _registry([e for e in entries if e is not failing], app_config)
-        if "stopped" not in got:
-            mine = [d for d in got["diagnostics"] if d[2].startswith("install() failed: RuntimeError: neighbour")]
-            if len(mine) != 1:
-                return f"{failing.name} failing left {len(mine)} load diagnostics, not 1"
-            got["diagnostics"] = [d for d in got["diagnostics"] if d not in mine]
-        difference = first_difference(want, got)
-        return None if difference is None else f"{failing.name} failing left the registry different: {difference}"
-
-    _falsify(
-        INSTALL_ROLLBACK, strategy, left_behind, given=subject, examples=examples, seed=seed, keep=_fails_to_install
-    )
 
 
 # -- 4. the notification budget -------------------------------------------------------------------
@@ -535,11 +241,11 @@ def check_notification_budget(
     checks only the lead runs.
     """
     subject = plugin_records(plugins)
-    seed = _seed(seed)
+    seed = new_seed(seed)
     hanging = neighbour_entries(kinds=("task_lifecycle",), behaviours=("hangs",))
     others = neighbour_entries(kinds=("task_lifecycle",), behaviours=("returns", "raises", "cancels"))
     strategy = plugin_lists(subject, neighbours=others, max_neighbours=max_neighbours, required=(hanging,))
-    hosts = _Hosts(app_config, notify_budget)
+    hosts = Hosts(app_config, notify_budget)
 
     def miscut(entries: list[Plugin]) -> str | None:
         hanger = next(e for e in entries if _hangs(e))
@@ -567,7 +273,7 @@ def check_notification_budget(
         return None
 
     try:
-        _falsify(NOTIFICATION_BUDGET, strategy, miscut, given=subject, examples=examples, seed=seed, keep=_hangs)
+        falsify(NOTIFICATION_BUDGET, strategy, miscut, given=subject, examples=examples, seed=seed, keep=_hangs)
     finally:
         hosts.remove()
 
