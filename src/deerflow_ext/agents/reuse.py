@@ -80,7 +80,8 @@ class BoundGraph:
         elif not isinstance(context, dict):
             raise TypeError(f"a reused graph's runtime context is a dict, not {type(context).__name__}")
         context[SLOTS_KEY] = self.run_stack
-        return context
+        bound: dict[str, Any] = context
+        return bound
 
     def astream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
         return self.graph.astream(input, config, context=self._bind(context), **kwargs)

@@ -51,7 +51,8 @@ def safe_eval(expression: str) -> float | int:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"not an arithmetic expression: {expression!r}") from exc
-    return _eval(tree.body)
+    value: float | int = _eval(tree.body)
+    return value
 
 
 def _eval(node: ast.AST) -> Any:

@@ -88,7 +88,8 @@ class Memo(Generic[K, V]):
         if value is _MISSING:
             assert self._compute is not None, "a Memo without compute is read with get()"
             value = self.put(key, self._compute(key))
-        return value
+        found: V = value
+        return found
 
     def __len__(self) -> int:
         return len(self.table)

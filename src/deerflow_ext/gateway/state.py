@@ -29,4 +29,5 @@ def runtime_of(request: Request) -> GatewayRuntime:
     runtime = getattr(request.app.state, "runtime", None)
     if runtime is None:
         raise HTTPException(status_code=503, detail="the Gateway is not serving (starting up or shutting down)")
-    return runtime
+    serving: GatewayRuntime = runtime
+    return serving

@@ -149,7 +149,8 @@ class _Batch:
         if row is None:
             return None
         self._owe_refresh(row, op.refresh_ttl)
-        return _item(row)
+        item: Item = _item(row)
+        return item
 
     def search(self, op: SearchOp) -> list[SearchItem]:
         check_filter(op.filter)
@@ -325,7 +326,8 @@ class ItemStore(BaseStore):
         if op.refresh_ttl and row.ttl_minutes is not None:
             expires = _expiry(now, row.ttl_minutes)
             await self._pg.execute(_REFRESH_ITEM, {"p_prefix": prefix, "p_key": op.key, "p_expires_at": expires})
-        return _item(row)
+        item: Item = _item(row)
+        return item
 
     async def sweep_expired(self) -> int:
         """Delete the items whose time to live has passed; how many."""

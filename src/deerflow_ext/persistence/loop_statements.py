@@ -53,7 +53,7 @@ process at 32 clients with room for a row-lock wait."""
 
 T = TypeVar("T")
 
-_DIALECT = asyncpg_dialect()
+_DIALECT = asyncpg_dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes are untyped
 _CONNECT_PARAMETERS = frozenset(inspect.signature(asyncpg.connect).parameters)
 
 
@@ -135,7 +135,8 @@ class LoopStatements:
         return int(count) if count.isdigit() else 0
 
     async def fetch(self, statement: ClauseElement, params: Mapping[str, Any]) -> list[Row]:
-        return await self._send("fetch", statement, params)
+        rows: list[Row] = await self._send("fetch", statement, params)
+        return rows
 
     async def first(self, statement: ClauseElement, params: Mapping[str, Any]) -> Row | None:
         rows = await self.fetch(statement, params)

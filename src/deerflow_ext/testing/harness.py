@@ -88,8 +88,9 @@ class RunOutcome:
     @property
     def answer(self) -> str | None:
         """The last assistant message's text found in the stream, or the run record's ``answer``."""
-        if isinstance(self.run.get("answer"), str):
-            return self.run["answer"]
+        answer = self.run.get("answer")
+        if isinstance(answer, str):
+            return answer
         for event in reversed(self.events):
             text = _last_ai_text(event.data)
             if text is not None:

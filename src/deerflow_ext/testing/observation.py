@@ -188,7 +188,7 @@ def operator_view(host: HostHarness, routes: Any) -> dict[str, Any]:
         for table in host.table_names(prefix)
     }
     runs = [{"status": r.status, "outcome": r.outcome, "answer": r.answer} for r in host.runs]
-    return normalised(
+    view: dict[str, Any] = normalised(
         {
             "loaded": sorted(e for e in host.extensions.loaded if _subject(e)),
             "diagnostics": [list(d) for d in diagnostics],
@@ -198,3 +198,4 @@ def operator_view(host: HostHarness, routes: Any) -> dict[str, Any]:
         },
         directory,
     )
+    return view

@@ -71,7 +71,8 @@ class LLMErrorHandlingMiddleware(AgentMiddleware):
         return {"max_retries": self.max_retries}
 
     def _delay(self, attempt: int) -> float:
-        return self.backoff_seconds * (2**attempt)
+        delay: float = self.backoff_seconds * (2**attempt)
+        return delay
 
     def _gives_up(self, exc: Exception, attempt: int) -> bool:
         """Log the failed attempt (one line); True when it is not retried."""

@@ -53,7 +53,8 @@ def isolated_hook(wrapper: Any, hook: str) -> Callable[..., Any]:
     """``wrapper``'s own isolated ``hook``, as its per-class wrapper defines it, bound to it
     (a group head's class exposes the group's hooks instead)."""
     inner_cls = type(wrapper._inner)
-    return getattr(_classes.get(inner_cls) or _classes(inner_cls), hook).__get__(wrapper)
+    bound: Callable[..., Any] = getattr(_classes.get(inner_cls) or _classes(inner_cls), hook).__get__(wrapper)
+    return bound
 
 
 def isolated_step(wrapper: Any, hook: str) -> Callable[..., Any]:
@@ -62,7 +63,8 @@ def isolated_step(wrapper: Any, hook: str) -> Callable[..., Any]:
     coroutine fewer per member and call, and no ``partial`` binding the hook per member and
     construction), the generated pass-through otherwise."""
     if hook in wrapper._hooks:
-        return wrapper._arun_wrap_hook if hook in _ASYNC_WRAP_HOOKS else wrapper._run_wrap_hook
+        own: Callable[..., Any] = wrapper._arun_wrap_hook if hook in _ASYNC_WRAP_HOOKS else wrapper._run_wrap_hook
+        return own
     return functools.partial(_passed_through, isolated_hook(wrapper, hook))
 
 

@@ -108,9 +108,10 @@ def _query(body: AssistantCount | None) -> AssistantQuery:
 
 def _document(row: dict[str, Any]) -> dict[str, Any]:
     # SQLite hands timestamps back without their zone; every stored time is UTC.
-    return jsonable_encoder(
+    document: dict[str, Any] = jsonable_encoder(
         {k: v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v for k, v in row.items()}
     )
+    return document
 
 
 @router.post("/search", response_model=None, responses={200: {"model": list[AssistantOut]}})
