@@ -131,25 +131,34 @@ async def client_arm(total: int, concurrency: int) -> tuple[float, list[float]]:
 
 
 def start_server(tmp: Path, retain_seconds: float | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    (tmp / "config.yaml").write_text(
-        f"plugins:\n  - name: noop\n    use: {EXTENSION}:install\nmemory:\n  enabled: false\n"
-    )
+    """This benchmark's Gateway: the no-op lifecycle extension, memory off, SQLite in ``tmp``."""
+    extra = {} if retain_seconds is None else {"DEERFLOW_STREAM_RETAIN_SECONDS": str(retain_seconds)}
+    config = f"plugins:\n  - name: noop\n    use: {EXTENSION}:install\nmemory:\n  enabled: false\n"
+    return serve_config(tmp, config, extra_env=extra)
+
+
+def serve_config(
+    folder: Path, config: str, *, database_url: str | None = None, extra_env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``deerflow-ext serve`` on ``config`` (config.yaml text) in ``folder``, SQLite there unless
+    ``database_url``, this checkout's ``src`` and ``benchmarks`` importable; its process and URL
+    once ``/health`` answers."""
+    (folder / "config.yaml").write_text(config)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEERFLOW_")}
     env.update(
         PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "benchmarks")]),
-        DEERFLOW_CONFIG=str(tmp / "config.yaml"),
-        DEERFLOW_DATABASE_URL=f"sqlite+aiosqlite:///{tmp / 'gw.db'}",
+        DEERFLOW_CONFIG=str(folder / "config.yaml"),
+        DEERFLOW_DATABASE_URL=database_url or f"sqlite+aiosqlite:///{folder / 'gw.db'}",
         DEERFLOW_LOG_LEVEL="WARNING",
+        **(extra_env or {}),
     )
-    if retain_seconds is not None:
-        env["DEERFLOW_STREAM_RETAIN_SECONDS"] = str(retain_seconds)
     proc = subprocess.Popen(
         [sys.executable, "-m", "deerflow_ext.cli", "serve", "--port", str(port)],
-        cwd=tmp,
+        cwd=folder,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=(tmp / "server.log").open("wb"),  # closed with the process
+        stderr=(folder / "server.log").open("wb"),  # closed with the process
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -160,7 +169,7 @@ def start_server(tmp: Path, retain_seconds: float | None = None) -> tuple[subpro
         except httpx.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError((tmp / "server.log").read_text())
+            raise RuntimeError((folder / "server.log").read_text())
         time.sleep(0.1)
 
 

@@ -33,12 +33,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import httpx
 from langgraph.store.base import PutOp
 from langgraph_sdk import get_client
 
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
 from deerflow_ext.persistence.item_store import ItemStore
+from gateway import serve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUE = {"theme": "dark", "language": "en", "tags": ["a", "b"], "count": 3}
@@ -49,42 +49,8 @@ Write = Callable[[int], Awaitable[object]]
 _KEYS = itertools.count()  # every put writes a new item, as threads.create makes a new thread
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_server(folder: Path, database_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    (folder / "config.yaml").write_text("memory:\n  enabled: false\n")
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEERFLOW_")}
-    env.update(
-        PYTHONPATH=str(ROOT / "src"),
-        DEERFLOW_CONFIG=str(folder / "config.yaml"),
-        DEERFLOW_DATABASE_URL=database_url,
-        DEERFLOW_LOG_LEVEL="WARNING",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "deerflow_ext.cli", "serve", "--port", str(port)],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=(folder / "server.log").open("wb"),  # closed with the process
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError((folder / "server.log").read_text())
-        time.sleep(0.1)
+    return serve_config(folder, "memory:\n  enabled: false\n", database_url=database_url)
 
 
 async def _timed(write: Write, ops: int, concurrency: int) -> tuple[float, float]:
