@@ -44,6 +44,7 @@ from chaos_support import (
 pytestmark = pytest.mark.e2e
 
 HOG_MIB = scaled(256, 1024)
+MEMORY_WATCH_MIB = 300  # a served Gateway holds ~160 MiB here; the hog takes it past this
 BLOCK_SECONDS = scaled(2, 30)
 BIG_MIB = 50
 RUNS = scaled(24, 200)
@@ -66,7 +67,8 @@ def test_hostile_extensions_next_to_a_well_behaved_one(tmp_path: Path) -> None:
     document["plugins"][0]["config"] = {"log": str(ledger)}
     (tmp_path / "config.yaml").write_text(json.dumps(document))
     with gateways() as started:
-        gw = Gateway(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'chaos.db'}", {"DEERFLOW_LOG_LEVEL": "INFO"})
+        env = {"DEERFLOW_LOG_LEVEL": "INFO", "DEERFLOW_MEMORY_WATCH_MIB": str(MEMORY_WATCH_MIB)}
+        gw = Gateway(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'chaos.db'}", env)
         started.append(gw.start())
         with gw.client(timeout=120) as client:
             assert client.get("/health").json()["status"] == "ok"
@@ -126,6 +128,8 @@ def test_hostile_extensions_next_to_a_well_behaved_one(tmp_path: Path) -> None:
     seen = Counter((e["run"], e["what"]) for e in events)
     assert all(seen[(run_id, "start")] == 1 and seen[(run_id, "stop")] == 1 for _, run_id in runs), seen
     assert "blocker" in log and "blocking the event loop" in log, "the watchdog did not name the blocking hook"
+    named = [line for line in log.splitlines() if "was running when the Gateway's memory reached" in line]
+    assert named and all("hog" in line for line in named), f"the memory watchdog did not name the hog: {named}"
     assert "recursor" in log and "RecursionError" in log, "the recursion was not attributed"
     assert received == BIG_MIB << 20
     assert big_growth < (BIG_MIB << 10) // 2, f"RSS grew {big_growth} KiB while streaming {BIG_MIB} MiB"
@@ -143,6 +147,8 @@ def test_hostile_extensions_next_to_a_well_behaved_one(tmp_path: Path) -> None:
         rss_after_runs_mib=round(after_runs_rss / 1024),
         blocked_s=BLOCK_SECONDS,
         watchdog_named="blocker",
+        memory_watch_mib=MEMORY_WATCH_MIB,
+        memory_named="hog",
         big_body_mib=BIG_MIB,
         big_body_rss_growth_mib=round(big_growth / 1024, 1),
         health_polls=sum(health.values()),

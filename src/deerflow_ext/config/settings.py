@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)
     #: Seconds an idle keep-alive connection stays open after a response (uvicorn's).
     http_keepalive_seconds: float = Field(default=5.0, gt=0)
+    #: Resident memory (MiB) past which a watchdog names the extension hook running at the
+    #: time (``extensions/boundary/memwatch.py``); it only names, never frees. Unset: off.
+    memory_watch_mib: float | None = Field(default=None, gt=0)
     #: Browser origins allowed to call the API (comma-separated; ``*`` for any, ``loopback``
     #: for localhost on any port). Unset: ``gateway.cors_origins`` in config.yaml, else loopback.
     cors_origins: str | None = None

@@ -41,6 +41,7 @@ from ..config.schema import AppConfig
 from ..config.settings import Settings
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
+from ..extensions.boundary.memwatch import MemoryWatchdog
 from ..extensions.contract.snapshot import LoadedExtensions, set_loaded_extensions
 from ..extensions.notifications.notification_loop import notification_loop
 from ..extensions.plugin_loading.discovery import EntryPointIndex
@@ -285,6 +286,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if opts.loop_block_threshold is not None:
         watchdog = LoopWatchdog(asyncio.get_running_loop(), threshold=opts.loop_block_threshold)
         watchdog.start()
+    memory_watch = None
+    if settings.memory_watch_mib is not None:
+        memory_watch = MemoryWatchdog(asyncio.get_running_loop(), settings.memory_watch_mib)
+        memory_watch.start()
     bound: ExitBound | None = None
     durability = settings.database_durability  # every connection of the host: engine, twin, checkpointer
     pool = {} if is_sqlite(url) else {"pool_size": settings.database_pool_size}
@@ -362,6 +367,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await engine.dispose()
         if watchdog is not None:
             watchdog.stop()
+        if memory_watch is not None:
+            memory_watch.stop()
         if bound is not None:
             bound.shutdown_finished()
 

@@ -43,7 +43,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
@@ -56,6 +56,7 @@ __all__ = [
     "LoopWatchdog",
     "RunningHook",
     "code_position",
+    "first_site",
     "register_site",
     "running_hook",
     "thread_frame",
@@ -105,24 +106,40 @@ def thread_frame(thread_id: int) -> FrameType | None:
     return sys._current_frames().get(thread_id)
 
 
+def _site_hook(frame: FrameType) -> RunningHook | None:
+    reader = _sites.get(frame.f_code)
+    if reader is None:
+        return None
+    try:
+        return reader(frame)
+    except Exception:  # a frame in an unexpected state: say nothing rather than guess
+        return None
+
+
+def first_site(frames: Iterable[FrameType]) -> RunningHook | None:
+    """The first registered site among ``frames`` (innermost first) that names extension code;
+    a handler frame (:data:`DOWNSTREAM`) passes the blame to the site outside the next one."""
+    skip = 0
+    for frame in frames:
+        found = _site_hook(frame)
+        if found is DOWNSTREAM:
+            skip += 1
+        elif found is not None:
+            if not skip:
+                return found
+            skip -= 1
+    return None
+
+
 def running_hook(frame: FrameType | None) -> RunningHook | None:
     """The innermost registered site on ``frame``'s stack that names extension code."""
-    skip = 0
+    return first_site(_outwards(frame))
+
+
+def _outwards(frame: FrameType | None) -> Iterator[FrameType]:
     while frame is not None:
-        reader = _sites.get(frame.f_code)
-        if reader is not None:
-            try:
-                found = reader(frame)
-            except Exception:  # a frame in an unexpected state: say nothing rather than guess
-                found = None
-            if found is DOWNSTREAM:
-                skip += 1
-            elif found is not None:
-                if not skip:
-                    return found
-                skip -= 1
+        yield frame
         frame = frame.f_back
-    return None
 
 
 def code_position(frame: FrameType | None) -> str:

@@ -1,0 +1,63 @@
+"""The memory watchdog names the extension hook running when RSS passes the bound: one
+blocking the loop (its frame on the loop thread's stack) and one awaiting while it holds the
+memory (found on its task's chain of awaits); nothing more until RSS falls back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from deerflow_ext.extensions.boundary.loopwatch import RunningHook, register_site
+from deerflow_ext.extensions.boundary.memwatch import MemoryWatchdog, resident_mib
+
+MIB = 1 << 20
+
+
+def hog_site(hold: float) -> None:
+    block = b"\x01" * (120 * MIB)  # written, so resident
+    time.sleep(hold)  # the loop is blocked: the frame is on its stack
+    del block
+
+
+async def ahog_site(hold: float) -> None:
+    block = b"\x01" * (120 * MIB)
+    await asyncio.sleep(hold)  # the loop is free: the hook waits on its task's chain
+    del block
+
+
+register_site(hog_site, lambda frame: RunningHook("hog_ext:install", "before_model"))
+register_site(ahog_site, lambda frame: RunningHook("hog_ext:install", "abefore_model"))
+
+
+def _named(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "was running when the Gateway's memory reached" in r.getMessage()]
+
+
+@pytest.mark.parametrize("awaiting", [False, True], ids=["blocking", "awaiting"])
+async def test_the_hook_holding_the_memory_is_named_once(caplog: pytest.LogCaptureFixture, awaiting: bool) -> None:
+    caplog.set_level(logging.WARNING, logger="deerflow_ext.extensions")
+    watchdog = MemoryWatchdog(asyncio.get_running_loop(), resident_mib() + 60, interval=0.05)
+    watchdog.start()
+    try:
+        if awaiting:
+            await ahog_site(0.6)
+        else:
+            hog_site(0.6)
+        await asyncio.sleep(0.3)  # the loop answers the watchdog's look at the tasks
+    finally:
+        watchdog.stop()
+    hook = "abefore_model" if awaiting else "before_model"
+    assert _named(caplog) == [_named(caplog)[0]] and f"hog_ext:install: {hook} was running" in _named(caplog)[0]
+
+
+async def test_below_the_bound_nothing_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    watchdog = MemoryWatchdog(asyncio.get_running_loop(), resident_mib() + 500, interval=0.05)
+    watchdog.start()
+    try:
+        hog_site(0.3)
+    finally:
+        watchdog.stop()
+    assert _named(caplog) == []
