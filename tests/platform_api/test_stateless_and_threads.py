@@ -131,3 +131,21 @@ def test_thread_search_filters_metadata_in_the_database_by_containment(client: A
     if not platform.is_peer:
         answer = httpx.post(f"{platform.url}/threads/search", json={"metadata": {'a"b': 1}})
         assert answer.status_code == 422 and "metadata" in answer.text
+
+
+def test_thread_search_filters_state_values_in_the_database(client: Any, platform: Platform) -> None:
+    tag = {"suite": "values-" + str(uuid.uuid4())}
+    ran, updated, untouched = (client.threads.create(metadata=tag)["thread_id"] for _ in range(3))
+    client.runs.wait(ran, "lead_agent", input=human("hello"))
+    title = client.threads.get_state(ran)["values"]["title"]
+    assert [t["thread_id"] for t in client.threads.search(metadata=tag, values={"title": title})] == [ran]
+    assert client.threads.count(metadata=tag, values={"title": title}) == 1
+    assert client.threads.count(metadata=tag, values={"title": title + " no"}) == 0
+    # A state update is searchable at once; so is a copy of the thread.
+    client.threads.update_state(updated, {"title": "set by hand"})
+    assert [t["thread_id"] for t in client.threads.search(metadata=tag, values={"title": "set by hand"})] == [updated]
+    copy = client.threads.copy(ran)["thread_id"]
+    assert client.threads.count(values={"title": title}) >= 2 and copy != untouched
+    if not platform.is_peer:
+        answer = httpx.post(f"{platform.url}/threads/search", json={"values": {"messages": []}})
+        assert answer.status_code == 422 and "'messages' is not searchable" in answer.text

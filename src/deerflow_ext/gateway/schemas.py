@@ -37,6 +37,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from ..persistence.json_match import check_filter_keys
 from ..persistence.records import RunRecord, ThreadRecord
 from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
+from ..runtime.wire import UNSEARCHED_STATE_KEYS
 from .door import readable
 
 __all__ = [
@@ -303,10 +304,13 @@ class ThreadCount(_Request):
 
     @field_validator("values")
     @classmethod
-    def _no_values_filter(cls, value: dict[str, Any] | None) -> None:
+    def _searchable_values(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value:
-            raise ValueError("filtering threads by state values is not supported; filter by metadata or status")
-        return None
+            check_filter_keys(value, "values")
+            for key in value:
+                if key in UNSEARCHED_STATE_KEYS:
+                    raise ValueError(f"{key!r} is not searchable; filter by the state's other values")
+        return value
 
 
 class ThreadSearch(ThreadCount):

@@ -97,6 +97,9 @@ class ThreadRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, nullable=False)
     # ``metadata`` is reserved on declarative classes; the column keeps the domain name.
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict, nullable=False)
+    # The state's values but ``messages``, written at a run's end: what thread search's
+    # ``values`` filter reads (migration 0008; checkpoints are LangGraph's serialisation).
+    state_values: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 # The text migration 0005 wrote, built from the statuses it names.

@@ -1,4 +1,4 @@
-"""Thread search and count: LangGraph's filters (metadata, status, ids) and order, in SQL.
+"""Thread search and count: LangGraph's filters (metadata, values, status, ids) and order, in SQL.
 
 The metadata filter is containment, as LangGraph's thread search says it (``json_match``), so
 the database answers a page with ``LIMIT``/``OFFSET`` and a count with ``COUNT(*)``: no row is
@@ -31,6 +31,7 @@ class ThreadQuery:
     """A thread search: LangGraph's filters and order (``sort_by`` is a ``threads`` column)."""
 
     metadata: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
     status: str | None = None
     ids: tuple[str, ...] | None = None
     sort_by: str = "updated_at"
@@ -46,6 +47,8 @@ def _filtered(statement: Any, query: ThreadQuery, dialect: str) -> Any:
         statement = statement.where(_THREADS.c.id.in_(query.ids))
     if query.metadata:
         statement = statement.where(json_contains(_THREADS.c.metadata, query.metadata, dialect))
+    if query.values:  # the state's values but messages, as the last run's end wrote them
+        statement = statement.where(json_contains(_THREADS.c.state_values, query.values, dialect))
     return statement
 
 

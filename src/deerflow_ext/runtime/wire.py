@@ -12,7 +12,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["dumps", "jsonable"]
+__all__ = ["UNSEARCHED_STATE_KEYS", "dumps", "jsonable", "searchable_values"]
+
+UNSEARCHED_STATE_KEYS = frozenset({"messages", "__interrupt__"})
+"""State keys a thread search's ``values`` filter does not see: the conversation (the bulk
+of a state, written once per run would cost every run its size) and a pause's interrupts."""
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -70,3 +74,9 @@ def dumps(value: Any) -> str:
         return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return json.dumps(jsonable(value), default=str, ensure_ascii=False, separators=(",", ":"))
+
+
+def searchable_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A state's values as a thread search's ``values`` filter reads them (the thread's
+    ``state_values``): plain JSON, without :data:`UNSEARCHED_STATE_KEYS`."""
+    return {str(k): jsonable(v) for k, v in values.items() if k not in UNSEARCHED_STATE_KEYS}

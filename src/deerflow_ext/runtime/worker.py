@@ -44,6 +44,7 @@ from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
 from .prometheus_metrics import record_run
 from .stream_modes import DEFAULT_STREAM_MODES, StreamProjection, graph_stream_modes
+from .wire import searchable_values
 
 __all__ = [
     "CompletionHook",
@@ -323,8 +324,9 @@ async def _persist(
     # fails (the database is gone) is the row left to the startup recovery.
     if error is not None and error_text is None:
         error_text = "interrupted" if status is RunStatus.INTERRUPTED else exception_text(error)
-    thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
+    thread: dict[str, Any] = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
     tokens = TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None
+    values = getattr(result, "values", None)
     try:
         await deps.store.finish_run(
             handle.run_id,
@@ -334,6 +336,7 @@ async def _persist(
             error=error_text,
             tokens=tokens,
             title=getattr(result, "title", None),
+            state_values=searchable_values(values) if values else None,
             **thread,
         )
         return

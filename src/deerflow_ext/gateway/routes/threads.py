@@ -12,7 +12,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Resp
 from langgraph.errors import InvalidUpdateError
 
 from ...persistence.records import ThreadQuery, ThreadRecord
-from ...runtime.wire import jsonable
+from ...runtime.wire import jsonable, searchable_values
 from ..errors import TolerantJSONResponse
 from ..schemas import (
     MAX_OFFSET,
@@ -93,6 +93,7 @@ def _query(body: ThreadCount | ThreadSearch) -> ThreadQuery:
     if isinstance(body, ThreadSearch):
         return ThreadQuery(
             metadata=body.metadata,
+            values=body.values or {},
             status=body.status,
             ids=tuple(body.ids) if body.ids is not None else None,
             sort_by="updated_at" if body.sort_by == "state_updated_at" else body.sort_by,
@@ -100,7 +101,7 @@ def _query(body: ThreadCount | ThreadSearch) -> ThreadQuery:
             limit=body.limit,
             offset=body.offset,
         )
-    return ThreadQuery(metadata=body.metadata, status=body.status)
+    return ThreadQuery(metadata=body.metadata, values=body.values or {}, status=body.status)
 
 
 @router.post("/search", response_model=None, responses={200: {"model": list[ThreadOut]}})
@@ -161,6 +162,7 @@ async def copy_thread(request: Request, thread_id: str) -> Any:
     states = _states(runtime)
     if states is not None:
         await states.copy(thread_id, record.id)
+        await _refresh_searchable(runtime, record.id)
     return _answer(await _thread_out(runtime, record))
 
 
@@ -276,7 +278,15 @@ async def update_state(request: Request, thread_id: str, body: StateUpdate) -> d
         configurable = await states.update(thread_id, body.values, as_node=body.as_node, checkpoint_id=checkpoint_id)
     except (ValueError, LookupError, InvalidUpdateError) as exc:  # a node or values the graph refuses
         raise HTTPException(status_code=422, detail=f"cannot update the state of thread {thread_id}: {exc}") from exc
+    await _refresh_searchable(runtime, thread_id)
     return {"checkpoint": _checkpoint(configurable, thread_id)}
+
+
+async def _refresh_searchable(runtime: GatewayRuntime, thread_id: str) -> None:
+    """The thread's ``state_values`` from its state now (a values filter reads them)."""
+    snapshot = await _snapshot(runtime, thread_id)
+    if snapshot is not None:
+        await runtime.store.set_thread_state_values(thread_id, searchable_values(snapshot.values))
 
 
 async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from the event loop (``store``); the values bound to them are built here for bot
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -83,11 +83,13 @@ def sqlite_finish_run(
         sqlite_statements.execute(conn, UPDATE_THREAD, {**thread, "thread_id": thread_id})
 
 
-def thread_values(status: str, title: str | None) -> dict[str, Any]:
+def thread_values(status: str, title: str | None, state_values: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a run's end writes on its thread."""
     values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
     if title:  # a run without a title keeps the thread's existing one
         values["title"] = title
+    if state_values is not None:
+        values["state_values"] = dict(state_values)
     return values
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Row
@@ -89,6 +89,11 @@ class HostStore:
 
     async def count_threads(self, query: ThreadQuery) -> int:
         return await self._tx.read(thread_search.count_threads, query)
+
+    async def set_thread_state_values(self, thread_id: str, state_values: Mapping[str, Any]) -> None:
+        """What a values filter reads of the thread, after its state changed outside a run
+        (a state update, a copy); a run's end writes it with the run (``finish_run``)."""
+        await self._tx.write(thread_writes.set_state_values, thread_id, dict(state_values))
 
     async def update_thread_metadata(self, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
         """Merge ``patch`` into the thread's metadata (keys it names are replaced)."""
@@ -206,8 +211,10 @@ class HostStore:
         thread_id: str | None = None,
         thread_status: str | None = None,
         title: str | None = None,
+        state_values: Mapping[str, Any] | None = None,
     ) -> None:
-        """Record a run's end; with ``thread_id``, sync the thread in the same transaction.
+        """Record a run's end; with ``thread_id``, sync the thread in the same transaction
+        (its status, title and ``state_values``, what thread search's values filter reads).
 
         One transaction because a client that sees the run finished must also see the
         thread's new status and title, and a crash must not leave one updated without the
@@ -226,7 +233,7 @@ class HostStore:
 
         thread = None
         if thread_id is not None and thread_status is not None:
-            thread = run_writes.thread_values(thread_status, title)
+            thread = run_writes.thread_values(thread_status, title, state_values)
         if self._pg is None:
             await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread)
         elif thread is None:

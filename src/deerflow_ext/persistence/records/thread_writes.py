@@ -1,6 +1,6 @@
-"""A thread's writes that are transactions of their own: its metadata merged, and the thread
-deleted with its runs. Transaction functions (``transactions``): written once, run on
-either database's connection."""
+"""A thread's writes that are transactions of their own: its metadata merged, its state
+values (for search) set, and the thread deleted with its runs. Transaction functions
+(``transactions``): written once, run on either database's connection."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from .statements import (
     LIVE_RUN_OF_THREAD,
     LOCK_THREAD,
     SET_THREAD_METADATA,
+    UPDATE_THREAD,
 )
 from .values import ThreadRecord
 
-__all__ = ["delete_thread", "merge_metadata", "set_metadata"]
+__all__ = ["delete_thread", "merge_metadata", "set_metadata", "set_state_values"]
 
 
 def merge_metadata(conn: Connection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
@@ -39,6 +40,10 @@ def set_metadata(conn: Connection, thread_id: str, metadata: dict[str, Any]) -> 
     now = utcnow()
     sqlite_statements.execute(conn, SET_THREAD_METADATA, {"thread_id": thread_id, "merged": metadata, "now": now})
     return now
+
+
+def set_state_values(conn: Connection, thread_id: str, state_values: dict[str, Any]) -> None:
+    sqlite_statements.execute(conn, UPDATE_THREAD, {"state_values": state_values, "thread_id": thread_id})
 
 
 def delete_thread(conn: Connection, thread_id: str) -> bool | None:
