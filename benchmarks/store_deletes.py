@@ -38,6 +38,7 @@ from pathlib import Path
 
 import psycopg
 from callgrind import ROOT, against_baseline, counted_run, instrument, report, require, seeded_environment
+from store_instructions import store_run
 
 WARMUP = 200
 
@@ -51,15 +52,9 @@ async def _child(runs: int, url: str, clients: int, counted: bool) -> None:
     store = HostStore(make_session_factory(engine))
 
     async def run(n: int) -> None:
-        thread = await store.create_thread({"n": n})
-        run_id = f"run-{n}"
-        await store.create_run(thread.id, run_id, {"messages": []}, owner="bench", thread_defaults={"graph_id": "g"})
-        await store.mark_started(run_id, thread.id)
-        await store.finish_run(
-            run_id, status="success", outcome="success", answer="hi", thread_id=thread.id, thread_status="idle"
-        )
-        if await store.delete_thread(thread.id) is not True:
-            raise SystemExit(f"store_deletes: thread {thread.id} was not deleted")
+        thread_id = await store_run(store, n)
+        if await store.delete_thread(thread_id) is not True:
+            raise SystemExit(f"store_deletes: thread {thread_id} was not deleted")
 
     async def runs_from(first: int, count: int) -> None:
         async def caller(k: int) -> None:
