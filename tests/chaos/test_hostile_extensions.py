@@ -128,8 +128,10 @@ def test_hostile_extensions_next_to_a_well_behaved_one(tmp_path: Path) -> None:
     seen = Counter((e["run"], e["what"]) for e in events)
     assert all(seen[(run_id, "start")] == 1 and seen[(run_id, "stop")] == 1 for _, run_id in runs), seen
     assert "blocker" in log and "blocking the event loop" in log, "the watchdog did not name the blocking hook"
-    named = [line for line in log.splitlines() if "was running when the Gateway's memory reached" in line]
-    assert named and all("hog" in line for line in named), f"the memory watchdog did not name the hog: {named}"
+    # Every hook running or awaiting at the sample is named (the blocker may be blocking the
+    # loop at that moment); the hog holding the memory must be among them.
+    named = [line for line in log.splitlines() if "when the Gateway's memory reached" in line]
+    assert any("install_hog" in line for line in named), f"the memory watchdog did not name the hog: {named}"
     assert "recursor" in log and "RecursionError" in log, "the recursion was not attributed"
     assert received == BIG_MIB << 20
     assert big_growth < (BIG_MIB << 10) // 2, f"RSS grew {big_growth} KiB while streaming {BIG_MIB} MiB"

@@ -13,8 +13,9 @@ extension hook on it, in the attributed line every extension failure gets::
     reached 1408 MiB (bound 1024 MiB)
 
 The hook may be running (a synchronous block: its frame is on the loop thread's stack) or
-awaiting (an async hook holding the memory across an ``await``): then the watchdog asks the
-loop to look at every task's chain of awaits for an extension site, innermost first. When
+awaiting (an async hook holding the memory across an ``await``): the watchdog also asks the
+loop to look at every task's chain of awaits for an extension site, innermost first, and
+names each it finds (the memory may be any of theirs: several hooks run at once). When
 neither finds extension code the line names the host code instead. One line per excursion:
 the watchdog speaks again only after RSS fell back below 90% of the bound. It never frees,
 kills or interrupts anything: a process that must not pass a size is capped from outside
@@ -85,21 +86,25 @@ class MemoryWatchdog:
     def _report(self, rss: float) -> None:
         reached = f"the Gateway's memory reached {rss:.0f} MiB (bound {self.limit_mib:.0f} MiB)"
         frame = thread_frame(self.loop_thread)
-        hook = running_hook(frame)
-        if hook is not None:  # running on the loop right now
-            log_extension_failure(hook.extension, f"{hook.hook} was running when {reached}", level=logging.WARNING)
-            return
+        running = running_hook(frame)
+        if running is not None:  # on the loop right now (it may block it: then the look below waits)
+            log_extension_failure(
+                running.extension, f"{running.hook} was running when {reached}", level=logging.WARNING
+            )
         try:
-            self.loop.call_soon_threadsafe(self._report_awaiting, reached, code_position(frame))
+            self.loop.call_soon_threadsafe(self._report_awaiting, reached, running, code_position(frame))
         except RuntimeError:  # the loop closed
-            logger.warning("%s while %s was running", reached, code_position(frame))
+            if running is None:
+                logger.warning("%s while %s was running", reached, code_position(frame))
 
-    def _report_awaiting(self, reached: str, where: str) -> None:
-        """On the loop: name every extension hook a task is awaiting in, else the host code."""
+    def _report_awaiting(self, reached: str, running: RunningHook | None, where: str) -> None:
+        """On the loop: name every other extension hook a task is awaiting in (the memory may
+        be any of theirs), else, when no extension was named at all, the host code."""
         hooks = {hook for task in asyncio.all_tasks(self.loop) if (hook := awaiting_hook(task)) is not None}
+        hooks.discard(running)
         for hook in sorted(hooks):
-            log_extension_failure(hook.extension, f"{hook.hook} was running when {reached}", level=logging.WARNING)
-        if not hooks:
+            log_extension_failure(hook.extension, f"{hook.hook} was awaiting when {reached}", level=logging.WARNING)
+        if not hooks and running is None:
             logger.warning("%s while %s was running", reached, where)
 
 
