@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from importlib import metadata
 from typing import Any
 
-import uvicorn
-
 from deerflow_ext.adapters import uvicorn_private
+from live_uvicorn import live_server
 
 WHERE = f"uvicorn {metadata.version('uvicorn')}"
 DEADLINE = 0.5
@@ -34,22 +32,10 @@ async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 async def _server() -> AsyncIterator[int]:
     assert uvicorn_private.HeadDeadlineProtocol is not None, f"{WHERE}: the head deadline fell back to uvicorn's own"
     uvicorn_private.set_head_deadline(DEADLINE)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = uvicorn.Config(
-        _app, host="127.0.0.1", port=port, http=uvicorn_private.HeadDeadlineProtocol, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag
-        await asyncio.sleep(0.01)
     try:
-        yield port
+        async with live_server(_app, lifespan="auto", http=uvicorn_private.HeadDeadlineProtocol) as live:
+            yield int(live.base_url.rsplit(":", 1)[1])
     finally:
-        server.should_exit = True
-        await task
         uvicorn_private.set_head_deadline(uvicorn_private.DEFAULT_HEAD_DEADLINE)
 
 

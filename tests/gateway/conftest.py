@@ -3,17 +3,17 @@ database per test, is the whole suite's: ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import gw_fixtures
 import httpx
 import pytest
+
+from live_uvicorn import LiveServer, free_port, live_server
+
+__all__ = ["LiveServer", "free_port", "live_server", "read_sse"]
 
 
 @pytest.fixture(autouse=True)
@@ -35,52 +35,6 @@ def settings_for(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPa
         return Settings(**values)
 
     return make
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class LiveServer:
-    app: Any
-    base_url: str
-    server: Any
-    task: asyncio.Task[Any]
-
-    def client(self, **kwargs: Any) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base_url, timeout=30, **kwargs)
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        await asyncio.wait_for(self.task, 30)
-
-
-@contextlib.asynccontextmanager
-async def live_server(app: Any) -> AsyncIterator[LiveServer]:
-    """uvicorn serving ``app`` on 127.0.0.1 in this event loop, lifespan included."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_level="warning"))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve())
-    for _ in range(300):
-        if server.started or task.done():
-            break
-        await asyncio.sleep(0.02)
-    if not server.started:
-        if task.done():
-            task.result()
-        raise RuntimeError("uvicorn did not start")
-    live = LiveServer(app, f"http://127.0.0.1:{port}", server, task)
-    try:
-        yield live
-    finally:
-        if not task.done():
-            await live.stop()
 
 
 async def read_sse(response: httpx.Response) -> list[tuple[str, Any, float]]:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 
 from deerflow_ext.gateway.limits import BodySizeLimit
+from live_uvicorn import live_server
 
 DEADLINE = 0.5
 
@@ -42,19 +41,8 @@ def _app() -> FastAPI:
 
 @contextlib.asynccontextmanager
 async def _server() -> AsyncIterator[int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(_app(), host="127.0.0.1", port=port, log_level="warning"))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag
-        await asyncio.sleep(0.01)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        await task
+    async with live_server(_app(), lifespan="auto") as live:
+        yield int(live.base_url.rsplit(":", 1)[1])
 
 
 async def _post(port: int, path: str, body: bytes, *, byte_every: float | None = None) -> bytes:
