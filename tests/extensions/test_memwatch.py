@@ -16,14 +16,20 @@ from deerflow_ext.extensions.boundary.memwatch import MemoryWatchdog, resident_m
 MIB = 1 << 20
 
 
+def _filled(size: int) -> bytes:
+    return b"\x01" * size  # written, so resident
+
+
 def hog_site(hold: float) -> None:
-    block = b"\x01" * (120 * MIB)  # written, so resident
+    block = _filled(120 * MIB)
     time.sleep(hold)  # the loop is blocked: the frame is on its stack
     del block
 
 
 async def ahog_site(hold: float) -> None:
-    block = b"\x01" * (120 * MIB)
+    # Filled off the loop: filling 120 MiB on it takes long enough on a loaded machine for the
+    # watchdog to see the hook *running*, which is not the case this site stands for.
+    block = await asyncio.to_thread(_filled, 120 * MIB)
     await asyncio.sleep(hold)  # the loop is free: the hook waits on its task's chain
     del block
 
