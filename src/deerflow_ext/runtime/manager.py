@@ -35,6 +35,7 @@ from typing import Any
 from ..extensions.contract.snapshot import LoadedExtensions
 from ..persistence.models import RunStatus
 from ..persistence.records import PROCESS_OWNER, HostStore
+from .background_task import stop_task
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator
 from .handle import RunHandle, RunPhase
 from .signals import RunSignals
@@ -322,10 +323,7 @@ class RunManager:
                 await asyncio.wait(pending, timeout=5.0)
 
     async def _close_shared(self) -> None:
-        if self._backstop is not None:
-            self._backstop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._backstop
+        await stop_task(self._backstop)
         await self._deps.coordinator.aclose()
         if self._signals is not None:
             await self._signals.aclose()

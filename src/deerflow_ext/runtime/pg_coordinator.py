@@ -55,6 +55,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..persistence.engine import create_engine
 from ..persistence.records import PROCESS_OWNER
+from .background_task import stop_task
 from .coordinator import LocalThreadCoordinator, advisory_key
 from .lease_refresh import LeaseRefresh
 from .lock_session import LockSession, LockSessionLostError
@@ -372,11 +373,8 @@ class PostgresThreadCoordinator:
             await conn.close()
 
     async def aclose(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        await stop_task(self._sweeper)
+        self._sweeper = None
         await self._presence.aclose()
         if self._releasing:
             await asyncio.gather(*self._releasing, return_exceptions=True)

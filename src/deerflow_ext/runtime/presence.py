@@ -27,7 +27,6 @@ interrupts what such a process left running.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -35,6 +34,7 @@ from sqlalchemy import text
 
 from ..persistence.models import RunStatus
 from ..persistence.records.pg_statements import interrupt_runs, status_is
+from .background_task import stop_task
 
 __all__ = ["ProcessPresence"]
 
@@ -102,11 +102,8 @@ class ProcessPresence:
 
     async def aclose(self) -> None:
         """Stop beating and leave: our own queued runs were drained by now."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
         try:
             async with self._engine.begin() as conn:
                 await conn.execute(_LEAVE, {"o": self.owner})

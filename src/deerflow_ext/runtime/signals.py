@@ -24,6 +24,8 @@ import logging
 from datetime import datetime
 from typing import Any, Protocol
 
+from .background_task import stop_task
+
 __all__ = ["CHANNEL", "PostgresRunSignals", "RunSignalHandler", "RunSignals"]
 
 logger = logging.getLogger("deerflow_ext.runtime")
@@ -153,10 +155,7 @@ class PostgresRunSignals:
         )
 
     async def aclose(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watchdog
+        await stop_task(self._watchdog)
         for conn in (self._listener, self._publisher):
             if conn is not None and not conn.is_closed():
                 with contextlib.suppress(Exception):
