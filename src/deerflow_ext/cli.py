@@ -243,9 +243,21 @@ def _confirm(question: str, assume_yes: bool) -> bool | None:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _refuse_without_tty(action: str) -> int:
-    _error(f"stdin is not a terminal, so nobody can confirm the {action}; re-run with --yes to confirm it")
-    return EXIT_STARTUP
+def _refusal(question: str, assume_yes: bool, *, action: str, undone: str) -> int | None:
+    """The exit status when the ``action`` (install, removal) may not go ahead, else ``None``.
+
+    Both commands that change the environment share it, so that both refuse a missing TTY
+    and a "no" the same way: the status is the startup failure, and ``undone`` says what was
+    left as it was.
+    """
+    answer = _confirm(question, assume_yes)
+    if answer is None:
+        _error(f"stdin is not a terminal, so nobody can confirm the {action}; re-run with --yes to confirm it")
+        return EXIT_STARTUP
+    if not answer:
+        print(f"aborted: nothing {undone}", file=sys.stderr)
+        return EXIT_STARTUP
+    return None
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -257,12 +269,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
         f"Install {args.source!r} with {sys.executable} -m pip and add it to {path}? "
         "Installing runs the package's code."
     )
-    answer = _confirm(question, args.yes)
-    if answer is None:
-        return _refuse_without_tty("install")
-    if not answer:
-        print("aborted: nothing installed", file=sys.stderr)
-        return EXIT_STARTUP
+    refused = _refusal(question, args.yes, action="install", undone="installed")
+    if refused is not None:
+        return refused
     try:
         result = install_extension(args.source, path, name=args.name)
     except InstallError as exc:
@@ -289,12 +298,9 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     path = _config_path(args)
     index = EntryPointIndex.scan()
     removal = plan_removal(path, args.name, index)
-    answer = _confirm(f"{removal.describe()}?", args.yes)
-    if answer is None:
-        return _refuse_without_tty("removal")
-    if not answer:
-        print("aborted: nothing removed", file=sys.stderr)
-        return EXIT_STARTUP
+    refused = _refusal(f"{removal.describe()}?", args.yes, action="removal", undone="removed")
+    if refused is not None:
+        return refused
     try:
         result = remove_extension(path, removal, index)
     except RuntimeError as exc:
