@@ -15,8 +15,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
@@ -38,6 +36,7 @@ from ..models import effective_model_name
 from ..prompts import SUMMARY_MESSAGE_PREFIX, render_summary_prompt
 from ..system_calls import system_call_config
 from .state import HostState
+from .system_model import SystemModelMiddleware
 
 __all__ = ["SUMMARIZATION_TRANSFORM", "SUMMARIZATION_VERSION", "SummarizationMiddleware", "split_for_summary"]
 
@@ -59,22 +58,10 @@ def split_for_summary(messages: Sequence[AnyMessage], keep: int) -> tuple[list[A
     return list(messages[:cut]), list(messages[cut:])
 
 
-class SummarizationMiddleware(AgentMiddleware[HostState, Any]):
+class SummarizationMiddleware(SystemModelMiddleware[SummarizationConfig]):
     """Replaces older messages with one summary once the thread exceeds ``trigger_messages``."""
 
-    state_schema = HostState
-
-    def __init__(self, config: SummarizationConfig, model: BaseChatModel) -> None:
-        super().__init__()
-        self.config = config
-        self.model = model
-
-    def release_policy_parameters(self) -> dict[str, object]:
-        return {
-            "enabled": self.config.enabled,
-            "trigger_messages": self.config.trigger_messages,
-            "keep_messages": self.config.keep_messages,
-        }
+    released = ("enabled", "trigger_messages", "keep_messages")
 
     def _plan(self, state: HostState) -> tuple[list[AnyMessage], list[AnyMessage]] | None:
         if not self.config.enabled:

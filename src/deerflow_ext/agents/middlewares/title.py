@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
@@ -15,6 +13,7 @@ from deerflow_extension_api import ExtensionData, task_store_from_runtime
 
 from ..title import TitleCall
 from .state import HostState
+from .system_model import SystemModelMiddleware
 
 __all__ = ["TitleMiddleware"]
 
@@ -27,7 +26,7 @@ def _first_exchange(messages: list[AnyMessage]) -> tuple[str, str] | None:
     return str(question.text), str(answer.text)
 
 
-class TitleMiddleware(AgentMiddleware[HostState, Any]):
+class TitleMiddleware(SystemModelMiddleware[TitleConfig]):
     """Generates ``state["title"]`` once, when the agent finishes its first exchange.
 
     ``after_agent`` rather than ``after_model``: a turn that ends in tool calls is not an
@@ -35,15 +34,7 @@ class TitleMiddleware(AgentMiddleware[HostState, Any]):
     are observed; see ``agents.title`` for why the sync one submits instead of awaiting.
     """
 
-    state_schema = HostState
-
-    def __init__(self, config: TitleConfig, model: BaseChatModel) -> None:
-        super().__init__()
-        self.config = config
-        self.model = model
-
-    def release_policy_parameters(self) -> dict[str, object]:
-        return {"enabled": self.config.enabled, "max_chars": self.config.max_chars}
+    released = ("enabled", "max_chars")
 
     def _pending(self, state: HostState) -> TitleCall | None:
         if not self.config.enabled or state.get("title"):
