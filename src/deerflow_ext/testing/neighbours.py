@@ -38,20 +38,13 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_extension_api import (
-    AgentAssemblyDescriptor,
     AgentBuildContext,
     AgentScope,
-    CompactionEvent,
     ExtensionData,
     ExtensionRegistry,
     ExtensionRuntimeDeps,
     MiddlewarePlacement,
     Placement,
-    SystemModelRequest,
-    SystemModelResult,
-    SystemOperationKind,
-    TaskInfo,
-    TaskOutcome,
     extension,
 )
 
@@ -175,58 +168,44 @@ async def _misbehave(spec: NeighbourSpec, where: str) -> None:
     _misbehave_now(spec, where)
 
 
-class _Lifecycle:
+class _Neighbour:
+    """A contributor of one kind, behaving as its spec says.
+
+    Its hooks are told what the contract passes and use none of it (a neighbour reads and
+    writes nothing), so they take it as ``*told``: the host checks at registration that a
+    hook can be called with the contract's arguments, and ``*told`` always can.
+    """
+
     def __init__(self, spec: NeighbourSpec) -> None:
         self.spec = spec
 
-    async def on_task_start(self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo) -> None:
+
+class _Lifecycle(_Neighbour):
+    async def on_task_start(self, *told: object) -> None:
         if self.spec.behaves_in("on_task_start"):
             await _misbehave(self.spec, "on_task_start")
 
-    async def on_task_stop(
-        self, app_store: ExtensionData, task_store: ExtensionData, info: TaskInfo, outcome: TaskOutcome
-    ) -> None:
+    async def on_task_stop(self, *told: object) -> None:
         if self.spec.behaves_in("on_task_stop"):
             await _misbehave(self.spec, "on_task_stop")
 
 
-class _SystemObserver:
-    def __init__(self, spec: NeighbourSpec) -> None:
-        self.spec = spec
-
-    async def on_system_model_call(
-        self,
-        app_store: ExtensionData,
-        task_store: ExtensionData,
-        kind: SystemOperationKind,
-        request: SystemModelRequest,
-        result: SystemModelResult,
-    ) -> None:
+class _SystemObserver(_Neighbour):
+    async def on_system_model_call(self, *told: object) -> None:
         await _misbehave(self.spec, "on_system_model_call")
 
 
-class _AssemblyObserver:
-    def __init__(self, spec: NeighbourSpec) -> None:
-        self.spec = spec
-
-    def on_agent_assembled(self, app_store: ExtensionData, descriptor: AgentAssemblyDescriptor) -> None:
+class _AssemblyObserver(_Neighbour):
+    def on_agent_assembled(self, *told: object) -> None:
         _misbehave_now(self.spec, "on_agent_assembled")
 
 
-class _CompactionObserver:
-    def __init__(self, spec: NeighbourSpec) -> None:
-        self.spec = spec
-
-    async def on_context_compacted(
-        self, app_store: ExtensionData, task_store: ExtensionData, event: CompactionEvent
-    ) -> None:
+class _CompactionObserver(_Neighbour):
+    async def on_context_compacted(self, *told: object) -> None:
         await _misbehave(self.spec, "on_context_compacted")
 
 
-class _Service:
-    def __init__(self, spec: NeighbourSpec) -> None:
-        self.spec = spec
-
+class _Service(_Neighbour):
     async def start(self, deps: ExtensionRuntimeDeps) -> None:
         _misbehave_now(self.spec, "start")
 
@@ -297,10 +276,7 @@ _MIDDLEWARE_CLASSES: dict[str, type[_NeighbourMiddleware]] = {
 }
 
 
-class _Middlewares:
-    def __init__(self, spec: NeighbourSpec) -> None:
-        self.spec = spec
-
+class _Middlewares(_Neighbour):
     def contribute_middlewares(self, app_store: ExtensionData, ctx: AgentBuildContext) -> Sequence[MiddlewarePlacement]:
         middleware = _MIDDLEWARE_CLASSES[self.spec.hook or "wrap_model_call"](self.spec)
         return (MiddlewarePlacement(middleware, self.spec.placement, self.spec.scope, self.spec.order),)
