@@ -19,14 +19,23 @@ import sys
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ruamel.yaml import YAML
 
-__all__ = ["Plugin", "PluginLike", "install_reference", "plugin_records", "plugins_yaml", "under_test"]
+__all__ = ["EntryOptions", "Plugin", "PluginLike", "install_reference", "plugin_records", "plugins_yaml", "under_test"]
 
 _INLINE_MODULE = "deerflow_ext._testing_inline"
 _inline_counter = itertools.count(1)
+
+
+class EntryOptions(TypedDict, total=False):
+    """How an entry given as its install (or its ``use``) is configured: ``Plugin``'s own
+    fields, defaulting as they do there. With ``Plugin`` entries or records, none is given."""
+
+    name: str | None
+    required: bool
+    table_prefix: str | None
 
 
 @dataclass(frozen=True)

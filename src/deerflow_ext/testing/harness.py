@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from .entries import Plugin, PluginLike, plugin_records
+from .entries import EntryOptions, Plugin, PluginLike, plugin_records
 
 if TYPE_CHECKING:  # for annotations only: the kit imports the host when a host is started
     from fastapi import FastAPI
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # for annotations only: the kit imports the host when a host 
 __all__ = [
     "HostFactory",
     "HostHarness",
+    "HostOptions",
     "LoadResult",
     "LoaderFactory",
     "RunOutcome",
@@ -127,6 +128,13 @@ class LoadResult:
         return tuple(self.extensions.loaded)
 
 
+class HostOptions(EntryOptions, total=False):
+    """The entry's options, and the started host's own (both default to ``None``)."""
+
+    app_config: Mapping[str, Any] | None
+    notify_budget: float | None
+
+
 class HostFactory(Protocol):
     """The ``deerflow_host`` fixture: annotate a test's argument with it for completion and
     type checks (``def test_counts(deerflow_host: HostFactory) -> None``)."""
@@ -135,12 +143,7 @@ class HostFactory(Protocol):
         self,
         install_or_plugins: PluginLike | Sequence[PluginLike],
         config: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        required: bool = False,
-        table_prefix: str | None = None,
-        app_config: Mapping[str, Any] | None = None,
-        notify_budget: float | None = None,
+        **options: Unpack[HostOptions],
     ) -> HostHarness: ...
 
 
@@ -151,10 +154,7 @@ class LoaderFactory(Protocol):
         self,
         install_or_plugins: PluginLike | Sequence[PluginLike],
         config: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        required: bool = False,
-        table_prefix: str | None = None,
+        **options: Unpack[EntryOptions],
     ) -> LoadResult: ...
 
 
@@ -307,30 +307,23 @@ def load_plugins(plugins: Iterable[PluginLike], *, app_config: Mapping[str, Any]
 # ---------------------------------------------------------------------------- the host
 
 
+@dataclass(eq=False, repr=False)
 class HostHarness:
     """A started Gateway (lifespan entered) on a ``plugins:`` list; see :func:`start_host`.
 
     ``extensions``, ``diagnostics``, ``app_store``, ``database_url`` and :meth:`table_rows`
     stay readable after :meth:`close`, so what services flushed at shutdown can be checked.
+    ``_cleanup`` puts back what starting the host changed (:meth:`close` runs it once).
     """
 
-    def __init__(
-        self,
-        app: FastAPI,
-        client: TestClient,
-        config_path: Path,
-        database_url: str,
-        plugins: tuple[Plugin, ...],
-        cleanup: ExitStack,
-    ) -> None:
-        self.app = app
-        self.client = client
-        self.config_path = config_path
-        self.database_url = database_url
-        self.plugins = plugins
-        self.runs: list[RunOutcome] = []
-        self._cleanup = cleanup
-        self._closed = False
+    app: FastAPI
+    client: TestClient
+    config_path: Path
+    database_url: str
+    plugins: tuple[Plugin, ...]
+    _cleanup: ExitStack
+    runs: list[RunOutcome] = field(default_factory=list, init=False)
+    _closed: bool = field(default=False, init=False)
 
     # What the host recorded -------------------------------------------------
     @property
