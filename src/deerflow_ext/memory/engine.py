@@ -27,9 +27,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
-__all__ = ["IDLE_SECONDS", "MAX_FACTS_PER_THREAD", "MAX_WORKERS", "MemoryCallbacks", "MemoryEngine", "parse_facts"]
+__all__ = [
+    "IDLE_SECONDS",
+    "MAX_FACTS_PER_THREAD",
+    "MAX_WORKERS",
+    "MemoryCallbacks",
+    "MemoryEngine",
+    "MemoryLLMResult",
+    "parse_facts",
+]
 
 logger = logging.getLogger("deerflow_ext.memory")
 
@@ -44,19 +52,25 @@ MAX_WORKERS = 16
 IDLE_SECONDS = 10.0
 
 
+class MemoryLLMResult(TypedDict):
+    """What the hook is told of one extraction call, always by keyword.
+
+    Declared once, here, so that the engine (which passes them) and a host's callbacks
+    (which read them) name the same fields.
+    """
+
+    messages: Sequence[Any]
+    response: str | None
+    error: BaseException | None
+    duration_ms: float
+    model_name: str | None
+
+
 @runtime_checkable
 class MemoryCallbacks(Protocol):
     """The host hook: told about every extraction call, successful or not."""
 
-    def on_memory_llm_result(
-        self,
-        *,
-        messages: Sequence[Any],
-        response: str | None,
-        error: BaseException | None,
-        duration_ms: float,
-        model_name: str | None,
-    ) -> None: ...
+    def on_memory_llm_result(self, **result: Unpack[MemoryLLMResult]) -> None: ...
 
 
 @dataclass(eq=False)

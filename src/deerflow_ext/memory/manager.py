@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
@@ -26,7 +26,7 @@ from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 from deerflow_ext.extensions.notifications import observe
 from deerflow_extension_api import SystemModelRequest, SystemModelResult, SystemOperationKind
 
-from .engine import MemoryEngine
+from .engine import MemoryEngine, MemoryLLMResult
 
 __all__ = ["MemoryManager", "MemoryObservationBridge", "Submit"]
 
@@ -61,19 +61,11 @@ class MemoryObservationBridge:
         self.extensions = extensions
         self._submit = submit
 
-    def on_memory_llm_result(
-        self,
-        *,
-        messages: Sequence[Any],
-        response: str | None,
-        error: BaseException | None,
-        duration_ms: float,
-        model_name: str | None,
-    ) -> None:
+    def on_memory_llm_result(self, **call: Unpack[MemoryLLMResult]) -> None:
         if not self.extensions.system_model_observers:
             return
-        request = SystemModelRequest(messages=messages, model_name=model_name)
-        result = SystemModelResult(response=response, error=error, duration_ms=duration_ms)
+        request = SystemModelRequest(messages=call["messages"], model_name=call["model_name"])
+        result = SystemModelResult(response=call["response"], error=call["error"], duration_ms=call["duration_ms"])
         # Fire-and-forget: never await observers from the extraction thread.
         self._submit(self.extensions, None, SystemOperationKind.MEMORY, request, result)
 
