@@ -16,6 +16,7 @@ from deerflow_ext.agents.fused_nodes import ModelBracket, bracket_model_node
 from deerflow_ext.agents.host import LeadRunRequest
 from deerflow_ext.agents.node_fusion import fuse_host_node_hooks
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
+from deerflow_ext.extensions.memo import Memo
 from deerflow_extension_api import MiddlewarePlacement, Placement
 
 
@@ -308,7 +309,7 @@ async def test_a_model_node_that_cannot_be_bracketed_leaves_the_hooks_on_their_n
 
     assert node_fusion._model_node_bracketable()  # this LangChain's: see test_private_surface.py
     monkeypatch.setattr(node_fusion, "_model_node_bracketable", lambda: False)
-    monkeypatch.setattr(node_fusion, "_plans", {})
+    monkeypatch.setattr(node_fusion, "_plans", Memo(limit=64))  # plans made with the real answer are not used
     stack, host, log = _stacks()
     middleware = fuse_host_node_hooks(stack, host)
     assert not any(isinstance(m, ModelBracket) for m in middleware)

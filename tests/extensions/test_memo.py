@@ -1,11 +1,13 @@
-"""ClassMemo: one answer per class, read from a plain dict, the same object while the class lives."""
+"""ClassMemo and ClassKeyMemo: one answer per class (and key), read from a plain dict, the same
+object while the class lives."""
 
 from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable
 
-from deerflow_ext.extensions.memo import ClassMemo
+from deerflow_ext.extensions.memo import ClassKeyMemo, ClassMemo
 
 
 def _classes(count: int) -> list[type]:
@@ -48,19 +50,48 @@ def test_a_dropped_class_is_forgotten() -> None:
     assert list(memo._store) == [kept]
 
 
+def _raced(ask: Callable[[], object], threads: int = 8) -> list[object]:
+    """What ``threads`` threads released at once each got from ``ask``."""
+    answers: list[object] = []
+    barrier = threading.Barrier(threads)
+
+    def run() -> None:
+        barrier.wait()
+        answers.append(ask())
+
+    started = [threading.Thread(target=run) for _ in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join()
+    return answers
+
+
 def test_threads_racing_on_a_new_class_get_one_answer() -> None:
     memo: ClassMemo[object] = ClassMemo(lambda cls: object())
     (cls,) = _classes(1)
-    answers: list[object] = []
-    barrier = threading.Barrier(8)
+    assert len({id(answer) for answer in _raced(lambda: memo(cls))}) == 1
 
-    def ask() -> None:
-        barrier.wait()
-        answers.append(memo(cls))
 
-    threads = [threading.Thread(target=ask) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len({id(answer) for answer in answers}) == 1
+def test_class_key_memo_answers_once_per_class_and_key() -> None:
+    computed: list[tuple[type, str]] = []
+
+    def compute(cls: type, key: str) -> str:
+        computed.append((cls, key))
+        return f"{cls.__name__}/{key}"
+
+    memo: ClassKeyMemo[str, str] = ClassKeyMemo(compute)
+    a, b = _classes(2)
+    assert [memo(a, "x"), memo(a, "y"), memo(b, "x"), memo(a, "x")] == ["C0/x", "C0/y", "C1/x", "C0/x"]
+    assert computed == [(a, "x"), (a, "y"), (b, "x")]
+
+
+def test_class_key_memo_gives_racing_threads_one_answer_and_forgets_a_dropped_class() -> None:
+    memo: ClassKeyMemo[str, object] = ClassKeyMemo(lambda cls, key: object(), limit=1)
+    dropped = _classes(1)
+    assert len({id(answer) for answer in _raced(lambda: memo(dropped[0], "k"))}) == 1
+    (kept,) = _classes(1)
+    memo(kept, "k")  # the front now holds only this one
+    dropped.clear()
+    gc.collect()
+    assert list(memo._by_class._store) == [kept]

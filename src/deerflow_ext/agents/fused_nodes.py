@@ -10,7 +10,6 @@ jumps).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,12 +19,9 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Command
 
 from deerflow_ext.adapters.langgraph_private import bracket_node
-from deerflow_ext.extensions.composition.hooks import (
-    ASYNC_HOOKS,
-    STATE_HOOKS,
-    adopt_graph_attributes,
-    implemented_hooks,
-)
+from deerflow_ext.extensions.composition.hook_classes import hook_class, hook_method, jump_targets
+from deerflow_ext.extensions.composition.hooks import adopt_graph_attributes, implemented_hooks
+from deerflow_ext.extensions.memo import ClassKeyMemo
 
 __all__ = ["FusedNode", "MemberView", "ModelBracket", "bracket_model_node", "fused_class", "view_class"]
 
@@ -97,51 +93,40 @@ class FusedNode(AgentMiddleware[Any, Any, Any]):
         return commands
 
 
-def _run_sync(hook: str) -> Callable[..., Any]:
-    def fused(self: FusedNode, state: Any, runtime: Any) -> Any:
-        view, updates = state, list[Mapping[str, Any]]()
-        for member in self._members:
-            view = self._take(member, hook, getattr(member, hook)(view, runtime), view, updates)
-            if view is None:
-                break
-        return self._written(updates) if updates else None
-
-    fused.__name__ = hook
-    return fused
+def _fuse(node: FusedNode, hook: str, state: Any, runtime: Any) -> Any:
+    """A fused node's sync hook: each member's ``hook`` in order, on the state it would read."""
+    view, updates = state, list[Mapping[str, Any]]()
+    for member in node._members:
+        view = node._take(member, hook, getattr(member, hook)(view, runtime), view, updates)
+        if view is None:
+            break
+    return node._written(updates) if updates else None
 
 
-def _run_async(hook: str) -> Callable[..., Any]:
-    async def fused(self: FusedNode, state: Any, runtime: Any) -> Any:
-        view, updates = state, list[Mapping[str, Any]]()
-        for member in self._members:
-            view = self._take(member, hook, await getattr(member, hook)(view, runtime), view, updates)
-            if view is None:
-                break
-        return self._written(updates) if updates else None
-
-    fused.__name__ = hook
-    return fused
+async def _afuse(node: FusedNode, hook: str, state: Any, runtime: Any) -> Any:
+    """A fused node's async hook: :func:`_fuse`, each member's hook awaited."""
+    view, updates = state, list[Mapping[str, Any]]()
+    for member in node._members:
+        view = node._take(member, hook, await getattr(member, hook)(view, runtime), view, updates)
+        if view is None:
+            break
+    return node._written(updates) if updates else None
 
 
-_class_lock = threading.Lock()
-_fused_classes: dict[tuple[str, tuple[str, ...]], type[FusedNode]] = {}
+def _build_fused_class(base: type, key: tuple[str, str, tuple[str, ...]]) -> type[FusedNode]:
+    sync_hook, async_hook, jumps = key
+    methods = {sync_hook: hook_method(sync_hook, _fuse), async_hook: hook_method(async_hook, _afuse)}
+    targets = dict.fromkeys(methods, jumps) if jumps else None
+    return hook_class(FusedNode, f"Fused_{sync_hook}", methods, jumps=targets)
+
+
+#: The fused-node classes, by hook pair and jump targets (the base only anchors the table).
+_fused_classes: ClassKeyMemo[tuple[str, str, tuple[str, ...]], type[FusedNode]] = ClassKeyMemo(_build_fused_class)
 
 
 def fused_class(sync_hook: str, async_hook: str, jumps: tuple[str, ...]) -> type[FusedNode]:
-    key = (sync_hook, jumps)
-    found = _fused_classes.get(key)
-    if found is not None:
-        return found
-    namespace: dict[str, Any] = {
-        "__module__": __name__,
-        sync_hook: _run_sync(sync_hook),
-        async_hook: _run_async(async_hook),
-    }
-    if jumps:
-        namespace[sync_hook].__can_jump_to__ = list(jumps)
-        namespace[async_hook].__can_jump_to__ = list(jumps)
-    with _class_lock:
-        return _fused_classes.setdefault(key, type(f"Fused_{sync_hook}", (FusedNode,), namespace))
+    """The node class for a fused run of ``sync_hook``/``async_hook`` that may jump to ``jumps``."""
+    return _fused_classes(FusedNode, (sync_hook, async_hook, jumps))
 
 
 # -- the model node's bracket -----------------------------------------------------------------
@@ -249,51 +234,22 @@ class MemberView(AgentMiddleware[Any, Any, Any]):
         return self._inner.name
 
 
-_view_classes: dict[tuple[type, frozenset[str]], type[MemberView]] = {}
+def _build_view_class(cls: type, removed: frozenset[str]) -> type[MemberView]:
+    hooks = implemented_hooks(cls) - removed
+    methods = {hook: hook_method(hook, _forward) for hook in hooks}
+    return hook_class(MemberView, f"View{cls.__name__}", methods, jumps=jump_targets(cls, hooks))
+
+
+#: A member's view classes, by member class, then by the hooks the view leaves out.
+_view_classes: ClassKeyMemo[frozenset[str], type[MemberView]] = ClassKeyMemo(_build_view_class)
 
 
 def view_class(cls: type, removed: frozenset[str]) -> type[MemberView]:
-    key = (cls, removed)
-    found = _view_classes.get(key)
-    if found is not None:
-        return found
-    namespace: dict[str, Any] = {"__module__": __name__}
-    for hook in implemented_hooks(cls) - removed:
-        namespace[hook] = _forwarder(hook, getattr(cls, hook))
-    with _class_lock:
-        return _view_classes.setdefault(key, type(f"View{cls.__name__}", (MemberView,), namespace))
+    """The view of a ``cls`` member whose ``removed`` hooks a fused node runs instead."""
+    return _view_classes(cls, removed)
 
 
-def _forwarder(hook: str, method: Any) -> Callable[..., Any]:
-    """``hook`` on the member, with the member's own jump targets. The parameters keep
-    LangChain's names: LangGraph injects ``runtime`` by name, and reuse checks them."""
-    if hook in STATE_HOOKS:
-        if hook in ASYNC_HOOKS:
-
-            async def astate(self: MemberView, state: Any, runtime: Any) -> Any:
-                return await getattr(self._inner, hook)(state, runtime)
-
-            forward: Callable[..., Any] = astate
-        else:
-
-            def state_hook(self: MemberView, state: Any, runtime: Any) -> Any:
-                return getattr(self._inner, hook)(state, runtime)
-
-            forward = state_hook
-    elif hook in ASYNC_HOOKS:
-
-        async def awrap(self: MemberView, request: Any, handler: Callable[[Any], Any]) -> Any:
-            return await getattr(self._inner, hook)(request, handler)
-
-        forward = awrap
-    else:
-
-        def wrap(self: MemberView, request: Any, handler: Callable[[Any], Any]) -> Any:
-            return getattr(self._inner, hook)(request, handler)
-
-        forward = wrap
-    forward.__name__ = hook
-    jump = getattr(method, "__can_jump_to__", None)
-    if jump is not None:
-        forward.__can_jump_to__ = list(jump)  # type: ignore[attr-defined]
-    return forward
+def _forward(view: MemberView, hook: str, first: Any, second: Any) -> Any:
+    """A view's hook: the member's own (``hook_classes`` keeps LangChain's parameter names:
+    LangGraph injects ``runtime`` by name, and reuse checks them)."""
+    return getattr(view._inner, hook)(first, second)

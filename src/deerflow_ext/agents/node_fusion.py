@@ -35,7 +35,6 @@ and the bracketed hooks' writes in the ``model`` node's update.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,6 +46,7 @@ from langgraph.channels.last_value import LastValue
 
 from deerflow_ext.adapters.langgraph_private import bracketable, state_channels
 from deerflow_ext.extensions.composition.hooks import implemented_hooks
+from deerflow_ext.extensions.memo import Memo
 
 from .fused_nodes import Channel, FusedNode, MemberView, Middleware, ModelBracket, fused_class, view_class
 
@@ -82,11 +82,7 @@ def fuse_host_node_hooks(stack: Sequence[Middleware], host: Sequence[Middleware]
     shape = tuple([(type(m), id(m) in host_ids, m.trace_policy is None, m.name, m.state_schema) for m in stack])
     plan = _plans.get(shape, _UNSEEN)
     if plan is _UNSEEN:
-        plan = _plan(stack, host_ids)
-        with _cache_lock:
-            if len(_plans) >= 64:
-                _plans.clear()
-            _plans[shape] = plan
+        plan = _plans.put(shape, _plan(stack, host_ids))
     if plan is None:
         return list(stack)
     steps, (before, after), channels = plan
@@ -222,7 +218,6 @@ def _jumps(members: Sequence[Middleware], sync_hook: str, async_hook: str) -> tu
     return tuple(found)
 
 
-_cache_lock = threading.Lock()
 _UNSEEN: Any = object()
 _Step = tuple[tuple[tuple[type["FusedNode"], tuple[int, ...], str], ...], type["MemberView"] | None]
 """Per middleware of a stack: the fused nodes placed before it (class, members' positions,
@@ -230,7 +225,9 @@ name), and the view class it is given to the graph as, or ``None`` (itself)."""
 _Plan = tuple[tuple[_Step, ...], tuple[tuple[int, ...], tuple[int, ...]], Mapping[str, "Channel"]]
 """Each middleware's step, the positions of the hooks the model node calls (before, after),
 and every state key's channel over the stack's schemas (what the graph merges)."""
-_plans: dict[tuple[Any, ...], _Plan | None] = {}
+#: What fuses where, by stack shape (``memo.py``: two constructions racing on a new shape
+#: each work out an equal plan; either is kept).
+_plans: Memo[tuple[Any, ...], _Plan | None] = Memo(limit=64)
 
 
 def _merged(schemas: Sequence[type]) -> dict[str, Channel] | None:

@@ -34,8 +34,8 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
+from deerflow_ext.extensions.composition.hook_classes import hook_class, hook_method, jump_targets
 from deerflow_ext.extensions.composition.hooks import (
-    ASYNC_HOOKS,
     STATE_HOOKS,
     WRAP_HOOK_PAIRS,
     adopt_graph_attributes,
@@ -233,25 +233,19 @@ _UNSEEN: Any = object()
 
 def _build_slot_class(cls: type) -> type | None:
     hooks = implemented_hooks(cls)
-    namespace: dict[str, Any] = {
-        "__module__": __name__,
-        "__qualname__": f"Slot{cls.__name__}",
-        "_wraps_model_calls": bool(hooks & _MODEL_HOOKS),  # may hand on the run's model
-    }
+    methods: dict[str, Callable[..., Any]] = {}
     for hook in hooks:
-        method = getattr(cls, hook)
+        parameters = _parameters(getattr(cls, hook))
         if hook in STATE_HOOKS:
-            if tuple(_parameters(method)) != _STATE_PARAMETERS:
+            if tuple(parameters) != _STATE_PARAMETERS:
                 return None
-            namespace[hook] = _state_forwarder(hook, hook in ASYNC_HOOKS)
+            methods[hook] = hook_method(hook, _forward_state)
         else:
-            if len(_parameters(method)) != 2:
+            if len(parameters) != 2:
                 return None
-            namespace[hook] = _wrap_forwarder(hook, hook in ASYNC_HOOKS)
-        jump = getattr(method, "__can_jump_to__", None)
-        if jump is not None:
-            namespace[hook].__can_jump_to__ = list(jump)
-    return type(f"Slot{cls.__name__}", (_Slot,), namespace)
+            methods[hook] = hook_method(hook, _forward_wrap)
+    attributes = {"_wraps_model_calls": bool(hooks & _MODEL_HOOKS)}  # may hand on the run's model
+    return hook_class(_Slot, f"Slot{cls.__name__}", methods, jumps=jump_targets(cls, hooks), attributes=attributes)
 
 
 def _parameters(method: Any) -> list[str]:
@@ -262,36 +256,12 @@ def _parameters(method: Any) -> list[str]:
     return [p.name for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def _state_forwarder(hook: str, is_async: bool) -> Callable[..., Any]:
-    if is_async:
-
-        async def astate(self: _Slot, state: Any, runtime: Any) -> Any:
-            return await getattr(self._target(runtime), hook)(state, runtime)
-
-        astate.__name__ = hook
-        return astate
-
-    def state_hook(self: _Slot, state: Any, runtime: Any) -> Any:
-        return getattr(self._target(runtime), hook)(state, runtime)
-
-    state_hook.__name__ = hook
-    return state_hook
+def _forward_state(slot: _Slot, hook: str, state: Any, runtime: Any) -> Any:
+    """A slot's node hook: the run's middleware's own."""
+    return getattr(slot._target(runtime), hook)(state, runtime)
 
 
-def _wrap_forwarder(hook: str, is_async: bool) -> Callable[..., Any]:
-    model_call = hook in _MODEL_HOOKS
-    if is_async:
-
-        async def awrap(self: _Slot, request: Any, handler: Callable[[Any], Any]) -> Any:
-            target, request = self._request(request, model_call=model_call)
-            return await getattr(target, hook)(request, handler)
-
-        awrap.__name__ = hook
-        return awrap
-
-    def wrap(self: _Slot, request: Any, handler: Callable[[Any], Any]) -> Any:
-        target, request = self._request(request, model_call=model_call)
-        return getattr(target, hook)(request, handler)
-
-    wrap.__name__ = hook
-    return wrap
+def _forward_wrap(slot: _Slot, hook: str, request: Any, handler: Callable[[Any], Any]) -> Any:
+    """A slot's wrap hook: the run's middleware's own, handed the run's model on a model call."""
+    target, request = slot._request(request, model_call=hook in _MODEL_HOOKS)
+    return getattr(target, hook)(request, handler)

@@ -18,6 +18,8 @@ Two forms build on it:
 * :class:`ClassMemo`, one answer per class, the classes held weakly behind the Memo: a class
   that is dropped (a test's, one made at run time) goes, and its answer keeps its identity
   for as long as the class lives (a generated wrapper class must stay the same class);
+* :class:`ClassKeyMemo`, one answer per class and key (a class's generated variants), held
+  the same way;
 * :class:`DescriptorMemo`, the last descriptor built for each key, handed out again when a
   construction's inputs are exactly the last ones (:func:`scalar_key` says "exactly").
 
@@ -33,7 +35,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 from weakref import WeakKeyDictionary
 
-__all__ = ["ClassMemo", "DescriptorMemo", "Memo", "scalar_key"]
+__all__ = ["ClassKeyMemo", "ClassMemo", "DescriptorMemo", "Memo", "scalar_key"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -132,6 +134,33 @@ class ClassMemo(Generic[V]):
         """The answer for ``cls`` (a hit costs one ``dict.get`` and this call)."""
         value = self._fast.get(cls, _MISSING)
         return self.load(cls) if value is _MISSING else value
+
+
+class ClassKeyMemo(Generic[K, V]):
+    """``compute(cls, key)``, once per class and key while the class lives: one answer for
+    two threads asking at once (under a lock), so an answer whose identity matters (a
+    generated class) is the same object for every asker while it is kept. The answers of a
+    class are a :class:`Memo` of its own, found through a :class:`ClassMemo`: the one
+    eviction rule holds for both (keys drawn from hook names never reach the limit).
+    """
+
+    __slots__ = ("_by_class", "_compute", "_lock")
+
+    def __init__(self, compute: Callable[[type, K], V], *, limit: int = 1024) -> None:
+        self._compute = compute
+        self._by_class: ClassMemo[Memo[K, V]] = ClassMemo(lambda cls: Memo(limit=limit), limit=limit)
+        self._lock = threading.Lock()
+
+    def __call__(self, cls: type, key: K) -> V:
+        answers = self._by_class(cls)
+        value = answers.get(key, _MISSING)
+        if value is _MISSING:
+            with self._lock:
+                value = answers.get(key, _MISSING)
+                if value is _MISSING:
+                    value = answers.put(key, self._compute(cls, key))
+        found: V = value
+        return found
 
 
 _EXACT = (str, int, bool, type(None))

@@ -42,7 +42,7 @@ from deerflow_ext.adapters.langchain_private import wrap_trace_kwargs
 from ..memo import ClassMemo
 from .hooks import WRAP_HOOK_PAIRS
 from .isolation import IsolatedMiddleware
-from .mirror import agroup_method, group_head_class, group_member_class, group_method
+from .mirror import group_head_class, group_member_class, group_method
 from .wrap_fusion import COMPOSERS, FusedWrapper, rewrapped
 
 __all__ = ["Carry", "carry_fused_groups", "carry_groups", "carry_plan"]
@@ -189,7 +189,7 @@ def _carried(traced: Callable[..., Any], head: IsolatedMiddleware, hook: str) ->
     its run container), once per model or tool call per carried group, to run the same chain.
     """
     if hook.startswith("a"):
-        return _ACarried(traced, head, hook, agroup_method(hook))  # what `traced` decorates
+        return _ACarried(traced, head, hook, group_method(hook))  # what `traced` decorates
     return _Carried(traced, head, hook, group_method(hook))
 
 
@@ -277,5 +277,5 @@ def _traced_group_hooks() -> Mapping[str, Callable[..., Any]] | None:
     decorate = traceable(process_inputs=process_inputs, process_outputs=kwargs["process_outputs"])
     # The head's own group methods (mirror.py), now called with the head passed in.
     return {sync: decorate(group_method(sync)) for sync, _ in WRAP_HOOK_PAIRS} | {
-        asynchronous: decorate(agroup_method(asynchronous)) for _, asynchronous in WRAP_HOOK_PAIRS
+        asynchronous: decorate(group_method(asynchronous)) for _, asynchronous in WRAP_HOOK_PAIRS
     }
