@@ -16,7 +16,7 @@ from deerflow_ext.agents.fused_nodes import ModelBracket, bracket_model_node
 from deerflow_ext.agents.host import LeadRunRequest
 from deerflow_ext.agents.node_fusion import fuse_host_node_hooks
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.memo import Memo
+from deerflow_ext.memo import Memo
 from deerflow_extension_api import MiddlewarePlacement, Placement
 
 
@@ -187,7 +187,7 @@ async def test_the_lead_graph_fuses_the_host_stack_and_keeps_its_answers() -> No
     assert result.answer == "Here is my answer to: hello"
     assert result.values["title"]  # the fused after_agent run still titled the thread
     assert result.values["token_usage"]["total_tokens"] > 0  # ...and after_model counted
-    (graph,) = (entry.graph for entry in host._graphs._entries.values())
+    (graph,) = (entry.graph for entry in host._graphs._entries.table.values())
     fused = [name for name in _nodes(graph) if "+" in name]
     # model, tools, the before_agent and after_agent runs; the model node calls the others
     assert len(fused) == 2 and len(_nodes(graph)) == 4
@@ -211,7 +211,7 @@ async def test_host_layers_that_carry_a_contributed_group_still_fuse() -> None:
         request = LeadRunRequest(thread_id="t1", run_id="r1", messages=({"role": "user", "content": "hello"},))
         result = await host.run_lead(request, extensions=extensions, task_store=None)
         assert result.answer == "Here is my answer to: hello"
-        (graph,) = (entry.graph for entry in host._graphs._entries.values())
+        (graph,) = (entry.graph for entry in host._graphs._entries.table.values())
         graphs.append(graph)
     bare, contributed = graphs
     assert "MemoryMiddleware" in " ".join(_nodes(bare))

@@ -13,7 +13,7 @@ from deerflow_ext.agents.lead import make_lead_agent
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.composition.assembly import describe_middleware
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.memo import DescriptorMemo, scalar_key
+from deerflow_ext.memo import DescriptorMemo, scalar_key
 from deerflow_extension_api import AgentAssemblyDescriptor, MiddlewarePlacement, Placement
 
 

@@ -7,7 +7,7 @@ import gc
 import threading
 from collections.abc import Callable
 
-from deerflow_ext.extensions.memo import ClassKeyMemo, ClassMemo
+from deerflow_ext.memo import ClassKeyMemo, ClassMemo
 
 
 def _classes(count: int) -> list[type]:

@@ -44,7 +44,7 @@ from deerflow_ext.extensions.composition.ordering import OrderingError, assert_o
 from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
 from deerflow_ext.extensions.composition.wrap_fusion import check_fused_groups
 from deerflow_ext.extensions.contract.snapshot import Contribution, LoadedExtensions
-from deerflow_ext.extensions.memo import Memo
+from deerflow_ext.memo import Memo
 from deerflow_extension_api import (
     AgentBuildContext,
     AgentScope,

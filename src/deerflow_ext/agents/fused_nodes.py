@@ -21,7 +21,7 @@ from langgraph.types import Command
 from deerflow_ext.adapters.langgraph_private import bracket_node
 from deerflow_ext.extensions.composition.hook_classes import hook_class, hook_method, jump_targets
 from deerflow_ext.extensions.composition.hooks import adopt_graph_attributes, implemented_hooks
-from deerflow_ext.extensions.memo import ClassKeyMemo
+from deerflow_ext.memo import ClassKeyMemo
 
 __all__ = ["FusedNode", "MemberView", "ModelBracket", "bracket_model_node", "fused_class", "view_class"]
 

@@ -31,7 +31,7 @@ from deerflow_ext.extensions.composition.assembly import (
 )
 from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, bound_extensions, build_extensions
-from deerflow_ext.extensions.memo import DescriptorMemo
+from deerflow_ext.memo import DescriptorMemo
 from deerflow_ext.subagents.executor import SubagentBuilder
 from deerflow_ext.subagents.task_tool import make_task_tool
 from deerflow_extension_api import (
@@ -81,7 +81,7 @@ ASSEMBLY_NAMESPACE = "deerflow"
 ModelFactory = Callable[[str | None], BaseChatModel]
 
 #: The last descriptor of each agent, handed out again for a construction that describes it
-#: exactly (``extensions/memo.py``).
+#: exactly (``memo.py``).
 _descriptors: DescriptorMemo[AgentAssemblyDescriptor] = DescriptorMemo()
 
 #: The host middlewares' descriptors, by scope, policy and presence of a memory, for the

@@ -46,7 +46,7 @@ from langgraph.channels.last_value import LastValue
 
 from deerflow_ext.adapters.langgraph_private import bracketable, state_channels
 from deerflow_ext.extensions.composition.hooks import implemented_hooks
-from deerflow_ext.extensions.memo import Memo
+from deerflow_ext.memo import Memo
 
 from .fused_nodes import Channel, FusedNode, MemberView, Middleware, ModelBracket, fused_class, view_class
 

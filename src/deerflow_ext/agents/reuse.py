@@ -25,8 +25,6 @@ other shape compiles a graph of its own, as before; one whose middleware cannot 
 from __future__ import annotations
 
 import inspect
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +39,7 @@ from deerflow_ext.extensions.composition.hooks import (
     adopt_graph_attributes,
     implemented_hooks,
 )
-from deerflow_ext.extensions.memo import ClassMemo
+from deerflow_ext.memo import ClassMemo, Memo
 
 __all__ = ["SLOTS_KEY", "BoundGraph", "CompiledGraphs", "RunStack"]
 
@@ -109,16 +107,15 @@ class _Entry:
 
 
 class CompiledGraphs:
-    """A bounded cache of compiled graphs by construction shape; safe across threads.
+    """A bounded table of compiled graphs by construction shape; safe across threads.
 
     One per builder (the Gateway's lead host, its subagent builder): a host's shapes are
     few (its config is fixed; an extension changes the shape only by what it contributes).
     """
 
     def __init__(self, maxsize: int = 16) -> None:
-        self._maxsize = maxsize
-        self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
-        self._lock = threading.Lock()
+        #: By shape (``memo.py``: past ``maxsize`` shapes it starts over, and each compiles again).
+        self._entries: Memo[tuple[Any, ...], _Entry] = Memo(limit=maxsize)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -163,21 +160,14 @@ class CompiledGraphs:
             return None  # nothing would hand the run's model on
         run_stack = RunStack(tuple(stack), model)
         shape = tuple(key)
-        with self._lock:
-            entry = self._entries.get(shape)
-            if entry is not None:
-                self._entries.move_to_end(shape)
-                return BoundGraph(entry.graph, run_stack)
+        entry = self._entries.get(shape)
+        if entry is not None:
+            return BoundGraph(entry.graph, run_stack)
         slots: list[AgentMiddleware[Any, Any, Any]] = []
         for index, (cls, middleware) in enumerate(zip(classes, stack, strict=True)):
             slots.append(cls(index, middleware, swaps_model=index == swapper))
-        entry = _Entry(compile(slots), tuple(keep))
-        with self._lock:
-            # Two constructions racing on a new shape compile one each; either is kept.
-            self._entries[shape] = entry
-            self._entries.move_to_end(shape)
-            while len(self._entries) > self._maxsize:
-                self._entries.popitem(last=False)
+        # Two constructions racing on a new shape compile one each; either is kept.
+        entry = self._entries.put(shape, _Entry(compile(slots), tuple(keep)))
         return BoundGraph(entry.graph, run_stack)
 
 
@@ -226,7 +216,7 @@ def _run_stack(runtime: Any) -> RunStack:
 #: The slot class standing for each middleware class (cached weakly), or ``None`` if a hook
 #: of the class takes parameters LangGraph would inject differently into a slot's
 #: (``_build_slot_class``). Read for every middleware of every construction: a hit is one
-#: dict lookup (``extensions/memo.py``); only a class seen for the first time is built.
+#: dict lookup (``memo.py``); only a class seen for the first time is built.
 _slot_classes: ClassMemo[type | None] = ClassMemo(lambda cls: _build_slot_class(cls))
 _UNSEEN: Any = object()
 

@@ -26,13 +26,14 @@ with no rows (an ``executemany`` of none) is left out: it sends nothing.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from asyncpg.types import Type
+
+from deerflow_ext.memo import Memo
 
 __all__ = ["Joined", "Upsert", "joined", "upsert"]
 
@@ -62,8 +63,7 @@ class Upsert:
     conflict: str
 
 
-@functools.lru_cache(maxsize=64)
-def upsert(sql: str) -> Upsert | None:
+def _upsert(sql: str) -> Upsert | None:
     """``sql`` (asyncpg's numbered form) as an :class:`Upsert`; ``None`` if it is of any other form."""
     match = _FORM.fullmatch(sql)
     if match is None:
@@ -86,6 +86,10 @@ def upsert(sql: str) -> Upsert | None:
         updated = tuple(columns.index(target) for target in targets)
     conflict = match["conflict"]
     return Upsert(match["table"].lower(), columns, tuple(columns.index(name) for name in key), updated, conflict)
+
+
+#: ``upsert(sql)``: :func:`_upsert`, once per statement (``memo.py``; the checkpointer's are few).
+upsert: Memo[str, Upsert | None] = Memo(_upsert, limit=64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +139,7 @@ def _merged(form: Upsert, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ..
     return list(by_key.values())
 
 
-@functools.lru_cache(maxsize=64)
-def _statement(forms: tuple[tuple[Upsert, tuple[Type, ...]], ...]) -> str:
+def _joined(forms: tuple[tuple[Upsert, tuple[Type, ...]], ...]) -> str:
     inserts = []
     number = 0
     for form, types in forms:
@@ -152,3 +155,7 @@ def _statement(forms: tuple[tuple[Upsert, tuple[Type, ...]], ...]) -> str:
     if not first:
         return last
     return "WITH " + ", ".join(f"j{n} AS ({insert})" for n, insert in enumerate(first)) + " " + last
+
+
+#: The joined statement of a batch's forms, once per combination (``memo.py``).
+_statement: Memo[tuple[tuple[Upsert, tuple[Type, ...]], ...], str] = Memo(_joined, limit=64)

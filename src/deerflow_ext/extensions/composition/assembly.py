@@ -25,6 +25,7 @@ from typing import Any
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from deerflow_ext.exception_text import exception_text
+from deerflow_ext.memo import ClassMemo, Memo, scalar_key
 from deerflow_extension_api import (
     AgentAssemblyDescriptor,
     MiddlewareDescriptor,
@@ -40,7 +41,6 @@ from ..boundary.exits import EXTENSION_FAILURES
 from ..boundary.loopwatch import RunningHook, register_site
 from ..boundary.origin import is_host_cancellation
 from ..contract.snapshot import LoadedExtensions
-from ..memo import ClassMemo, Memo, scalar_key
 from ..operator_view.hook_metrics import call_stats, count_call
 from .isolation import IsolatedMiddleware
 

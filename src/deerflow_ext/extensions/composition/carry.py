@@ -38,8 +38,8 @@ from typing import Any, NamedTuple
 from langchain.agents.middleware import AgentMiddleware
 
 from deerflow_ext.adapters.langchain_private import wrap_trace_kwargs
+from deerflow_ext.memo import ClassMemo
 
-from ..memo import ClassMemo
 from .hooks import WRAP_HOOK_PAIRS
 from .isolation import IsolatedMiddleware
 from .mirror import group_head_class, group_member_class, group_method

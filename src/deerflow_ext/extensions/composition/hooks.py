@@ -12,7 +12,7 @@ import re
 
 from langchain.agents.middleware import AgentMiddleware
 
-from ..memo import ClassMemo, Memo
+from deerflow_ext.memo import ClassMemo, Memo
 
 __all__ = [
     "ASYNC_HOOKS",

@@ -27,7 +27,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..memo import ClassKeyMemo, ClassMemo
+from deerflow_ext.memo import ClassKeyMemo, ClassMemo
+
 from .hook_classes import Call, hook_class, hook_method, jump_targets
 from .hooks import ASYNC_HOOKS, WRAP_HOOK_PAIRS, WRAP_HOOKS, implemented_hooks
 

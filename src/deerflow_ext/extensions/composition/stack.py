@@ -34,11 +34,11 @@ from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware
 
+from deerflow_ext.memo import Memo
 from deerflow_extension_api import AgentBuildContext, Placement
 
 from ..boundary.diagnostics import DiagnosticsList
 from ..contract.snapshot import LoadedExtensions
-from ..memo import Memo
 from .isolation import IsolatedMiddleware
 from .layers import LayerPlan, build_layers, layer_key, plan_layers
 from .middleware_contributions import Placed, collect_middlewares

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deerflow_ext.adapters.cpython_bytecode import never_suspends
+from deerflow_ext.memo import Memo
 
-from ..memo import Memo
 from ..operator_view.hook_metrics import NotificationMeter, meter_for
 from .notify import Calls, Plan, deliver
 
