@@ -19,8 +19,8 @@ from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.types import Command
 
 from deerflow_ext.adapters.langgraph_private import bracket_node
-from deerflow_ext.extensions.composition.hook_classes import hook_class, hook_method, jump_targets
-from deerflow_ext.extensions.composition.hooks import adopt_graph_attributes, implemented_hooks
+from deerflow_ext.extensions.composition.hook_classes import StandIn, hook_class, hook_method, jump_targets
+from deerflow_ext.extensions.composition.hooks import implemented_hooks
 from deerflow_ext.memo import ClassKeyMemo
 
 __all__ = ["FusedNode", "MemberView", "ModelBracket", "bracket_model_node", "fused_class", "view_class"]
@@ -29,18 +29,13 @@ Middleware = AgentMiddleware[Any, Any, Any]
 Channel = BaseChannel[Any, Any, Any]
 
 
-class FusedNode(AgentMiddleware[Any, Any, Any]):
+class FusedNode(StandIn):
     """One node for a run of host hooks; generated subclasses add the hook pair."""
 
     def __init__(self, members: tuple[Middleware, ...], channels: Mapping[str, Channel], name: str) -> None:
-        super().__init__()
+        super().__init__(name)
         self._members = members
         self._channels = channels
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def _take(self, member: Middleware, hook: str, update: Any, view: Any, updates: list[Mapping[str, Any]]) -> Any:
         """Keep ``member``'s update; the state the next member reads, or ``None`` when the
@@ -220,18 +215,13 @@ def bracket_model_node(graph: Any, middleware: Sequence[Middleware]) -> Any:
 # -- a member's view --------------------------------------------------------------------------
 
 
-class MemberView(AgentMiddleware[Any, Any, Any]):
+class MemberView(StandIn):
     """A fused run's member as the graph sees it: everything but the fused hooks, forwarded
     to the member itself (its state, name, tools and schema are the member's)."""
 
     def __init__(self, inner: Middleware) -> None:
-        super().__init__()
+        super().__init__(inner.name, like=inner)
         self._inner = inner
-        adopt_graph_attributes(self, inner)
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
 
 
 def _build_view_class(cls: type, removed: frozenset[str]) -> type[MemberView]:

@@ -32,11 +32,10 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from deerflow_ext.extensions.composition.hook_classes import hook_class, hook_method, jump_targets
+from deerflow_ext.extensions.composition.hook_classes import StandIn, hook_class, hook_method, jump_targets
 from deerflow_ext.extensions.composition.hooks import (
     STATE_HOOKS,
     WRAP_HOOK_PAIRS,
-    adopt_graph_attributes,
     implemented_hooks,
 )
 from deerflow_ext.memo import ClassMemo, Memo
@@ -174,21 +173,15 @@ class CompiledGraphs:
 # -- slot classes ------------------------------------------------------------------------------
 
 
-class _Slot(AgentMiddleware[Any, Any, Any]):
+class _Slot(StandIn):
     """Position ``index`` of a shared graph's stack; generated subclasses add the hooks."""
 
     _wraps_model_calls = False
 
     def __init__(self, index: int, real: AgentMiddleware[Any, Any, Any], *, swaps_model: bool) -> None:
-        super().__init__()
+        super().__init__(real.name, like=real)
         self._index = index
-        self._name = real.name
         self._swaps_model = swaps_model
-        adopt_graph_attributes(self, real)
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def _target(self, runtime: Any) -> AgentMiddleware[Any, Any, Any]:
         return _run_stack(runtime).middleware[self._index]

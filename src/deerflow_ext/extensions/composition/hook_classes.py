@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from langchain.agents.middleware import AgentMiddleware
+
 from .hooks import ASYNC_HOOKS, STATE_HOOKS
 
-__all__ = ["Call", "hook_class", "hook_method", "jump_targets"]
+__all__ = ["Call", "StandIn", "hook_class", "hook_method", "jump_targets"]
 
 T = TypeVar("T", bound=type)
 
@@ -101,3 +103,24 @@ def hook_class(
             methods[hook].__can_jump_to__ = list(targets)  # type: ignore[attr-defined]
     made: T = type(name, (base,), namespace)  # type: ignore[assignment]
     return made
+
+
+class StandIn(AgentMiddleware[Any, Any, Any]):
+    """A middleware a graph is compiled over in others' place, under the name it is given
+    (LangChain's own ``name`` is the class's, and a generated class's name is not the one
+    the graph's nodes must carry). Standing for one middleware (``like``), it also carries
+    what ``create_agent`` reads of that one besides its hooks and name: its state schema,
+    tools, trace policy and stream transformers."""
+
+    def __init__(self, name: str, like: AgentMiddleware[Any, Any, Any] | None = None) -> None:
+        super().__init__()
+        self._name = name
+        if like is not None:
+            self.state_schema = like.state_schema
+            self.tools = list(getattr(like, "tools", ()))
+            self.trace_policy = like.trace_policy
+            self.transformers = tuple(getattr(like, "transformers", ()))
+
+    @property
+    def name(self) -> str:
+        return self._name

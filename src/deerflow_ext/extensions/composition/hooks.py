@@ -19,7 +19,6 @@ __all__ = [
     "STATE_HOOKS",
     "WRAP_HOOKS",
     "WRAP_HOOK_PAIRS",
-    "adopt_graph_attributes",
     "implemented_hooks",
     "node_name",
     "node_slug",
@@ -63,16 +62,6 @@ def implemented_hooks(cls: type) -> frozenset[str]:
     """
     hooks = _implemented_hooks.get(cls)  # the memo's own lookup, inline: one call less
     return _implemented_hooks.load(cls) if hooks is None else hooks
-
-
-def adopt_graph_attributes(target: AgentMiddleware, source: AgentMiddleware) -> None:
-    """Give ``target`` what ``create_agent`` reads of ``source`` besides its hooks and name:
-    its state schema, tools, trace policy and stream transformers. For a middleware that
-    stands in for another in a compiled graph (reuse's slots, node fusion's views)."""
-    target.state_schema = source.state_schema
-    target.tools = list(getattr(source, "tools", ()))
-    target.trace_policy = source.trace_policy
-    target.transformers = tuple(getattr(source, "transformers", ()))
 
 
 def node_slug(text: str) -> str:
