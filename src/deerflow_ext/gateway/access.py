@@ -1,8 +1,8 @@
 """Who may talk to the Gateway at all: the Host it was addressed as, the page that sent the
 request, and (optionally) a bearer token.
 
-One pure ASGI middleware in front of every route — the host's and every extension's — so no
-route can forget a check and no contributed router can opt out:
+Checked by the Gateway's front layer (``front.py``) in front of every route — the host's and
+every extension's — so no route can forget a check and no contributed router can opt out:
 
 * **Host allow-list.** A page on ``attacker.example`` whose DNS name is re-pointed at
   127.0.0.1 (DNS rebinding) reaches a loopback Gateway from the victim's browser with
@@ -25,22 +25,22 @@ route can forget a check and no contributed router can opt out:
   call made from the page). ``/metrics`` needs it too: scrapers send it (Prometheus
   ``authorization``), and the metrics name every loaded extension.
 
-CORS stays outermost (``cors.py``): a preflight is answered before this runs, and this
-middleware's refusals carry the CORS headers a page needs to show them.
+CORS comes first (``cors.py``): a preflight is answered before this runs, and these
+refusals carry the CORS headers a page needs to show them.
 """
 
 from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from .cors import LOOPBACK, LOOPBACK_ORIGIN_REGEX
 
@@ -48,10 +48,11 @@ __all__ = [
     "LIVENESS_PATHS",
     "LOOPBACK_HOSTS",
     "OPEN_PATHS",
-    "AccessGuard",
     "AccessPolicy",
+    "Refusal",
     "allowed_hosts",
     "declare_token",
+    "refusal",
 ]
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -113,70 +114,66 @@ class AccessPolicy:
         return presented is not None and hmac.compare_digest(presented.encode(), self.token.encode())
 
 
-def _headers(scope: Scope) -> dict[str, str]:
-    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-
-
-def _presented_token(headers: dict[str, str]) -> str | None:
+def _presented_token(headers: Mapping[str, str]) -> str | None:
     scheme, _, credentials = headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
     return headers.get("x-api-key")
 
 
-class AccessGuard:
-    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
-        self.app = app
-        self.policy = policy
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request is not served: its status, the ``detail`` and any header to add."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        refusal = self._refusal(scope)
-        if refusal is None:
-            await self.app(scope, receive, send)
-            return
-        status, detail, headers = refusal
+    status: int
+    detail: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A JSON error over HTTP; a websocket is closed with 1008 (policy violation)."""
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        await JSONResponse({"detail": detail}, status_code=status, headers=headers)(scope, receive, send)
+        response = JSONResponse({"detail": self.detail}, status_code=self.status, headers=dict(self.headers))
+        await response(scope, receive, send)
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
-        policy = self.policy
-        headers = _headers(scope)
-        host = headers.get("host")
-        path: str = scope["path"]
-        if path in LIVENESS_PATHS and scope.get("method") in _SAFE_METHODS:
-            return None
-        if not policy.host_allowed(host):
-            return (
-                421,
-                f"this Gateway does not answer to Host {host!r}; add the name to DEERFLOW_ALLOWED_HOSTS "
-                "(or gateway.allowed_hosts in config.yaml)",
-                {},
-            )
-        if scope.get("method", "GET") not in _SAFE_METHODS:
-            origin = headers.get("origin")
-            if origin is not None and not policy.origin_allowed(origin, host):
-                return (
-                    403,
-                    f"cross-site request from origin {origin!r} refused; allow the origin in DEERFLOW_CORS_ORIGINS "
-                    "(or gateway.cors_origins in config.yaml)",
-                    {},
-                )
-            if origin is None and headers.get("sec-fetch-site") == "cross-site":
-                return 403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)", {}
-        if path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES):
-            return None
-        if not policy.token_matches(_presented_token(headers)):
-            return (
-                401,
-                "this Gateway requires its API token: send 'Authorization: Bearer <token>' or 'X-Api-Key: <token>'",
-                {"www-authenticate": "Bearer"},
-            )
+
+def refusal(policy: AccessPolicy, scope: Scope, headers: Mapping[str, str]) -> Refusal | None:
+    """Why ``policy`` refuses this request (an http or websocket scope), or None.
+
+    ``headers``: the request's headers by lower-case name, decoded as latin-1 (for a name
+    sent twice, the last); only host, origin, sec-fetch-site, authorization and x-api-key
+    are read.
+    """
+    host = headers.get("host")
+    path: str = scope["path"]
+    if path in LIVENESS_PATHS and scope.get("method") in _SAFE_METHODS:  # a websocket has no method
         return None
+    if not policy.host_allowed(host):
+        return Refusal(
+            421,
+            f"this Gateway does not answer to Host {host!r}; add the name to DEERFLOW_ALLOWED_HOSTS "
+            "(or gateway.allowed_hosts in config.yaml)",
+        )
+    if scope.get("method", "GET") not in _SAFE_METHODS:
+        origin = headers.get("origin")
+        if origin is not None and not policy.origin_allowed(origin, host):
+            return Refusal(
+                403,
+                f"cross-site request from origin {origin!r} refused; allow the origin in DEERFLOW_CORS_ORIGINS "
+                "(or gateway.cors_origins in config.yaml)",
+            )
+        if origin is None and headers.get("sec-fetch-site") == "cross-site":
+            return Refusal(403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)")
+    if path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES):
+        return None
+    if not policy.token_matches(_presented_token(headers)):
+        return Refusal(
+            401,
+            "this Gateway requires its API token: send 'Authorization: Bearer <token>' or 'X-Api-Key: <token>'",
+            {"www-authenticate": "Bearer"},
+        )
+    return None
 
 
 _SECURITY_SCHEMES = {

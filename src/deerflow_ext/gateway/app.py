@@ -69,13 +69,12 @@ from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
-from .access import AccessGuard, AccessPolicy, allowed_hosts, declare_token
-from .cors import cors_origins, install_cors
+from .access import AccessPolicy, allowed_hosts, declare_token
+from .cors import cors_origins
 from .door import door
-from .errors import TolerantJSONResponse, UnexpectedErrors, install_error_handlers
+from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
-from .json_bodies import OriginlessBodiesAreJson
-from .limits import BodySizeLimit
+from .front import GatewayFront
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
@@ -214,17 +213,16 @@ def create_app(
     for router in HOST_ROUTERS:
         app.include_router(router, dependencies=[Depends(door)])
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
-    # Middlewares, innermost first: each add_middleware wraps everything added before it.
-    app.add_middleware(OriginlessBodiesAreJson)  # agent-chat-ui's server-side proxy drops Content-Type
-    limits = config.gateway.limits
-    app.add_middleware(BodySizeLimit, max_body_bytes=limits.max_body_bytes, body_seconds=limits.body_timeout_seconds)
+    # One layer outside the extension-route errors: CORS, the JSON 500, access, body limits,
+    # JSON bodies, in that order (front.py).
     origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
     policy = _access_policy(settings, config, origins)
-    app.add_middleware(AccessGuard, policy=policy)
+    limits = config.gateway.limits
+    app.add_middleware(
+        GatewayFront, policy=policy, max_body_bytes=limits.max_body_bytes, body_seconds=limits.body_timeout_seconds
+    )
     if policy.token is not None:
         declare_token(app)
-    app.add_middleware(UnexpectedErrors)  # a JSON 500 that keeps the connection, CORS headers included
-    install_cors(app, origins)  # outermost: last
     return app
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import Message, Send
 
-__all__ = ["StartTracking"]
+__all__ = ["StartTracking", "tracking"]
 
 
 class StartTracking:
@@ -22,3 +22,13 @@ class StartTracking:
     async def __call__(self, message: Message) -> None:
         self.started = self.started or message["type"] == "http.response.start"
         await self.send(message)
+
+
+def tracking(send: Send) -> StartTracking:
+    """``send`` itself when it already tracks the start, else ``send`` wrapped.
+
+    A layer inside another that tracks (the front layer's ``send`` reaches every layer
+    within it) reads the same flag instead of adding a wrapper, and a call, to every message
+    of the response: an SSE stream sends one per event batch.
+    """
+    return send if isinstance(send, StartTracking) else StartTracking(send)

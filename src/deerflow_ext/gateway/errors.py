@@ -6,10 +6,12 @@ and the structured list rides along under ``errors``. An error escaping a route 
 contributed is answered the same way but attributed to that extension
 (:class:`ContributedRouteErrors`).
 
-An unexpected error is answered by :class:`UnexpectedErrors`, a middleware, rather than by
-Starlette's handler for ``Exception``: that handler re-raises after answering, and uvicorn
-then closes the keep-alive connection, so one bad request cost the client its connection
-(and a pooled client a failed next request). The middleware answers and swallows.
+An unexpected error is answered in front of the routes (``front.py``, with
+:func:`log_unexpected` and :func:`internal_error`; :class:`UnexpectedErrors` is the same as a
+middleware of its own) rather than by Starlette's handler for ``Exception``: that handler
+re-raises after answering, and uvicorn then closes the keep-alive connection, so one bad
+request cost the client its connection (and a pooled client a failed next request). The
+front answers and swallows.
 An error that says the database cannot be reached (refused, closed by the server, restarting,
 pool exhausted, statement cancelled) is answered 503 with ``Retry-After`` instead: the
 request was fine and will succeed once the database is back, and a client or a load balancer
@@ -34,7 +36,7 @@ from ..extensions.boundary.exits import EXTENSION_FAILURES
 from ..extensions.boundary.loopwatch import RunningHook, register_site
 from ..extensions.boundary.origin import is_host_cancellation
 from ..extensions.serving.services_routers import route_extension
-from .asgi import StartTracking
+from .asgi import tracking
 
 __all__ = [
     "ContributedRouteErrors",
@@ -42,6 +44,8 @@ __all__ = [
     "UnexpectedErrors",
     "database_unavailable",
     "install_error_handlers",
+    "internal_error",
+    "log_unexpected",
     "validation_message",
 ]
 
@@ -133,7 +137,9 @@ def database_unavailable(exc: BaseException) -> BaseException | None:
     return None
 
 
-def _internal_error(exc: BaseException, *, database: bool = False) -> JSONResponse:
+def internal_error(exc: BaseException, *, database: bool = False) -> JSONResponse:
+    """The JSON 500 for ``exc``; with ``database``, a 503 with ``Retry-After`` when ``exc``
+    says the database cannot be reached."""
     if database and (cause := database_unavailable(exc)) is not None:
         return JSONResponse(
             status_code=503,
@@ -173,30 +179,37 @@ class _AnswerFailures:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        response = StartTracking(send)
+        response = tracking(send)
         try:
             await self.app(scope, receive, response)
         except self.catches as exc:
             if not self.takes(scope, exc) or response.started:
                 raise
-            await _internal_error(exc, database=self.database_aware)(scope, receive, send)
+            await internal_error(exc, database=self.database_aware)(scope, receive, send)
 
 
 class UnexpectedErrors(_AnswerFailures):
     """Answer an exception no handler took with the JSON 500 and keep the connection.
 
-    Outside every other middleware but CORS. Once a response has started (a stream), there
-    is nothing left to answer: the exception propagates and the server ends the response.
+    The Gateway does this in its front layer (``front.py``), right after CORS. Once a
+    response has started (a stream), there is nothing left to answer: the exception
+    propagates and the server ends the response.
     """
 
     database_aware = True
 
     def takes(self, scope: Scope, exc: BaseException) -> bool:
-        if (cause := database_unavailable(exc)) is not None:  # one line each, not a traceback
-            logger.warning("%s %s: the database is unavailable (%s)", scope["method"], scope["path"], cause)
-            return True
-        logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
+        log_unexpected(scope, exc)
         return True
+
+
+def log_unexpected(scope: Scope, exc: BaseException) -> None:
+    """The log line of a failure no handler took: a traceback, or one line when the
+    database cannot be reached (one for each request while it is down)."""
+    if (cause := database_unavailable(exc)) is not None:
+        logger.warning("%s %s: the database is unavailable (%s)", scope["method"], scope["path"], cause)
+        return
+    logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
 
 
 class ContributedRouteErrors(_AnswerFailures):

@@ -12,31 +12,36 @@ content type is what keeps a cross-site form from starting runs. Browsers put ``
 every POST, PUT and PATCH; the passthrough, curl and the Python SDK do not. So a body is
 relabelled JSON only when the request has no ``Origin``, its content type is missing or
 ``text/plain``, and it goes to the API's threads, runs or assistants; anything else passes
-through untouched, including every extension's routes.
+through untouched, including every extension's routes. The Gateway's front layer
+(``front.py``) applies it.
 """
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from collections.abc import Mapping
 
-__all__ = ["JSON_API_PREFIXES", "OriginlessBodiesAreJson"]
+from starlette.types import Scope
+
+__all__ = ["JSON_API_PREFIXES", "json_relabelled"]
 
 JSON_API_PREFIXES = ("/api/threads", "/api/assistants")
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
-_RELABELLED = (b"", b"text/plain")
+_RELABELLED = ("", "text/plain")
 
 
-class OriginlessBodiesAreJson:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in _WITH_BODY and scope["path"].startswith(JSON_API_PREFIXES):
-            headers: list[tuple[bytes, bytes]] = scope["headers"]
-            names = {name for name, _ in headers}
-            content_type = next((value for name, value in headers if name == b"content-type"), b"")
-            media_type = content_type.split(b";", 1)[0].strip().lower()
-            if b"origin" not in names and media_type in _RELABELLED:
-                kept = [(name, value) for name, value in headers if name != b"content-type"]
-                scope = {**scope, "headers": [*kept, (b"content-type", b"application/json")]}
-        await self.app(scope, receive, send)
+def json_relabelled(scope: Scope, headers: Mapping[str, str]) -> Scope:
+    """``scope`` with its body labelled ``application/json`` where the rules above say so,
+    else ``scope`` itself. ``headers``: the request's, by lower-case name (latin-1 text;
+    ``content-type`` the first sent)."""
+    if (
+        scope["type"] != "http"
+        or scope["method"] not in _WITH_BODY
+        or "origin" in headers
+        or not scope["path"].startswith(JSON_API_PREFIXES)
+    ):
+        return scope
+    media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type not in _RELABELLED:
+        return scope
+    kept = [(name, value) for name, value in scope["headers"] if name != b"content-type"]
+    return {**scope, "headers": [*kept, (b"content-type", b"application/json")]}
