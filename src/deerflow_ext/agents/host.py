@@ -37,6 +37,7 @@ __all__ = [
     "INTERRUPT_KEY",
     "AgentHost",
     "Emit",
+    "LeadRunInput",
     "LeadRunRequest",
     "LeadRunResult",
     "TokenUsage",
@@ -52,37 +53,49 @@ DEFAULT_RECURSION_LIMIT = 200
 
 
 @dataclass(frozen=True)
-class LeadRunRequest:
-    """One lead run as the host executes it.
+class LeadRunInput:
+    """What a client asks of one lead run that reaches the graph as it was asked.
 
-    ``stream_modes`` are LangGraph stream modes (``values`` is always streamed: the result
-    is read from it); with ``subgraphs`` an event from a subgraph reaches ``emit`` as
-    ``"<mode>|<namespace>"``. ``checkpoint_id`` forks the thread from that checkpoint (the
-    first graph pass only; goal continuations follow the fork); with no ``messages`` as well,
-    the graph re-runs what was next at that checkpoint (a UI's "regenerate"). ``metadata``
-    is written to the run's checkpoints (run id, assistant, the client's run metadata).
-    ``events`` streams LangChain's callback events too (``emit("events", event)``).
-    ``command`` (LangGraph's ``Command`` keys: ``resume``, ``update``, ``goto``) is the
-    graph's input instead of ``messages``: it resumes a paused thread. The graph pauses before
-    or after the nodes ``interrupt_before``/``interrupt_after`` name (``"*"``: all).
+    The API's form of a run (``runtime.worker.LeadRunSpec``) and the host's
+    (:class:`LeadRunRequest`) both carry it, so an option is declared here once and the
+    run worker hands it on whole. ``checkpoint_id`` forks the thread from that checkpoint
+    (the first graph pass only; goal continuations follow the fork); with no ``messages``
+    as well, the graph re-runs what was next at that checkpoint (a UI's "regenerate").
+    ``metadata`` is written to the run's checkpoints. ``command`` (LangGraph's ``Command``
+    keys: ``resume``, ``update``, ``goto``) is the graph's input instead of ``messages``: it
+    resumes a paused thread. The graph pauses before or after the nodes
+    ``interrupt_before``/``interrupt_after`` name (``"*"``: all).
     """
 
-    thread_id: str
-    run_id: str
     messages: tuple[dict[str, Any], ...]
     goal: str | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
-    stream_modes: tuple[str, ...] = DEFAULT_GRAPH_STREAM_MODES
     subgraphs: bool = False
     checkpoint_id: str | None = None
-    recursion_limit: int = DEFAULT_RECURSION_LIMIT
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     durability: str | None = None
-    events: bool = False
     command: Mapping[str, Any] | None = None
     interrupt_before: str | Sequence[str] | None = None
     interrupt_after: str | Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class LeadRunRequest(LeadRunInput):
+    """One lead run as the host executes it: the client's input, on a thread and a run.
+
+    ``stream_modes`` are LangGraph stream modes (``values`` is always streamed: the result
+    is read from it); with ``subgraphs`` an event from a subgraph reaches ``emit`` as
+    ``"<mode>|<namespace>"``. ``metadata`` holds the run id, the assistant and the
+    client's run metadata. ``events`` streams LangChain's callback events too
+    (``emit("events", event)``).
+    """
+
+    thread_id: str = field(kw_only=True)
+    run_id: str = field(kw_only=True)
+    stream_modes: tuple[str, ...] = DEFAULT_GRAPH_STREAM_MODES
+    recursion_limit: int = DEFAULT_RECURSION_LIMIT
+    events: bool = False
 
 
 @dataclass(frozen=True)

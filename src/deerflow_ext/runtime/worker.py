@@ -23,17 +23,18 @@ cancel — the shutdown drain giving up — still interrupts finalization.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from deerflow_ext.exception_text import exception_text
 from deerflow_extension_api import ExtensionData, TaskInfo, TaskOutcome
 
-from ..agents.host import LeadRunRequest
+from ..agents.host import LeadRunInput, LeadRunRequest
 from ..extensions.boundary.exits import PROCESS_EXITS, contain_exit
 from ..extensions.contract.snapshot import publish_snapshot
 from ..extensions.notifications.lifecycle import TaskBracket, task_bracket
@@ -93,56 +94,39 @@ class RunWorkerDeps:
 
 
 @dataclass(frozen=True)
-class LeadRunSpec:
+class LeadRunSpec(LeadRunInput):
     """What a client asked this run to do (see ``gateway.schemas.RunCreate`` for the wire form).
 
-    ``stream_modes`` are API stream modes (:mod:`.stream_modes`); ``delay`` holds the run
-    ``pending`` that many seconds before it asks for its thread (LangGraph's
-    ``after_seconds``); ``metadata`` is written to the run's checkpoints. ``command`` resumes
-    the thread (LangGraph's ``Command`` keys); ``interrupt_before``/``interrupt_after`` name the
-    graph nodes the run pauses at.
+    Beside the input the graph is given as asked (:class:`LeadRunInput`): ``stream_modes``
+    are API stream modes (:mod:`.stream_modes`); ``recursion_limit`` is the host's default
+    when ``None``; ``delay`` holds the run ``pending`` that many seconds before it asks for
+    its thread (LangGraph's ``after_seconds``).
     """
 
-    messages: tuple[dict[str, Any], ...]
-    goal: str | None = None
-    context: Mapping[str, Any] = field(default_factory=dict)
     stream_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
-    subgraphs: bool = False
-    checkpoint_id: str | None = None
     recursion_limit: int | None = None
-    tags: tuple[str, ...] = ()
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    durability: str | None = None
     delay: float = 0.0
-    command: Mapping[str, Any] | None = None
-    interrupt_before: str | tuple[str, ...] | None = None
-    interrupt_after: str | tuple[str, ...] | None = None
+
+
+#: The input a run's graph is given as the client asked it: all of it but these two.
+_AS_ASKED = tuple(f.name for f in dataclasses.fields(LeadRunInput) if f.name not in ("context", "metadata"))
 
 
 def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
     # The snapshot key is written after the caller's context is merged, so a caller-supplied
     # value under it is never what the run uses.
     context = publish_snapshot(dict(spec.context), handle.extensions)
-    optional: dict[str, Any] = {}
+    asked: dict[str, Any] = {name: getattr(spec, name) for name in _AS_ASKED}
     if spec.recursion_limit is not None:
-        optional["recursion_limit"] = spec.recursion_limit
+        asked["recursion_limit"] = spec.recursion_limit
     return LeadRunRequest(
         thread_id=handle.thread_id,
         run_id=handle.run_id,
-        messages=spec.messages,
-        goal=spec.goal,
         context=context,
         stream_modes=graph_stream_modes(spec.stream_modes),
-        subgraphs=spec.subgraphs,
-        checkpoint_id=spec.checkpoint_id,
-        tags=spec.tags,
         metadata={**spec.metadata, "run_id": handle.run_id, "thread_id": handle.thread_id},
-        durability=spec.durability,
         events="events" in spec.stream_modes,
-        command=spec.command,
-        interrupt_before=spec.interrupt_before,
-        interrupt_after=spec.interrupt_after,
-        **optional,
+        **asked,
     )
 
 
