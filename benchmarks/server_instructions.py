@@ -1,7 +1,7 @@
 """What a served trivial run costs the Gateway's process, counted in instructions.
 
 Run: ``PYTHONPATH=src python benchmarks/server_instructions.py [--runs N] [--clients N]
-[--baseline DIR]``. Needs valgrind (Debian's ``valgrind``); not a test. Prints the
+[--postgres URL] [--baseline DIR]``. Needs valgrind (Debian's ``valgrind``); not a test. Prints the
 instructions per run of ``deerflow-ext serve`` from this checkout and, with ``--baseline``,
 from another, and their ratio.
 
@@ -11,7 +11,8 @@ noise, and most of what is left to take out of a run is in pieces of 1-2%. Callg
 the instructions the whole process executes (every thread), which no load changes.
 
 Each arm is ``deerflow-ext serve`` as ``peer_langgraph.py`` starts it (title and memory off,
-the embedded model, SQLite) under callgrind with counting off. ``WARMUP`` runs first, then
+the embedded model, SQLite or, with ``--postgres``, a PostgreSQL database of its own) under
+callgrind with counting off. ``WARMUP`` runs first, then
 counting goes on for ``--runs`` runs (``threads.create`` + ``runs.wait`` by ``langgraph_sdk``
 at ``--clients``) and off again. The hash seed is fixed. What is not fixed is what the
 process does by the clock (the WAL's checkpoint thread once a second, timers): under
@@ -27,13 +28,19 @@ import os
 import sys
 from pathlib import Path
 
+from arm_database import arm_database
 from callgrind import against_baseline, command, instrument, report, require, seeded_environment, totals
 from peer_langgraph import measure, start_ours  # the sibling scripts
 
 WARMUP = 30
 
 
-def _count(tree: Path, runs: int, clients: int, tmp: Path, name: str) -> float:
+def _count(tree: Path, runs: int, clients: int, postgres: str | None, tmp: Path, name: str) -> float:
+    with arm_database(postgres, tmp, name) as url:
+        return _count_on(tree, runs, clients, url, tmp, name)
+
+
+def _count_on(tree: Path, runs: int, clients: int, url: str, tmp: Path, name: str) -> float:
     out = tmp / f"{name}.out"
     (tmp / name).mkdir()
     os.environ.update(seeded_environment())  # start_ours hands this environment on
@@ -42,7 +49,7 @@ def _count(tree: Path, runs: int, clients: int, tmp: Path, name: str) -> float:
         "ours",
         defaults=False,
         io=False,
-        database_url=None,
+        database_url=url,
         workers=1,
         python=sys.executable,
         tree=tree,
@@ -62,16 +69,18 @@ def _count(tree: Path, runs: int, clients: int, tmp: Path, name: str) -> float:
     return counted / runs
 
 
-def main(runs: int, clients: int, baseline: str | None) -> None:
+def main(runs: int, clients: int, postgres: str | None, baseline: str | None) -> None:
     require("server_instructions")
-    counts = against_baseline(lambda tree, tmp, name: _count(tree, runs, clients, tmp, name), baseline)
-    report(counts, f"{runs} runs at {clients} clients after {WARMUP}, under callgrind")
+    counts = against_baseline(lambda tree, tmp, name: _count(tree, runs, clients, postgres, tmp, name), baseline)
+    where = "PostgreSQL" if postgres else "SQLite"
+    report(counts, f"{where}, {runs} runs at {clients} clients after {WARMUP}, under callgrind")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100, help="counted runs per arm")
     parser.add_argument("--clients", type=int, default=1, help="concurrent clients")
+    parser.add_argument("--postgres", help="a PostgreSQL server URL (postgresql://user@host:port/postgres)")
     parser.add_argument("--baseline", help="another checkout (`git archive` of the commit before) to count alike")
     args = parser.parse_args()
-    main(args.runs, args.clients, args.baseline)
+    main(args.runs, args.clients, args.postgres, args.baseline)

@@ -33,10 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-import psycopg
+from arm_database import arm_database
 from callgrind import ROOT, against_baseline, counted_run, instrument, report, require, seeded_environment
 from store_instructions import store_run
 
@@ -77,51 +76,26 @@ async def _child(runs: int, url: str, clients: int, counted: bool) -> None:
     await engine.dispose()
 
 
-def _database(postgres: str | None, tmp: Path, name: str) -> tuple[str, str | None]:
-    """The arm's database URL, and the PostgreSQL database to drop after (or ``None``)."""
-    if postgres is None:
-        folder = tmp / f"{name}-{uuid.uuid4().hex[:8]}"
-        folder.mkdir()
-        return f"sqlite+aiosqlite:///{folder / 'store.db'}", None
-    database = f"store_deletes_{name}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{database}"')
-    base, _, _ = postgres.rpartition("/")
-    return f"{base.replace('postgresql://', 'postgresql+asyncpg://', 1)}/{database}", database
-
-
-def _drop(postgres: str | None, database: str | None) -> None:
-    if postgres is not None and database is not None:
-        with psycopg.connect(postgres, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-
-
 def _child_argv(url: str, runs: int, clients: int, counted: bool) -> list[str]:
     argv = [sys.executable, __file__, "--child", url, "--runs", str(runs), "--clients", str(clients)]
     return [*argv, "--counted"] if counted else argv
 
 
 def _count(tree: Path, runs: int, postgres: str | None, tmp: Path, name: str) -> float:
-    url, database = _database(postgres, tmp, name)
     env = seeded_environment(PYTHONPATH=str(tree / "src"))
-    try:
+    with arm_database(postgres, tmp, name) as url:
         argv = _child_argv(url, runs, 1, counted=True)
         return counted_run("store_deletes", name, tmp / f"{name}.out", argv, env) / runs
-    finally:
-        _drop(postgres, database)
 
 
 def _rate(tree: Path, runs: int, clients: int, postgres: str | None, tmp: Path, name: str) -> float:
-    url, database = _database(postgres, tmp, name)
     env = seeded_environment(PYTHONPATH=str(tree / "src"))
-    try:
+    with arm_database(postgres, tmp, name) as url:
         done = subprocess.run(_child_argv(url, runs, clients, counted=False), capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
-            raise SystemExit(f"store_deletes: {name} failed: {tail[0]}")
-        return float(done.stdout.split()[-1])
-    finally:
-        _drop(postgres, database)
+    if done.returncode != 0:
+        tail = (done.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"store_deletes: {name} failed: {tail[0]}")
+    return float(done.stdout.split()[-1])
 
 
 def timed(runs: int, clients: int, rounds: int, postgres: str | None, baseline: str) -> None:

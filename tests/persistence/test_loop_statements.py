@@ -4,7 +4,6 @@ event loop: no thread, no BEGIN or COMMIT, and rows that either driver reads bac
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,7 +15,7 @@ from deerflow_ext.persistence import HostStore, create_engine, make_session_fact
 from deerflow_ext.persistence.loop_statements import LOOP_CONNECTIONS, LoopStatements, compile_statement
 from deerflow_ext.persistence.models import RunRow
 from deerflow_ext.persistence.records import PROCESS_OWNER, ThreadNotFoundError, ThreadQuery
-from deerflow_ext.persistence.transactions import ThreadTransactions
+from deerflow_ext.persistence.transactions import EngineTransactions
 from deerflow_ext.tokens import TokenUsage
 from pg_support import PG_ADMIN
 
@@ -57,14 +56,14 @@ async def _connections(statements: LoopStatements) -> list[Any]:
 
 async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(store: HostStore) -> None:
     loop_sent: list[str] = []
-    thread_sent: list[tuple[str, int]] = []
-    assert store._pg is not None and isinstance(store._tx, ThreadTransactions)
+    transaction_sent: list[str] = []
+    assert store._pg is not None and isinstance(store._tx, EngineTransactions)
     _log_every_connection(store._pg, loop_sent)
 
     def spy(_conn: Connection, _cursor: Any, statement: str, *_: Any) -> None:
-        thread_sent.append((statement, threading.get_ident()))
+        transaction_sent.append(statement)
 
-    event.listen(store._tx.engine, "before_cursor_execute", spy)
+    event.listen(store._tx.engine.sync_engine, "before_cursor_execute", spy)
     try:
         calls = {
             "create_thread": lambda: store.create_thread({"ü": [1, {"x": None}]}, thread_id="t-1"),
@@ -81,6 +80,7 @@ async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(
             ),
             "get_run": lambda: store.get_run("t-1", "r-1"),
             "get_thread": lambda: store.get_thread("t-1"),
+            "has_live_run": lambda: store.has_live_run("t-1"),
         }  # fmt: skip
         answers = {}
         for name, call in calls.items():
@@ -89,16 +89,17 @@ async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(
             await asyncio.sleep(0)  # asyncpg calls its query loggers soon after
             assert len(loop_sent) == 1, (name, loop_sent)
             assert loop_sent[0].split()[0] not in ("BEGIN", "COMMIT"), (name, loop_sent)
-        assert thread_sent == [], "nothing of a run's went through the store's threads"
+        assert transaction_sent == [], "nothing of a run's went through the store's transactions"
     finally:
-        event.remove(store._tx.engine, "before_cursor_execute", spy)
+        event.remove(store._tx.engine.sync_engine, "before_cursor_execute", spy)
     run, thread = answers["get_run"], answers["get_thread"]
+    assert answers["has_live_run"] is True  # r-0 is still pending: its stop is only requested
     assert (run.status, run.outcome, run.answer, run.tokens) == ("success", "completed", "hi", TokenUsage(1, 2, 3))
     assert run.started_at is not None and run.finished_at is not None and run.owner == PROCESS_OWNER
     assert (thread.status, thread.title) == ("idle", "Greeting")
     assert thread.metadata == {"ü": [1, {"x": None}], "a": 1}, "the first run filled the default in"
     assert (await store.get_run("t-1", "r-0")).input == {"messages": ["hi"]}  # type: ignore[union-attr]
-    # What the loop wrote, the threads' driver reads alike, and the other way round.
+    # What the loop wrote, the transactions read alike, and the other way round.
     assert await store.cancel_requests(["r-0", "r-1"]) == {"r-0": "interrupt"}
     [listed] = await store.search_threads(ThreadQuery(ids=("t-1",)))
     assert listed == thread

@@ -106,25 +106,8 @@ def test_a_finalizer_close_hands_over_its_last_work_without_waiting_for_it() -> 
     worker.close(last=last, wait=False)
     assert time.monotonic() - start < 1 and not ran  # returned while `last` still waits
     release.set()
-    worker._threads[0].join(5)
+    worker._thread.join(5)
     assert ran == [worker.ident]
-
-
-async def test_several_threads_take_calls_from_one_queue_and_a_blocked_call_holds_up_only_its_own() -> None:
-    worker = OneThread("test-threads", threads=3)
-    release = threading.Event()
-    try:
-        blocked = asyncio.ensure_future(worker.run(release.wait, 10))
-        # The other two threads carry on while one waits.
-        ran = await asyncio.wait_for(asyncio.gather(*(worker.run(threading.get_ident) for _ in range(20))), 5)
-        assert set(ran) < worker.idents and len(worker.idents) == 3
-        assert not blocked.done()
-        release.set()
-        assert await blocked is True
-    finally:
-        release.set()
-        worker.close()
-    assert all(not thread.is_alive() for thread in worker._threads)
 
 
 async def _busy(worker: OneThread) -> tuple[asyncio.Future[Any], threading.Event]:
@@ -210,7 +193,7 @@ async def test_a_batch_takes_at_most_the_limit_and_close_after_batched_calls_sti
     assert await asyncio.gather(*calls) == list(range(BATCH_LIMIT + 6))
     await closing
     assert sizes == [BATCH_LIMIT, 6]
-    assert not worker._threads[0].is_alive()
+    assert not worker._thread.is_alive()
 
 
 class _Locked(Exception):
@@ -313,8 +296,3 @@ def test_loop_first_the_thread_never_makes_a_call_while_one_is_being_made_elsewh
         worker.close()
     assert results == {k: list(range(25)) for k in range(4)}
     assert max(overlaps) == 1
-
-
-def test_loop_first_needs_one_thread() -> None:
-    with pytest.raises(ValueError, match="one thread"):
-        OneThread("test-two", threads=2, loop_first=lambda exc: False)

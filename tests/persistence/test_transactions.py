@@ -1,4 +1,5 @@
-"""Transaction functions run whole: SQLite's on the loop or one thread (loop-first), PostgreSQL's on a few threads."""
+"""Transaction functions run whole: SQLite's on the loop or one thread (loop-first), PostgreSQL's on the
+host's own engine."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
-from deerflow_ext.persistence.transactions import POSTGRES_THREADS, ThreadTransactions, transactions_for
+from deerflow_ext.persistence.transactions import EngineTransactions, ThreadTransactions, transactions_for
 from deerflow_ext.persistence.wal_checkpoints import LOOP_CHECKPOINT_PAGES
 
 
@@ -26,27 +27,43 @@ async def engine(database_url: str) -> AsyncIterator[Any]:
         await engine.dispose()
 
 
-async def test_each_transaction_runs_whole_on_the_loop_or_one_sqlite_thread_or_a_few_postgres_ones(
-    engine: Any,
-) -> None:
+async def test_a_sqlite_transaction_runs_whole_on_the_loop_when_nothing_waits(engine: Any) -> None:
+    if engine.url.get_backend_name() != "sqlite":
+        pytest.skip("SQLite's twin")
     tx = transactions_for(engine)
     try:
         assert isinstance(tx, ThreadTransactions)
+        # Nothing handed over: made right here, on the loop.
         where = await tx.read(lambda conn: threading.get_ident())
-        if engine.url.get_backend_name() == "sqlite":
-            # Nothing handed over: made right here, on the loop.
-            assert where == threading.get_ident() == await tx.write(lambda conn: threading.get_ident())
-        else:
-            assert where != threading.get_ident()
-            # Transactions that wait (a row lock) hold up one thread each, not the rest.
-            gate = threading.Barrier(POSTGRES_THREADS, timeout=10)
+        assert where == threading.get_ident() == await tx.write(lambda conn: threading.get_ident())
+    finally:
+        await tx.aclose()
 
-            def meet(conn: Connection) -> int:
-                gate.wait()
-                return threading.get_ident()
 
-            met = await asyncio.gather(*(tx.write(meet) for _ in range(POSTGRES_THREADS)))
-            assert len(set(met)) == POSTGRES_THREADS
+async def test_a_postgres_transaction_waiting_for_a_row_lock_holds_up_nothing_else(engine: Any) -> None:
+    """PostgreSQL's transactions run on the host's engine: one that waits for a row lock
+    waits on the loop, and the other transactions and the loop go on meanwhile."""
+    if engine.url.get_backend_name() == "sqlite":
+        pytest.skip("PostgreSQL's transactions")
+    tx = transactions_for(engine)
+    try:
+        assert isinstance(tx, EngineTransactions) and tx.engine is engine
+        await tx.write(_insert_then, "locked", False)
+        async with engine.connect() as holder:
+            await holder.execute(text("SELECT id FROM threads WHERE id = 'locked' FOR UPDATE"))
+            waiting = asyncio.ensure_future(
+                tx.write(lambda conn: conn.execute(text("UPDATE threads SET status = 'busy' WHERE id = 'locked'")))
+            )
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            await tx.write(_insert_then, "other", False)  # another transaction meanwhile
+            assert await tx.read(lambda conn: conn.execute(text("SELECT count(*) FROM threads")).scalar()) == 2
+            await holder.rollback()  # the lock is let go
+        await asyncio.wait_for(waiting, 10)
+        status = await tx.read(
+            lambda conn: conn.execute(text("SELECT status FROM threads WHERE id = 'locked'")).scalar()
+        )
+        assert status == "busy"
     finally:
         await tx.aclose()
 

@@ -2,8 +2,8 @@
 
 Why a setting: what a commit costs is mostly the wait for the disk, and how much a crash may
 lose in exchange is the operator's call, not ours. ``DEERFLOW_DATABASE_DURABILITY`` chooses,
-and every connection of the host to its database (the engine's, its synchronous twin's,
-the loop statements', the checkpointer's) is opened with it, so one process never mixes two:
+and every connection of the host to its database (the engine's, SQLite's synchronous
+twin's, the loop statements', the checkpointer's) is opened with it, so one process never mixes two:
 
 - ``full``: SQLite ``synchronous=FULL`` (the write-ahead log is synced at every commit),
   PostgreSQL ``synchronous_commit=on`` (a commit returns once its WAL is flushed). A crash

@@ -6,8 +6,8 @@ so an agent reads what a client wrote and the other way round, across restarts a
 PostgreSQL, across Gateway processes.
 
 How it runs, for the reasons ``transactions`` and ``loop_statements`` give: a batch is one
-transaction function on the host's synchronous twin of the engine (SQLite: its own
-connection and loop-first thread; PostgreSQL: psycopg threads); a lone put or get, what a
+transaction function (SQLite: on the engine's synchronous twin, its own connection and
+loop-first thread; PostgreSQL: on the engine, through ``run_sync``); a lone put or get, what a
 client and a tool send most, is one statement, which on PostgreSQL asyncpg sends straight
 from the event loop and on SQLite goes compiled once to pysqlite, as a thread write does.
 
@@ -252,7 +252,7 @@ def _last_puts(ops: Sequence[Op]) -> list[Op]:
 class ItemStore(BaseStore):
     """The host's store: items in ``store_items``, on ``engine``'s database.
 
-    ``transactions`` defaults to a twin of its own (``transactions_for``); :meth:`aclose`
+    ``transactions`` defaults to its own (``transactions_for``); :meth:`aclose`
     ends it. Built on the event loop that will use it: the synchronous methods (a sync tool
     in an executor thread) hand their batch to that loop and wait; on the loop itself use
     the ``a``-methods.

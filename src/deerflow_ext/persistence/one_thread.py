@@ -1,5 +1,4 @@
-"""One thread that runs blocking calls in turn, awaited from any event loop (or a few
-threads taking calls from one queue).
+"""One thread that runs blocking calls in turn, awaited from any event loop.
 
 The checkpointer's SQLite connection lives on such a thread (``sqlite_saver``). It is the
 cheapest hand-off we measured: ``loop.run_in_executor`` on a one-worker
@@ -91,15 +90,11 @@ def _settle_all(settled: list[tuple[asyncio.Future[Any], Any, BaseException | No
 
 
 class OneThread:
-    """A daemon thread running the calls handed to :meth:`run` one at a time, in order.
+    """A daemon thread running the calls handed to :meth:`run` one at a time, in order (a
+    connection's operations need their order: the checkpointer keeps one thread per
+    connection).
 
-    With ``threads`` > 1, that many threads take the calls from the one queue: calls start
-    in order, and one that blocks (a lock wait on the database) holds up only its own
-    thread. Nothing orders their ends then; the PostgreSQL store's transactions need no
-    order between them (``transactions``), a connection's operations do (the checkpointer
-    keeps one thread per connection).
-
-    With ``loop_first`` (one thread only), calls are made where they are awaited whenever
+    With ``loop_first``, calls are made where they are awaited whenever
     nothing handed over is queued or running, and a call that raises what ``loop_first``
     calls busy is handed over and retried there for up to ``patience`` seconds (the module
     docstring says why). Calls from one loop still start in the order they were made, and
@@ -109,9 +104,7 @@ class OneThread:
     not held open by it; what it abandons then is what any crash abandons.
     """
 
-    def __init__(self, name: str, *, threads: int = 1, loop_first: Busy | None = None, patience: float = 0.0) -> None:
-        if loop_first is not None and threads != 1:
-            raise ValueError("a loop-first OneThread has one thread: its calls share one connection")
+    def __init__(self, name: str, *, loop_first: Busy | None = None, patience: float = 0.0) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
         self._intake = threading.Lock()  # no call is queued behind the closing marker
@@ -124,19 +117,13 @@ class OneThread:
         self._using: contextlib.AbstractContextManager[Any] = (
             threading.Lock() if loop_first is not None else contextlib.nullcontext()
         )
-        self._threads = tuple(threading.Thread(target=self._serve, name=name, daemon=True) for _ in range(threads))
-        for thread in self._threads:
-            thread.start()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
 
     @property
     def ident(self) -> int | None:
-        """The first thread's id (tests check where calls ran)."""
-        return self._threads[0].ident
-
-    @property
-    def idents(self) -> frozenset[int | None]:
-        """Every thread's id."""
-        return frozenset(thread.ident for thread in self._threads)
+        """The thread's id (tests check where calls ran)."""
+        return self._thread.ident
 
     async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the thread; its result or its exception, here.
@@ -161,12 +148,12 @@ class OneThread:
     def _hand_over(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], batched: bool
     ) -> asyncio.Future[T]:
-        """Queue a call for the threads: the future its outcome is set on, on this loop."""
+        """Queue a call for the thread: the future its outcome is set on, on this loop."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._intake:
             if self._closed:
-                raise RuntimeError(f"{self._threads[0].name} is closed")
+                raise RuntimeError(f"{self._thread.name} is closed")
             self._outstanding += 1
             self._jobs.put((loop, future, fn, args, kwargs, batched))
         return future
@@ -196,9 +183,8 @@ class OneThread:
         return await self._hand_over(batch, (item,), _NO_KWARGS, True)
 
     def close(self, *, last: Callable[[], Any] | None = None, wait: bool = True) -> None:
-        """Run what was handed over, then ``last`` (if given), then end the threads; with
-        ``wait`` (the default) block until they have ended (``last`` runs on one of them,
-        after the calls before it have started).
+        """Run what was handed over, then ``last`` (if given), then end the thread; with
+        ``wait`` (the default) block until it has ended.
 
         ``wait=False`` is for a finalizer: it may run inside the garbage collector on any
         thread, the event loop's included, which must not wait for the thread's last work
@@ -208,12 +194,10 @@ class OneThread:
                 self._closed = True
                 if last is not None:
                     self._jobs.put((None, None, last, (), _NO_KWARGS, False))
-                for _ in self._threads:
-                    self._jobs.put(None)
+                self._jobs.put(None)
         if wait:
-            for thread in self._threads:
-                if thread is not threading.current_thread():
-                    thread.join()
+            if self._thread is not threading.current_thread():
+                self._thread.join()
 
     def _serve(self) -> None:
         job = self._jobs.get()

@@ -1,33 +1,25 @@
-"""Where the host store's transactions run: whole, on threads of their own, with a
-synchronous driver.
-
-Why: through an async driver every step of a transaction is a wake-up of the event loop.
-Through aiosqlite each step (connect, execute, fetch, cursor close, commit: ~45 a trivial
-run's host-table work) is a hop to aiosqlite's thread and back, and SQLite's
-write lock stays taken across the hops, so concurrent runs wait on each other's round
-trips. Through asyncpg under SQLAlchemy each statement is a greenlet switch, a send, an
-epoll wake-up and a receive on the loop: a fifth of the loop's CPU per run on PostgreSQL,
-the one core every run of the process shares. So a transaction is a
-synchronous function run whole with SQLAlchemy Core on a *twin* of the engine (same
-database, synchronous driver) on a thread of its own (:class:`~.one_thread.OneThread`):
-one hand-off a transaction.
-
-- SQLite: pysqlite, one connection, the same pragmas, kept checked out between
-  transactions (``_Held``); the write lock is held only while a transaction runs. Its
-  thread is loop-first (``one_thread``): a transaction runs right on the event loop when
-  nothing is queued for the thread, and goes to the thread when something is, or when
-  another connection holds the lock (this connection waits for none).
-- PostgreSQL: psycopg, :data:`POSTGRES_THREADS` threads taking transactions from one queue,
-  each on a connection of the twin's pool, so a transaction that waits for a row lock holds
-  up only its own thread. A pooled connection the server closed is replaced at checkout
-  without a round trip (``liveness``), as the checkpointer's are. What every run writes
-  and reads is not among them: there each is one statement, which asyncpg sends straight
-  from the loop (``loop_statements``) for less than a hand-off costs.
-
-The async engine stays the owner's for everything else (migrations, sweeps, deletes).
+"""Where the host store's transactions run: whole, as one synchronous function written once
+with SQLAlchemy Core, on the dialect's one driver.
 
 A transaction function takes a SQLAlchemy ``Connection`` and the caller's arguments; it is
 written once and runs on either database.
+
+- SQLite: pysqlite, one connection, the same pragmas, kept checked out between transactions
+  (``_Held``), on a thread of its own that is loop-first (``one_thread``): a transaction runs
+  right on the event loop when nothing is queued for the thread, and goes to the thread when
+  something is, or when another connection holds the lock (this connection waits for none).
+  Why not the async engine: through aiosqlite each step (connect, execute, fetch, cursor
+  close, commit: ~45 a trivial run's host-table work) is a hop to aiosqlite's thread and
+  back, and SQLite's write lock stays taken across the hops, so concurrent runs wait on each
+  other's round trips. Here a transaction is one hand-off at most.
+- PostgreSQL: the host's own engine (asyncpg), the function run through SQLAlchemy's
+  ``run_sync`` on one of its pooled connections. A transaction that waits (a row lock) waits
+  on the loop without holding anything else up. What every run writes and reads does not
+  come here: each is one statement, which asyncpg sends straight from the loop
+  (``loop_statements``), without SQLAlchemy's per-statement greenlet switch. What does come
+  here is now and then: cancel records, searches, metadata merges, deletes, recovery.
+  PostgreSQL therefore speaks one driver for the host's rows; psycopg is left to LangGraph's
+  checkpointer, which is written for it (``pg_saver``).
 """
 
 from __future__ import annotations
@@ -39,25 +31,14 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy import create_engine as create_sync_engine
-from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import ConnectionPoolEntry
 
-from .durability import durability_of, libpq_options
+from .durability import durability_of
 from .engine import SQLITE_TIMEOUT_SECONDS, is_sqlite, is_sqlite_busy, sqlite_pragmas, wait_for_no_lock
-from .liveness import closed_by_server
 from .one_thread import Busy, OneThread
 from .wal_checkpoints import checkpoint_rarely
 
-__all__ = ["POSTGRES_THREADS", "ThreadTransactions", "Transactions", "transactions_for"]
-
-POSTGRES_THREADS = 2
-"""Threads (and pooled connections) of one process's PostgreSQL store transactions.
-
-A run's own writes and reads do not come here (``loop_statements``); cancel records,
-searches and metadata merges do, now and then. Two, so a transaction waiting for a row lock
-(a metadata merge locks its thread's row) stalls only one of them; few, because every
-Gateway process keeps these connections for its whole life."""
+__all__ = ["EngineTransactions", "ThreadTransactions", "Transactions", "transactions_for"]
 
 T = TypeVar("T")
 
@@ -79,23 +60,14 @@ class Transactions(Protocol):
 
 
 class ThreadTransactions:
-    """Transactions on a synchronous engine, each run whole on one of its threads."""
+    """Transactions on a synchronous one-connection engine (SQLite's twin), each run whole on
+    its loop-first thread."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        name: str = "deerflow-host-sqlite",
-        *,
-        threads: int = 1,
-        autocommit: bool = False,
-        loop_first: Busy | None = None,
-    ) -> None:
+    def __init__(self, engine: Engine, name: str = "deerflow-host-sqlite", *, loop_first: Busy | None = None) -> None:
         self._engine = engine
         # One thread runs one transaction at a time: its connection can stay checked out.
-        self._held = _Held(engine) if threads == 1 and not autocommit else None
-        # With ``autocommit``, reads send no BEGIN/ROLLBACK.
-        self._read = _in_autocommit if autocommit else _on_connection
-        self._thread = OneThread(name, threads=threads, loop_first=loop_first, patience=SQLITE_TIMEOUT_SECONDS)
+        self._held = _Held(engine)
+        self._thread = OneThread(name, loop_first=loop_first, patience=SQLITE_TIMEOUT_SECONDS)
         # A store dropped without aclose() (a test, a script) still ends its thread.
         self._finalizer = weakref.finalize(self, _shut, self._thread, self._held, engine)
 
@@ -105,19 +77,41 @@ class ThreadTransactions:
         return self._engine
 
     async def write(self, fn: Callable[..., T], /, *args: Any) -> T:
-        if self._held is not None:
-            return await self._thread.run(self._held.write, fn, args)
-        return await self._thread.run(_in_transaction, self._engine, fn, args)
+        return await self._thread.run(self._held.write, fn, args)
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
-        if self._held is not None:
-            return await self._thread.run(self._held.read, fn, args)
-        return await self._thread.run(self._read, self._engine, fn, args)
+        return await self._thread.run(self._held.read, fn, args)
 
     async def aclose(self) -> None:
         await self._thread.run(_shut_down, self._held, self._engine)
         self._finalizer.detach()
         self._thread.close()
+
+
+class EngineTransactions:
+    """Transactions on the host's async engine (PostgreSQL's asyncpg), each function run
+    whole through ``run_sync`` on one pooled connection; reads in autocommit (READ
+    COMMITTED takes a snapshot per statement either way), so a read sends no BEGIN."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine the transactions run on (its owner's)."""
+        return self._engine
+
+    async def write(self, fn: Callable[..., T], /, *args: Any) -> T:
+        async with self._engine.begin() as conn:
+            return await conn.run_sync(fn, *args)
+
+    async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
+        async with self._engine.connect() as conn:
+            autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            return await autocommit.run_sync(fn, *args)
+
+    async def aclose(self) -> None:
+        """Nothing of its own to close: the engine is its owner's."""
 
 
 class _Held:
@@ -165,21 +159,6 @@ class _Held:
             conn.close()
 
 
-def _in_transaction(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-    with engine.begin() as conn:
-        return fn(conn, *args)
-
-
-def _in_autocommit(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-    with engine.connect() as conn:
-        return fn(conn.execution_options(isolation_level="AUTOCOMMIT"), *args)
-
-
-def _on_connection(engine: Engine, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-    with engine.connect() as conn:
-        return fn(conn, *args)
-
-
 def _shut_down(held: _Held | None, engine: Engine) -> None:
     if held is not None:
         held.close()
@@ -192,28 +171,13 @@ def _shut(thread: OneThread, held: _Held | None, engine: Engine) -> None:
     thread.close(last=functools.partial(_shut_down, held, engine), wait=False)
 
 
-def _discard_closed(dbapi_connection: Any, _record: ConnectionPoolEntry, _proxy: Any) -> None:
-    """The PostgreSQL twin's checkout check: SQLAlchemy's documented way to have the pool
-    replace a connection is raising ``DisconnectionError`` here."""
-    if closed_by_server(dbapi_connection):
-        raise DisconnectionError("the database closed this pooled connection")
-
-
 def transactions_for(engine: AsyncEngine) -> Transactions:
-    """A synchronous twin of ``engine`` on threads of its own: SQLite's (same file, same
-    pragmas, pysqlite) on one, PostgreSQL's (psycopg) on :data:`POSTGRES_THREADS`; at the
-    engine's durability (``durability``)."""
+    """The host store's transactions on ``engine``'s database: SQLite's on a synchronous twin
+    (same file, same pragmas and durability, pysqlite) on one loop-first thread; PostgreSQL's
+    on ``engine`` itself."""
     url = engine.url
-    durability = durability_of(engine)
     if not is_sqlite(url):
-        twin = create_sync_engine(
-            url.set(drivername="postgresql+psycopg"),
-            connect_args=libpq_options(durability),
-            pool_size=POSTGRES_THREADS,
-            max_overflow=0,
-        )
-        event.listen(twin, "checkout", _discard_closed)
-        return ThreadTransactions(twin, "deerflow-host-postgres", threads=POSTGRES_THREADS, autocommit=True)
+        return EngineTransactions(engine)
     sync = create_sync_engine(
         url.set(drivername="sqlite+pysqlite"),
         # One thread uses it, but the pool may open the connection on another (dispose).
@@ -221,7 +185,7 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
         pool_size=1,
         max_overflow=0,
     )
-    event.listen(sync, "connect", sqlite_pragmas(durability))  # the connection the engine's would be
+    event.listen(sync, "connect", sqlite_pragmas(durability_of(engine)))  # the connection the engine's would be
     event.listen(sync, "connect", wait_for_no_lock)  # after them: its transactions run on the loop
     event.listen(sync, "connect", checkpoint_rarely)  # and so do its commits
     return ThreadTransactions(sync, loop_first=is_sqlite_busy)

@@ -20,7 +20,6 @@ from .statements import (
     DELETE_RUN,
     INSERT_RUN,
     INTERRUPT_OLDER,
-    LIVE_RUN_OF_THREAD,
     START_RUN,
     THREAD_METADATA,
     UPDATE_RUN,
@@ -34,7 +33,6 @@ from .values import RunRecord
 __all__ = [
     "cancel_requests",
     "delete_run",
-    "has_live_run",
     "list_runs",
     "request_cancel",
     "sqlite_finish_run",
@@ -107,7 +105,3 @@ def request_cancel(conn: Connection, run_id: str, action: str) -> int:
 
 def cancel_requests(conn: Connection, run_ids: Sequence[str]) -> dict[str, str]:
     return {run_id: str(action) for run_id, action in conn.execute(cancel_requests_of(run_ids))}
-
-
-def has_live_run(conn: Connection, thread_id: str) -> bool:
-    return conn.execute(LIVE_RUN_OF_THREAD, {"thread_id": thread_id}).first() is not None

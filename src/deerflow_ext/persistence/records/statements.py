@@ -1,5 +1,5 @@
 """The statements on threads and runs, as SQLAlchemy Core: what SQLite runs, and what
-PostgreSQL runs in a transaction (``transactions``' psycopg threads).
+PostgreSQL runs in a transaction (``transactions``).
 
 Every one is built once, here, its values bound at execution: the hot path's are compiled
 once for the driver (``compiled``: ``sqlite_statements`` on SQLite) and SQLAlchemy
@@ -83,16 +83,14 @@ SET_THREAD_METADATA = (
     .where(THREADS.c.id == bindparam("thread_id"))
     .values(metadata=bindparam("merged"), updated_at=bindparam("now"))
 )
-LIVE_RUN_OF_THREAD = (
-    select(RUNS.c.id).where(RUNS.c.thread_id == bindparam("thread_id"), RUNS.c.status.in_(LIVE)).limit(1)
-)
+# A live run's status: ``LIVE`` spelled out, not ``IN``, so that statements compiled once
+# (``compiled``: sent from the loop) have no expanding parameters.
+_IS_LIVE = or_(*(RUNS.c.status == status for status in LIVE))
+LIVE_RUN_OF_THREAD = select(RUNS.c.id).where(RUNS.c.thread_id == bindparam("thread_id"), _IS_LIVE).limit(1)
 
 # Stop requests on live runs (``cancel_requested``), applied by whichever process runs them:
-# a cancel's on one run; a follow-up's on the older runs of its thread. ``LIVE`` spelled
-# out, not ``IN``: a statement compiled once (``compiled``) has no expanding parameters.
-_REQUEST_STOP = (
-    update(RUNS).where(or_(*(RUNS.c.status == status for status in LIVE))).values(cancel_requested=bindparam("action"))
-)
+# a cancel's on one run; a follow-up's on the older runs of its thread.
+_REQUEST_STOP = update(RUNS).where(_IS_LIVE).values(cancel_requested=bindparam("action"))
 CANCEL_RUN = _REQUEST_STOP.where(RUNS.c.id == bindparam("run_id"))
 # The older runs of the follow-up ``run_id``'s thread (a column's own name cannot be a
 # bindparam of an UPDATE: ``on_thread``).

@@ -4,7 +4,7 @@ writes it fastest (docs/ARCHITECTURE.md, "How a run's rows are written").
 - PostgreSQL: what every run writes and reads (its thread, its row, its start and end, a
   read back) is one statement each (``pg_statements``), sent by asyncpg from the event loop
   (``loop_statements``); everything else a transaction function (``run_writes``,
-  ``thread_writes``, ``recovery``) on psycopg's threads (``transactions``).
+  ``thread_writes``, ``recovery``) on the engine (``transactions``).
 - SQLite: every operation a transaction function on pysqlite (``transactions``), the hot
   path's statements compiled once (``sqlite_statements``).
 
@@ -30,7 +30,7 @@ from ..thread_search import ThreadQuery
 from ..transactions import Transactions, transactions_for
 from . import pg_statements, recovery, run_writes, thread_writes
 from .owners import owner_is_dead
-from .statements import INSERT_THREAD, SELECT_RUN, SELECT_THREAD, UPDATE_RUN
+from .statements import INSERT_THREAD, LIVE_RUN_OF_THREAD, SELECT_RUN, SELECT_THREAD, UPDATE_RUN
 from .values import RunRecord, ThreadNotFoundError, ThreadRecord
 
 __all__ = ["HostStore"]
@@ -280,8 +280,9 @@ class HostStore:
         return await self._tx.read(run_writes.cancel_requests, run_ids)
 
     async def has_live_run(self, thread_id: str) -> bool:
-        """Whether any process has a run of the thread pending or running."""
-        return await self._tx.read(run_writes.has_live_run, thread_id)
+        """Whether any process has a run of the thread pending or running (asked before most
+        runs: from the loop on PostgreSQL, as a run's own reads are)."""
+        return await self._first(LIVE_RUN_OF_THREAD, {"thread_id": thread_id}) is not None
 
     # -- recovery ---------------------------------------------------------------------
     async def interrupt_orphaned_runs(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
