@@ -8,7 +8,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deerflow_ext.runtime.run_log import BLOCK, RunLog
+from deerflow_ext.runtime.run_log import BLOCK, LIVE, RunLog
 
 
 def _data(i: int) -> str:
@@ -21,12 +21,17 @@ def _data(i: int) -> str:
     limit=st.integers(min_value=1, max_value=5 * BLOCK),
     published=st.integers(min_value=0, max_value=8 * BLOCK),
     reads=st.lists(st.tuples(st.integers(min_value=0, max_value=10 * BLOCK), st.integers(1, 3 * BLOCK)), max_size=8),
+    ended=st.booleans(),
 )
-def test_reads_match_a_list_of_every_event(limit: int, published: int, reads: list[tuple[int, int]]) -> None:
+def test_reads_match_a_list_of_every_event(
+    limit: int, published: int, reads: list[tuple[int, int]], ended: bool
+) -> None:
     log = RunLog(limit)
     everything = [(f"e{i % 3}", _data(i)) for i in range(1, published + 1)]
     for event, data in everything:
         log.append(event, data)
+    if ended:
+        log.end()
     retained = log.next_seq - log.first_seq
     assert log.next_seq == published + 1
     assert min(published, limit) <= retained <= max(limit + max(limit // 4, 1) + BLOCK, limit)
@@ -42,6 +47,20 @@ def test_a_long_reply_is_kept_compressed_but_the_newest_events_as_they_are() -> 
     for i in range(200):
         log.append("messages", _data(i))
     raw = sum(len(_data(i)) for i in range(200))
+    assert LIVE <= len(log._tail) < LIVE + BLOCK
     kept = sum(len(b) for b in log._blocks) + sum(len(e.data) for e in log._tail)
     assert kept < raw / 3
     assert [e.id for e in log.since(199 - 5, 10)] == ["195", "196", "197", "198", "199", "200"]
+
+
+def test_an_ended_stream_keeps_nothing_as_it_is() -> None:
+    log = RunLog(10_000)
+    for i in range(200):
+        log.append("messages", _data(i))
+    log.append("end", "{}")
+    log.end()
+    assert log._tail == []
+    raw = sum(len(_data(i)) for i in range(200))
+    assert sum(len(b) for b in log._blocks) < raw / 10
+    assert [(e.id, e.event) for e in log.since(198, 5)] == [("199", "messages"), ("200", "messages"), ("201", "end")]
+    assert [e.data for e in log.since(0, 300)] == [*(_data(i) for i in range(200)), "{}"]

@@ -206,7 +206,7 @@ class MemoryStreamBridge:
             return
         log.append(event, data)
         if event == END_EVENT:
-            log.ended = True
+            log.end()
             self._expire_later(run_id, log)
         # Wake every reader waiting on this run, then arm a fresh event for the next wait.
         log.changed.set()
