@@ -10,7 +10,12 @@ from langchain_core.tools import tool
 
 from deerflow_ext.agents.embedded_model import EmbeddedChatModel, TransientModelError
 from deerflow_ext.agents.goal import parse_verdict
-from deerflow_ext.agents.models import create_chat_model, effective_model_name, public_model_parameters
+from deerflow_ext.agents.models import (
+    create_chat_model,
+    effective_model_name,
+    public_model_parameters,
+    shared_model_factory,
+)
 from deerflow_ext.agents.prompts import (
     SUMMARY_MARKER,
     render_goal_prompt,
@@ -125,3 +130,21 @@ def test_create_chat_model_defaults_to_embedded_and_imports_by_use() -> None:
     assert "api_key" not in public_model_parameters(config, "local")
     with pytest.raises(ValueError, match="unknown model"):
         create_chat_model(config, "missing")
+
+
+def test_a_hosts_factory_makes_each_configured_model_once_and_the_embedded_one_per_run() -> None:
+    remote = {"use": "langchain_openai:ChatOpenAI", "model": "m", "api_key": "k", "base_url": "http://127.0.0.1:9/v1"}
+    config = AppConfig.model_validate(
+        {
+            "models": [
+                {"name": "remote", **remote},
+                {"name": "local", "use": "deerflow_ext.agents.embedded_model:EmbeddedChatModel", "fail_times": 1},
+            ]
+        }
+    )
+    factory = shared_model_factory(config)
+    first = factory("remote")
+    assert factory("remote") is first and factory(None) is not first  # one instance per name asked
+    assert factory(None).model_name == first.model_name == "m"  # type: ignore[attr-defined]
+    assert factory("local") is not factory("local")  # its failure count is a run's own
+    assert shared_model_factory(config)("remote") is not first  # per host, not per process

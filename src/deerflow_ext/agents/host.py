@@ -28,7 +28,7 @@ from .context import build_run_context
 from .goal import continuation_message, evaluate_goal
 from .lead import ModelFactory, make_lead_agent, subagent_task_tool
 from .messages import final_answer
-from .models import create_chat_model, model_name_for
+from .models import model_name_for, shared_model_factory
 from .reuse import CompiledGraphs
 from .thread_state import ThreadStates
 
@@ -141,7 +141,7 @@ class AgentHost:
         self.extensions = extensions
         # The lead model: the one asked for, else the entry claiming "lead", else the first.
         self.model_name = model_name if model_name is not None else model_name_for(config, "lead")
-        self.model_factory: ModelFactory = model_factory or (lambda name: create_chat_model(config, name))
+        self.model_factory: ModelFactory = model_factory or shared_model_factory(config)
         if memory is None and config.memory.enabled:
             memory = MemoryManager(config.memory, self.model_factory(self.purpose_model_name("memory")))
         self.memory = memory

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ __all__ = [
     "model_entry",
     "model_name_for",
     "public_model_parameters",
+    "shared_model_factory",
 ]
 
 # Constructor keys that must never reach a descriptor or a log line.
@@ -104,6 +105,30 @@ def create_chat_model(config: AppConfig, name: str | None = None) -> BaseChatMod
     if not isinstance(model, BaseChatModel):
         raise TypeError(f"model {entry.name!r}: {entry.use} did not produce a BaseChatModel")
     return model
+
+
+def shared_model_factory(config: AppConfig) -> Callable[[str | None], BaseChatModel]:
+    """:func:`create_chat_model` for a host that serves many runs: each configured model is
+    constructed once and every run gets that instance.
+
+    Why: a provider chat model is a client, not a conversation: what a call needs travels
+    with the call, and LangChain runs one instance from many tasks at once. Constructed per
+    run, ``ChatOpenAI`` cost ~7 KiB held for the run's life (its validated fields, an
+    ``openai`` client and its resource objects; the HTTP pool is shared either way) and its
+    validation time, for every open stream. The embedded model is still made per run: it
+    counts its calls (``fail_times``), and that count is a run's own.
+    """
+    made: dict[str | None, BaseChatModel] = {}
+
+    def factory(name: str | None) -> BaseChatModel:
+        model = made.get(name)
+        if model is None:
+            model = create_chat_model(config, name)
+            if not isinstance(model, EmbeddedChatModel):
+                made[name] = model
+        return model
+
+    return factory
 
 
 def _distribution_hint(module: str) -> str:
