@@ -19,6 +19,10 @@ What it answers, by what the request looks like:
 - a request with no ``tools`` (the host's own calls: a title, memory facts): a short reply,
   a JSON list of facts when the prompt asks for one, else a title, at the same pace.
 
+With ``--hold-after K`` a conversation reply stops after its K-th token until ``GET
+/release`` (which lets every reply held so far go on; later ones hold again): streams held
+open mid-reply, for measuring what an open stream costs a server (``stream_memory.py``).
+
 Every stream ends with a ``finish_reason`` chunk, then a ``usage`` chunk (no choices, as
 OpenAI sends with ``stream_options.include_usage``), then ``data: [DONE]``. A request with
 ``"stream": false`` gets the same content in one JSON body. The pace is kept against a
@@ -65,10 +69,21 @@ def reply_text(tokens: int = REPLY_TOKENS) -> str:
 class Provider:
     """The app: its pace and reply length are set once, at start."""
 
-    def __init__(self, gap_seconds: float, tokens: int) -> None:
+    def __init__(self, gap_seconds: float, tokens: int, hold_after: int | None = None) -> None:
         self.gap = gap_seconds
         self.tokens = tokens
+        self.hold_after = hold_after
         self.replies = 0
+        self.held = 0
+        self._gate: asyncio.Event | None = None
+
+    def _release(self) -> int:
+        """Let every held reply go on; returns how many were held."""
+        held, self.held = self.held, 0
+        if self._gate is not None:
+            self._gate.set()
+        self._gate = None
+        return held
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -79,7 +94,10 @@ class Provider:
         if scope["type"] != "http":
             return
         if scope["method"] == "GET":
-            await _respond(send, 200, b'{"ok": true, "replies": %d}' % self.replies)
+            if scope["path"].endswith("/release"):
+                await _respond(send, 200, b'{"released": %d}' % self._release())
+                return
+            await _respond(send, 200, b'{"ok": true, "replies": %d, "held": %d}' % (self.replies, self.held))
             return
         if not scope["path"].endswith("/chat/completions"):
             await _respond(send, 404, b'{"error": {"message": "only /v1/chat/completions"}}')
@@ -134,7 +152,10 @@ class Provider:
         loop = asyncio.get_running_loop()
         start = loop.time()
         await _more(send, chunk({"role": "assistant", "content": ""}))
+        hold = self.hold_after if finish == "stop" and len(pieces) == self.tokens else None
         for i, delta in enumerate(pieces):
+            if i == hold:
+                start += await self._hold(loop)
             due = start + i * self.gap
             if due > loop.time():
                 await asyncio.sleep(due - loop.time())
@@ -145,6 +166,15 @@ class Provider:
         usage["total_tokens"] = prompt_tokens + len(pieces)
         await _more(send, chunk(None, usage=usage))
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+
+    async def _hold(self, loop: asyncio.AbstractEventLoop) -> float:
+        """Wait for ``/release``; returns the seconds waited (the pace's clock moves on by them)."""
+        if self._gate is None:
+            self._gate = asyncio.Event()
+        gate, began = self._gate, loop.time()
+        self.held += 1
+        await gate.wait()
+        return loop.time() - began
 
 
 def _words(text: str) -> list[str]:
@@ -183,8 +213,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--gap-ms", type=float, default=20.0, help="milliseconds between two tokens of a reply")
     parser.add_argument("--tokens", type=int, default=REPLY_TOKENS, help="content tokens of a conversation reply")
+    parser.add_argument("--hold-after", type=int, help="hold each conversation reply after this many tokens")
     args = parser.parse_args()
-    provider = Provider(args.gap_ms / 1000, args.tokens)
+    provider = Provider(args.gap_ms / 1000, args.tokens, args.hold_after)
     uvicorn.run(provider, host="127.0.0.1", port=args.port, log_level="warning", access_log=False, backlog=4096)
 
 
