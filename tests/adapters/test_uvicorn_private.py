@@ -15,6 +15,7 @@ from live_uvicorn import live_server
 
 WHERE = f"uvicorn {metadata.version('uvicorn')}"
 DEADLINE = 0.5
+KEEP_ALIVE = 1.5
 
 
 async def _app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -33,7 +34,8 @@ async def _server() -> AsyncIterator[int]:
     assert uvicorn_private.HeadDeadlineProtocol is not None, f"{WHERE}: the head deadline fell back to uvicorn's own"
     uvicorn_private.set_head_deadline(DEADLINE)
     try:
-        async with live_server(_app, lifespan="auto", http=uvicorn_private.HeadDeadlineProtocol) as live:
+        http = uvicorn_private.HeadDeadlineProtocol
+        async with live_server(_app, lifespan="auto", http=http, timeout_keep_alive=KEEP_ALIVE) as live:
             yield int(live.base_url.rsplit(":", 1)[1])
     finally:
         uvicorn_private.set_head_deadline(uvicorn_private.DEFAULT_HEAD_DEADLINE)
@@ -85,3 +87,15 @@ async def test_requests_and_long_streams_are_served_then_keep_alive_closes() -> 
         assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"tick") == 4 and b"done" in answer, answer
         two = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 2
         assert (await _exchange(port, two)).count(b"HTTP/1.1 200") == 2
+
+
+async def test_after_a_response_the_connection_idles_for_keep_alive_before_its_head_is_due() -> None:
+    """The client, not the server, should end an idle pooled connection: after a response the
+    head deadline starts once uvicorn's keep-alive is over, so a keep-alive longer than the
+    clients' pools is the one that counts."""
+    async with _server() as port:
+        began = asyncio.get_running_loop().time()
+        answer = await _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        held = asyncio.get_running_loop().time() - began
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        assert KEEP_ALIVE - 0.2 <= held < KEEP_ALIVE + DEADLINE + 2, f"{WHERE}: closed after {held:.2f} s"

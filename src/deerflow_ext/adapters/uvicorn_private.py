@@ -7,8 +7,10 @@ a protocol object, and enough of them use up the process's descriptors, after wh
 accepts nothing at all. uvicorn has no setting for a head deadline.
 
 :data:`HeadDeadlineProtocol` is uvicorn's own protocol class (``auto``: httptools when it is
-installed, else h11) with one timer more. It is armed when the connection opens and again
-whenever a response completes; when it fires and no new request head has arrived since
+installed, else h11) with one timer more. It is armed when the connection opens (the head is due within the
+deadline) and again whenever a response completes (the connection may first idle for
+uvicorn's keep-alive, whose own timer closes it then; the head is due within the deadline
+after that); when it fires and no new request head has arrived since
 (uvicorn starts a new ``cycle`` for each head it has parsed) and nothing is in flight, the
 connection is closed. Requests in flight, streamed responses included, are never touched.
 The deadline is process-wide (:func:`set_head_deadline`): ``serve`` sets it from
@@ -17,7 +19,7 @@ uvicorn's worker processes by name.
 
 Private: ``uvicorn.protocols.http.auto.AutoHTTPProtocol``, its ``connection_made``,
 ``on_response_complete`` and ``connection_lost``, and the ``cycle`` (with
-``response_complete``) and ``transport`` attributes.
+``response_complete``), ``transport`` and ``timeout_keep_alive`` attributes.
 Fallback: :data:`HeadDeadlineProtocol` is ``None`` and ``serve`` runs uvicorn's own class,
 without a head deadline (keep-alive and every other timeout stay as configured).
 """
@@ -66,7 +68,7 @@ def _make(base: type[Any]) -> type[Any]:
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._arm_head_deadline()
+            self._arm_head_deadline(getattr(self, "timeout_keep_alive", 0.0))
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._head_timer is not None:
@@ -74,12 +76,12 @@ def _make(base: type[Any]) -> type[Any]:
                 self._head_timer = None
             super().connection_lost(exc)
 
-        def _arm_head_deadline(self) -> None:
+        def _arm_head_deadline(self, idle: float = 0.0) -> None:
             if self._head_timer is not None:
                 self._head_timer.cancel()
             waiting_after = getattr(self, "cycle", None)
             loop = asyncio.get_running_loop()
-            self._head_timer = loop.call_later(_deadline, self._head_overdue, waiting_after)
+            self._head_timer = loop.call_later(idle + _deadline, self._head_overdue, waiting_after)
 
         def _head_overdue(self, waiting_after: Any) -> None:
             self._head_timer = None

@@ -121,8 +121,11 @@ class Settings(BaseSettings):
     #: Seconds a connection may take to send a complete request head, when it opens and
     #: after each response; past it the connection is closed (slowloris, idle sockets).
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)
-    #: Seconds an idle keep-alive connection stays open after a response (uvicorn's).
-    http_keepalive_seconds: float = Field(default=5.0, gt=0)
+    #: Seconds an idle keep-alive connection stays open after a response (uvicorn's). Longer
+    #: than HTTP clients keep an idle connection in their pools (httpx, and so
+    #: ``langgraph_sdk``: 5 s; aiohttp: 15 s), so that the client ends it: a server closing
+    #: at the client's own moment resets the request the client has just sent on it.
+    http_keepalive_seconds: float = Field(default=20.0, gt=0)
     #: Resident memory (MiB) past which a watchdog names the extension hook running at the
     #: time (``extensions/boundary/memwatch.py``); it only names, never frees. Unset: off.
     memory_watch_mib: float | None = Field(default=None, gt=0)
