@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from live_uvicorn import free_port
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -42,12 +43,6 @@ def figure(case: str, **numbers: Any) -> str:
     FIGURES.append(line)
     print(line)
     return line
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(directory: Path, plugins: Sequence[dict[str, Any]] = (), **sections: Any) -> Path:

@@ -25,8 +25,9 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from chaos_support import FIGURES, free_port  # noqa: E402
+from chaos_support import FIGURES  # noqa: E402
 
+from live_uvicorn import free_port  # noqa: E402
 from pg_support import PG_UNREACHABLE, fresh_database  # noqa: E402
 from redis_support import REDIS_UNREACHABLE  # noqa: E402
 

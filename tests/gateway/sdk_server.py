@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from live_uvicorn import free_port
+
 __all__ = ["CuttingProxy", "SdkServer", "sdk_server"]
 
 
@@ -36,12 +38,6 @@ class SdkServer:
     @staticmethod
     def gate() -> str:
         return f"g{uuid.uuid4().hex[:10]}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
@@ -76,7 +72,7 @@ def sdk_server(
         ),
         config=load_app_config(config),
     )
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     thread = threading.Thread(target=server.run, name="sdk-gateway", daemon=True)

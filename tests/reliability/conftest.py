@@ -12,12 +12,11 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,13 @@ import httpx
 import pytest
 import yaml
 
+import live_uvicorn
+from live_uvicorn import LiveServer, free_port
+
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(path: Path, plugins: list[dict[str, Any]], **sections: Any) -> Path:
@@ -58,52 +54,10 @@ def make_settings(
     return Settings(config=config, database_url=database_url or sqlite_url(tmp_path))
 
 
-@dataclass
-class LiveServer:
-    app: Any
-    base_url: str
-    server: Any
-    task: asyncio.Task[Any]
-
-    def client(self, **kwargs: Any) -> httpx.AsyncClient:
-        kwargs.setdefault("timeout", 30)
-        return httpx.AsyncClient(base_url=self.base_url, **kwargs)
-
-    async def stop(self, within: float = 30) -> None:
-        self.server.should_exit = True
-        await asyncio.wait_for(asyncio.shield(self.task), within)
-
-
-@contextlib.asynccontextmanager
-async def live_server(app: Any, *, start_timeout: float = 6.0) -> AsyncIterator[LiveServer]:
-    """uvicorn serving ``app`` on 127.0.0.1 in this event loop, lifespan included."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host="127.0.0.1", port=port, lifespan="on", log_level="warning", timeout_graceful_shutdown=3
-        )
-    )
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve())
-    deadline = time.monotonic() + start_timeout
-    while not (server.started or task.done()) and time.monotonic() < deadline:  # noqa: ASYNC110 - uvicorn exposes a flag
-        await asyncio.sleep(0.02)
-    if not server.started:
-        if task.done():
-            task.result()
-        server.should_exit = server.force_exit = True
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 5)
-        raise TimeoutError(f"uvicorn did not start within {start_timeout}s")
-    live = LiveServer(app, f"http://127.0.0.1:{port}", server, task)
-    try:
-        yield live
-    finally:
-        if not task.done():
-            await live.stop()
+def live_server(app: Any, *, start_timeout: float = 6.0) -> contextlib.AbstractAsyncContextManager[LiveServer]:
+    """The shared live uvicorn (``live_uvicorn``), its shutdown bounded: these Gateways run
+    extensions that may hold a request open."""
+    return live_uvicorn.live_server(app, start_timeout=start_timeout, timeout_graceful_shutdown=3)
 
 
 def parse_sse(text: str) -> list[tuple[str, Any]]:

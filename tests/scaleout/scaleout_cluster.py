@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,16 +16,12 @@ from typing import Any
 
 import httpx
 
+from live_uvicorn import free_port
+
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 LEASE_SECONDS = 2.0
 STARTUP_TIMEOUT = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
