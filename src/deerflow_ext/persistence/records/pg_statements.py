@@ -34,12 +34,21 @@ __all__ = [
     "status_is",
 ]
 
-_STARTED = START_RUN.returning(RUNS.c.thread_id).cte("started")
+# The thread's row is locked before the run's, as a follow-up's insert locks them (thread,
+# then its older runs): the other order let the two deadlock on a run starting while a
+# follow-up on its thread was being written.
+_THREAD_LOCKED = (
+    select(THREADS.c.id)
+    .where(THREADS.c.id == select(RUNS.c.thread_id).where(RUNS.c.id == bindparam("run_id")).scalar_subquery())
+    .with_for_update()
+    .cte("thread_locked")
+)
+_STARTED = START_RUN.where(select(_THREAD_LOCKED.c.id).exists()).returning(RUNS.c.thread_id).cte("started")
 START_RUN_AND_THREAD = (
     update(THREADS)
     .where(THREADS.c.id == _STARTED.c.thread_id)
     .values(status=ThreadStatus.BUSY.value, updated_at=bindparam("now"))
-    .add_cte(_STARTED)
+    .add_cte(_THREAD_LOCKED, _STARTED)
 )
 """A pending run started and its thread ``busy``; nothing written when it was not pending."""
 
