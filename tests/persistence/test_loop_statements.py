@@ -113,6 +113,43 @@ async def test_each_write_and_read_of_a_run_is_one_statement_sent_from_the_loop(
     assert await store.get_run("t-none", "r-2") is None
 
 
+async def _waits_on_the_thread_alone(database_url: str, call: Any, run_id: str) -> None:
+    """While another transaction holds the thread's row, ``call`` waits for it without
+    having locked the run's: a run's writes lock its thread first, then its run, as a
+    follow-up's insert does (thread, then its older runs), so no two of them deadlock."""
+    libpq = database_url.replace("+asyncpg", "")
+    with psycopg.connect(libpq) as holder, psycopg.connect(libpq) as prober:
+        holder.execute("SELECT id FROM threads WHERE id = 't-1' FOR UPDATE")
+        waiting = asyncio.ensure_future(call())
+        for _ in range(100):  # until PostgreSQL shows the call waiting on a lock
+            await asyncio.sleep(0.02)
+            blocked = prober.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            prober.rollback()
+            if blocked.fetchone() == (1,):
+                break
+        else:
+            raise AssertionError("the call never waited on the thread's row")
+        prober.execute("SET lock_timeout = '100ms'")
+        prober.execute("SELECT id FROM runs WHERE id = %s FOR UPDATE", (run_id,))  # not held by the call
+        prober.rollback()
+        holder.rollback()
+        await asyncio.wait_for(waiting, 10)
+
+
+async def test_a_runs_start_and_end_lock_its_thread_before_the_run(store: HostStore, database_url: str) -> None:
+    await store.create_thread(thread_id="t-1")
+    await store.create_run("t-1", "r-1", {}, owner=PROCESS_OWNER)
+    await _waits_on_the_thread_alone(database_url, lambda: store.mark_started("r-1", "t-1"), "r-1")
+    assert (await store.get_run("t-1", "r-1")).status == "running"  # type: ignore[union-attr]
+
+    def finish() -> Any:
+        return store.finish_run("r-1", status="success", outcome="completed", thread_id="t-1", thread_status="idle")
+
+    await _waits_on_the_thread_alone(database_url, finish, "r-1")
+    assert (await store.get_run("t-1", "r-1")).status == "success"  # type: ignore[union-attr]
+    assert (await store.get_thread("t-1")).status == "idle"  # type: ignore[union-attr]
+
+
 async def test_a_connection_the_server_closed_is_replaced(store: HostStore) -> None:
     assert store._pg is not None
     await asyncio.gather(*(store.create_thread(thread_id=f"t-{n}") for n in range(LOOP_CONNECTIONS)))

@@ -56,7 +56,11 @@ START_RUN_AND_THREAD = (
 @functools.cache
 def finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozenset[str]) -> Any:
     """The run's end and its thread's new values as one statement, built once per
-    combination of columns written (bound as ``run_<name>`` / ``thread_<name>``)."""
+    combination of columns written (bound as ``run_<name>`` / ``thread_<name>``).
+
+    The thread's update is the statement and the run's a ``WITH`` it never reads, which
+    PostgreSQL runs after the statement itself: the thread's row is locked first, as at the
+    run's start, and the run's is updated even when the thread has no row."""
     ended = (
         update(RUNS)
         .where(RUNS.c.id == bindparam("run_id"))
