@@ -23,6 +23,7 @@ from deerflow_ext.adapters import (
     cpython_bytecode,
     fastapi_private,
     importlib_metadata_private,
+    langchain_core_private,
     langchain_private,
     langgraph_postgres_private,
     langgraph_private,
@@ -83,6 +84,29 @@ def test_langchain_wrap_trace_kwargs_still_scrubs_inputs_and_outputs() -> None:
     assert callable(kwargs["process_inputs"]) and callable(kwargs["process_outputs"])
     scrubbed = kwargs["process_inputs"]({"request": 1, "handler": print, "runtime": object()})
     assert "handler" not in scrubbed and scrubbed.get("request") == 1, f"{_version('langchain')}: {scrubbed!r}"
+
+
+# -- LangChain core -----------------------------------------------------------------------------
+def test_langchain_core_asks_should_stream_with_its_keywords() -> None:
+    from langchain_core.language_models import BaseChatModel
+
+    where = f"{_version('langchain-core')}: BaseChatModel.{langchain_core_private.SHOULD_STREAM}"
+    assert langchain_core_private.should_stream() is not None, f"{where} is gone or takes other keywords"
+    source = inspect.getsource(BaseChatModel._agenerate_with_cache)
+    assert f"self.{langchain_core_private.SHOULD_STREAM}(" in source, f"{where} is no longer what ainvoke asks"
+
+
+def test_langchain_core_chunk_metadata_puts_the_generation_info_under_the_messages_own() -> None:
+    from langchain_core.messages import AIMessageChunk
+    from langchain_core.outputs import ChatGenerationChunk
+
+    metadata = langchain_core_private.chunk_metadata()
+    assert metadata is not None, f"{_version('langchain-core')}: _gen_info_and_msg_metadata is gone"
+    chunk = ChatGenerationChunk(
+        message=AIMessageChunk(content="", response_metadata={"model_name": "m", "finish_reason": "own"}),
+        generation_info={"finish_reason": "stop", "logprobs": None},
+    )
+    assert metadata(chunk) == {"finish_reason": "own", "logprobs": None, "model_name": "m"}
 
 
 # -- LangGraph ---------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Other libraries' private surface, one module per library, and nothing else.
 
 The host leans on a few names no library promises to keep: LangChain's chain composers and
-trace helpers, LangGraph's state-channel reader and its PostgreSQL saver's cursor hook,
-FastAPI's and Starlette's router internals, langsmith's runtime overrides,
+trace helpers, LangChain core's streaming route, LangGraph's state-channel reader and its
+PostgreSQL saver's cursor hook, FastAPI's and Starlette's router internals, langsmith's runtime overrides,
 ``importlib_metadata``'s distribution path, CPython's bytecode, uvicorn's HTTP protocol class
 (a deadline for request heads). Each is reached only through
 the module here named after its library, which

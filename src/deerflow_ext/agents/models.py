@@ -3,12 +3,15 @@
 Real models are one config entry away (``use: langchain_openai:ChatOpenAI`` plus its
 constructor keys); importing them by path keeps every provider package optional.
 
-Two rules are applied to every configured model:
+Three rules are applied to every configured model:
 
 * **One retry policy.** A provider class with a ``max_retries`` knob is constructed with
   ``max_retries=0``: the host's retry layer (``retry:`` in config.yaml) already retries
   transient failures, and both together multiply (LangChain's 2 retries inside our 2 made a
   failing call 9 attempts).
+* **Streamed replies merged as they arrive**: a provider class that streams is built as its
+  ``merged_stream`` subclass, so an open conversation holds its reply so far, not every
+  chunk of it.
 * **Checked before anything starts** (:func:`check_models`): the class imports, the
   constructor takes the keys, the credentials it needs are there. Construction only; the
   provider is never called. Each problem is one ``file:line: field: cause`` line.
@@ -31,6 +34,7 @@ from deerflow_ext.config.schema import MODEL_PURPOSES, AppConfig, ModelEntry, Mo
 from deerflow_ext.exception_text import exception_text
 
 from .embedded_model import EMBEDDED_MODEL_NAME, EmbeddedChatModel
+from .merged_stream import merging_model_class
 
 __all__ = [
     "check_models",
@@ -101,7 +105,8 @@ def create_chat_model(config: AppConfig, name: str | None = None) -> BaseChatMod
     entry = model_entry(config, name)
     if entry is None:
         return EmbeddedChatModel()
-    model = _construct(entry, _import_target(entry.use))
+    target = _import_target(entry.use)
+    model = _construct(entry, merging_model_class(target) or target)
     if not isinstance(model, BaseChatModel):
         raise TypeError(f"model {entry.name!r}: {entry.use} did not produce a BaseChatModel")
     return model
