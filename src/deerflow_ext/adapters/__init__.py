@@ -2,10 +2,10 @@
 
 The host leans on a few names no library promises to keep: LangChain's chain composers and
 trace helpers, LangChain core's streaming route, LangGraph's state-channel reader and its
-PostgreSQL saver's cursor hook, FastAPI's and Starlette's router internals, langsmith's runtime overrides,
-``importlib_metadata``'s distribution path, CPython's bytecode, uvicorn's HTTP protocol class
-(a deadline for request heads). Each is reached only through
-the module here named after its library, which
+PostgreSQL saver's cursor hook, FastAPI's and Starlette's router internals, langsmith's
+runtime overrides, ``importlib_metadata``'s distribution path, CPython's bytecode, uvicorn's
+HTTP protocol class (a deadline for request heads). Each is reached only through the module
+here named after its library, which
 
 * says what it uses, why, and what the host does without it (the *fallback*: the host
   always keeps working, it only loses a speed-up or a finer check);

@@ -111,7 +111,7 @@ def _build(cls: type[BaseChatModel]) -> type[BaseChatModel]:
 
 
 def _make(cls: type) -> type[BaseChatModel] | None:
-    if not (isinstance(cls, type) and issubclass(cls, BaseChatModel)):
+    if not issubclass(cls, BaseChatModel):
         return None
     if cls._astream is BaseChatModel._astream:  # nothing to stream from: LangChain would not stream
         return None
@@ -126,7 +126,4 @@ _classes: ClassMemo[type[BaseChatModel] | None] = ClassMemo(_make)
 def merging_model_class(cls: type) -> type[BaseChatModel] | None:
     """``cls``'s merging subclass (one per class), or ``None`` when ``cls`` is not a chat
     model class that streams, or this LangChain lacks the route (see the adapter)."""
-    found = _classes.get(cls, _classes)
-    if found is _classes:
-        return _classes.load(cls)
-    return found  # type: ignore[return-value]
+    return _classes.load(cls) if isinstance(cls, type) else None
