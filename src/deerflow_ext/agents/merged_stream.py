@@ -21,7 +21,7 @@ LangChain's content-block (v2) route are untouched.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
@@ -48,9 +48,12 @@ def _routes(model: BaseChatModel, kwargs: dict[str, Any]) -> bool:
     return "stream" not in kwargs and model.output_version in (None, "v0")
 
 
-async def _merged(chunks: AsyncIterator[ChatGenerationChunk], run_manager: AsyncCallbackManagerForLLMRun) -> ChatResult:
-    metadata = langchain_core_private.chunk_metadata()
-    assert metadata is not None  # the class is only made when the adapter has it
+_Metadata = Callable[[ChatGenerationChunk], dict[str, Any]]
+
+
+async def _merged(
+    chunks: AsyncIterator[ChatGenerationChunk], run_manager: AsyncCallbackManagerForLLMRun, metadata: _Metadata
+) -> ChatResult:
     run_id = f"{_RUN_ID_PREFIX}{run_manager.run_id}"
     reply: ChatGenerationChunk | None = None
     kept: list[ChatGenerationChunk] = []
@@ -75,7 +78,7 @@ async def _merged(chunks: AsyncIterator[ChatGenerationChunk], run_manager: Async
     return generate_from_stream(iter(parts))
 
 
-def _build(cls: type[BaseChatModel]) -> type[BaseChatModel]:
+def _build(cls: type[BaseChatModel], metadata: _Metadata) -> type[BaseChatModel]:
     def should_stream(self: BaseChatModel, *, async_api: bool, run_manager: Any = None, **kwargs: Any) -> bool:
         streams: bool = getattr(super(merging, self), langchain_core_private.SHOULD_STREAM)(
             async_api=async_api, run_manager=run_manager, **kwargs
@@ -95,7 +98,7 @@ def _build(cls: type[BaseChatModel]) -> type[BaseChatModel]:
         if run_manager is not None and _routes(self, kwargs):
             asks = getattr(parent, langchain_core_private.SHOULD_STREAM)
             if asks(async_api=True, run_manager=run_manager, **kwargs):
-                return await _merged(self._astream(messages, stop=stop, **kwargs), run_manager)
+                return await _merged(self._astream(messages, stop=stop, **kwargs), run_manager, metadata)
         result: ChatResult = await parent._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
         return result
 
@@ -115,9 +118,10 @@ def _make(cls: type) -> type[BaseChatModel] | None:
         return None
     if cls._astream is BaseChatModel._astream:  # nothing to stream from: LangChain would not stream
         return None
-    if langchain_core_private.should_stream() is None or langchain_core_private.chunk_metadata() is None:
+    metadata = langchain_core_private.chunk_metadata()
+    if langchain_core_private.should_stream() is None or metadata is None:
         return None
-    return _build(cls)
+    return _build(cls, metadata)
 
 
 _classes: ClassMemo[type[BaseChatModel] | None] = ClassMemo(_make)
