@@ -48,6 +48,7 @@ __all__ = [
     "LIVENESS_PATHS",
     "LOOPBACK_HOSTS",
     "OPEN_PATHS",
+    "REPEATED_HOST",
     "AccessPolicy",
     "Refusal",
     "allowed_hosts",
@@ -62,6 +63,10 @@ _OPEN_PREFIXES = ("/static-offline-docs/",)
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _LOOPBACK_ORIGIN = re.compile(LOOPBACK_ORIGIN_REGEX)
+
+REPEATED_HOST = "host (repeated)"
+"""The key the front layer's header map holds when ``Host`` came more than once (no header
+name has a space, so it cannot collide with one)."""
 
 
 def _host_name(value: str) -> str:
@@ -100,7 +105,9 @@ class AccessPolicy:
         return "*" in self.hosts or (host is not None and _host_name(host) in self.hosts)
 
     def origin_allowed(self, origin: str, host: str | None) -> bool:
-        origin = origin.rstrip("/")
+        # An origin is scheme, host and port: the first two are case-insensitive (RFC 3986
+        # 3.1, 3.2.2); browsers send them in lower case, the allowed list is kept so.
+        origin = origin.rstrip("/").lower()
         if "*" in self.origins or origin in self.origins:
             return True
         if LOOPBACK in self.origins and _LOOPBACK_ORIGIN.fullmatch(origin):
@@ -145,6 +152,8 @@ def refusal(policy: AccessPolicy, scope: Scope, headers: Mapping[str, str]) -> R
     sent twice, the last); only host, origin, sec-fetch-site, authorization and x-api-key
     are read.
     """
+    if REPEATED_HOST in headers:
+        return Refusal(400, "the request has more than one Host header (RFC 9112 3.2); send exactly one")
     host = headers.get("host")
     path: str = scope["path"]
     if path in LIVENESS_PATHS and scope.get("method") in _SAFE_METHODS:  # a websocket has no method

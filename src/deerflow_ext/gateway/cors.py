@@ -37,10 +37,16 @@ EXPOSED_HEADERS = ("Content-Location", "Location", "X-Pagination-Total", "X-Pagi
 def cors_origins(env_value: str | None, configured: Iterable[str] | None) -> tuple[str, ...]:
     """The origins in force: the environment's list, else the config's, else loopback."""
     if env_value is not None and env_value.strip():
-        return tuple(o.strip().rstrip("/") for o in env_value.split(",") if o.strip())
+        return tuple(_origin(o) for o in env_value.split(",") if o.strip())
     if configured is not None:
-        return tuple(o.strip().rstrip("/") for o in configured if o.strip())
+        return tuple(_origin(o) for o in configured if o.strip())
     return (LOOPBACK,)
+
+
+def _origin(value: str) -> str:
+    """An allowed origin as browsers send one: no trailing slash, scheme and host (and so
+    the whole origin) in lower case."""
+    return value.strip().rstrip("/").lower()
 
 
 def cors_layer(app: ASGIApp, origins: Iterable[str]) -> CORSMiddleware:

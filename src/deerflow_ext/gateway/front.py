@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .access import AccessPolicy, refusal
+from .access import REPEATED_HOST, AccessPolicy, refusal
 from .asgi import StartTracking
 from .cors import cors_layer, vary_origin
 from .errors import internal_error, log_unexpected
@@ -53,12 +53,16 @@ _FIRST_WINS = frozenset({b"content-length", b"content-type"})
 def _read_headers(scope: Scope) -> dict[str, str]:
     """The headers the rules read, by name, as latin-1 text. For a name sent twice:
     the first ``content-length`` and ``content-type`` (what Starlette and FastAPI read) and
-    the last of the others (what the access rules always read)."""
+    the last of the others (what the access rules always read) — but a second ``Host`` is
+    recorded under :data:`~.access.REPEATED_HOST`, which the access rules refuse (RFC 9112
+    3.2): which one a proxy routed by is anyone's guess."""
     found: dict[str, str] = {}
     for name, value in scope["headers"]:
         if name in _READ:
             key = name.decode("latin-1")
             if name not in _FIRST_WINS or key not in found:
+                if name == b"host" and key in found:
+                    found[REPEATED_HOST] = key
                 found[key] = value.decode("latin-1")
     return found
 

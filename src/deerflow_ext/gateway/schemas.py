@@ -44,6 +44,7 @@ __all__ = [
     "ASSISTANT_ID",
     "GRAPH_ID",
     "MAX_OFFSET",
+    "NO_INPUT",
     "THREAD_ID_PATTERN",
     "CheckpointRef",
     "HistoryQuery",
@@ -165,16 +166,27 @@ class RunCommand(_Request):
 _Nodes = Literal["*"] | list[str] | None
 
 
+NO_INPUT = (
+    "'input' is required unless the run resumes with 'command', re-runs from a 'checkpoint' "
+    "(or 'checkpoint_id') or continues a thread paused before or after a node"
+)
+"""Why a run without input is refused where there is nothing to continue."""
+
+
 class RunCreate(_Request):
     """A run. ``input`` may be left out when the run resumes the thread with ``command``, or
     re-runs it from a checkpoint (``checkpoint`` / ``checkpoint_id``): LangGraph then executes
-    what was next at that checkpoint again, which is how a chat UI regenerates an answer (and
-    how a run stopped by ``interrupt_before`` goes on). Elsewhere a missing input is the
-    client's mistake and said so."""
+    what was next at that checkpoint again, which is how a chat UI regenerates an answer. With
+    none of the three, the run goes on from the thread's latest checkpoint, which is how a run
+    stopped by ``interrupt_before`` goes on (as on LangGraph's server); where the thread has
+    nothing pending, the missing input is the client's mistake and said so (``NO_INPUT``)."""
 
     input: RunInput | None = Field(
         default=None,
-        description="Required, except to resume with `command` or re-run the thread from `checkpoint` (regenerate).",
+        description=(
+            "Required, except to resume with `command`, re-run the thread from `checkpoint` (regenerate) "
+            "or continue a thread paused by `interrupt_before`/`interrupt_after` (no input at all)."
+        ),
     )
     goal: str | None = Field(default=None, description="A goal the run keeps working towards (DeerFlow).")
     context: dict[str, Any] = Field(default_factory=dict, description="The run's runtime context.")
@@ -234,14 +246,11 @@ class RunCreate(_Request):
             data = {k: v for k, v in data.items() if k != "input"}
         return data
 
-    @model_validator(mode="after")
-    def _input_or_checkpoint(self) -> RunCreate:
-        if self.input is None and self.command is None and self.fork_checkpoint_id is None:
-            raise ValueError(
-                "'input' is required unless the run resumes with 'command' or re-runs from a 'checkpoint' "
-                "(or 'checkpoint_id')"
-            )
-        return self
+    @property
+    def continues(self) -> bool:
+        """No input, command or checkpoint: the run goes on from the thread's checkpoint,
+        which only a thread its graph paused has (the route checks: ``NO_INPUT``)."""
+        return self.input is None and self.command is None and self.fork_checkpoint_id is None
 
     @property
     def stream_modes(self) -> tuple[str, ...]:

@@ -15,7 +15,8 @@ Two bridges implement the protocol: :class:`MemoryStreamBridge` (one process; th
 and ``redis_stream.RedisStreamBridge`` (Redis Streams, so every Gateway process can serve
 every run's stream). Both number a run's events 1, 2, 3...: that number is the SSE id.
 ``"-1"``, ``"0"`` and no cursor at all mean "from the first event" (``useStream`` of
-``@langchain/langgraph-sdk`` joins with ``-1``).
+``@langchain/langgraph-sdk`` joins with ``-1``); any other id the bridge did not issue
+(``"-999"``, ``"abc"``) is answered ``not_retained``, then the oldest retained event on.
 """
 
 from __future__ import annotations
@@ -155,14 +156,16 @@ def position_of(cursor: str | None) -> int | None:
     """The sequence number an event id names (both bridges number a run's events 1, 2, ...);
     0 is "before the first event"; None: not an id either bridge issued.
 
-    Only ASCII decimal digits (after an optional ``-``) name a position: ``int`` alone would
-    also read ``"1_0"`` as 10, ``" 7 "`` as 7 and Arabic-Indic digits as numbers."""
-    if cursor is None or cursor == "":
+    Only ASCII decimal digits name a position: ``int`` alone would also read ``"1_0"`` as
+    10, ``" 7 "`` as 7 and Arabic-Indic digits as numbers. ``"-1"`` is the one negative
+    (what ``useStream`` joins with); any other (``"-999"``) was never issued, so, like any
+    other id we did not issue, it names no position: the reader is told ``not_retained``
+    and reads from the oldest retained event, rather than silently from the start."""
+    if cursor is None or cursor == "" or cursor == "-1":
         return 0
-    digits = cursor.removeprefix("-")
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 20:
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 20:
         return None
-    return max(int(cursor), 0)
+    return int(cursor)
 
 
 class _MemoryWriter:

@@ -15,6 +15,12 @@ it, so the file is never torn and two writers never interleave. A read-modify-wr
 sends back the ``ETag`` it read as ``If-Match``; if another writer changed the file since,
 its ``PUT`` is refused with 412 naming both revisions instead of silently undoing that
 change. A ``PUT`` without ``If-Match`` replaces whatever is there.
+
+``If-Match`` is read as RFC 9110 (13.1.1) says: a comma-separated list of entity tags, any
+of which may match, compared strongly (a weak tag, ``W/"…"``, never matches: the revision is
+a digest of the file's bytes, so only an exact one proves nothing changed), and ``*``, which
+holds only while the file exists (the ``"absent"`` tag a ``GET`` of a missing file gave
+still matches it: that client read the absence). A header that is no such list is a 400.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,6 +43,7 @@ __all__ = [
     "EXTENSIONS_CONFIG_FILE",
     "MAX_FILE_BYTES",
     "ExtensionsConfig",
+    "IfMatch",
     "McpServer",
     "Skill",
     "StaleRevisionError",
@@ -44,6 +53,9 @@ __all__ = [
     "set_entry_enabled",
     "update_extensions_config",
 ]
+
+ABSENT = "absent"
+"""The revision of a file that does not exist."""
 
 EXTENSIONS_CONFIG_FILE = "extensions_config.json"
 MAX_FILE_BYTES = 256 * 1024
@@ -97,20 +109,39 @@ def _dump(config: ExtensionsConfig) -> dict[str, Any]:
     return config.model_dump(by_alias=True)
 
 
+@dataclass(frozen=True)
+class IfMatch:
+    """A writer's precondition: the revisions it accepts (strong tags), or ``any`` (``*``:
+    whichever, as long as the file exists)."""
+
+    tags: frozenset[str] = frozenset()
+    any: bool = False
+
+    def holds(self, current: str) -> bool:
+        return current != ABSENT if self.any else current in self.tags
+
+    def __str__(self) -> str:
+        return "*" if self.any else ", ".join(sorted(self.tags)) or "(none)"
+
+
 class StaleRevisionError(Exception):
     """The file changed since the revision the writer read (``If-Match``)."""
 
-    def __init__(self, expected: str, current: str) -> None:
-        super().__init__(
-            f"{EXTENSIONS_CONFIG_FILE} changed since revision {expected} (it is now {current}); "
-            f'read it again, re-apply your change and send If-Match: "{current}"'
-        )
+    def __init__(self, expected: str | IfMatch, current: str) -> None:
+        if isinstance(expected, IfMatch) and expected.any:
+            message = f"{EXTENSIONS_CONFIG_FILE} does not exist, and If-Match: * asks for one; send no If-Match to create it"
+        else:
+            message = (
+                f"{EXTENSIONS_CONFIG_FILE} changed since revision {expected} (it is now {current}); "
+                f'read it again, re-apply your change and send If-Match: "{current}"'
+            )
+        super().__init__(message)
         self.current = current
 
 
 def revision_of(raw: bytes | None) -> str:
     """The file's revision (its ETag): a digest of its bytes, ``absent`` when there is none."""
-    return "absent" if raw is None else hashlib.sha256(raw).hexdigest()[:20]
+    return ABSENT if raw is None else hashlib.sha256(raw).hexdigest()[:20]
 
 
 def _parse(raw: bytes | None) -> ExtensionsConfig:
@@ -123,20 +154,23 @@ def update_extensions_config(
     path: Path,
     change: Callable[[ExtensionsConfig], ExtensionsConfig] | ExtensionsConfig,
     *,
-    expected: str | None = None,
+    expected: str | IfMatch | None = None,
 ) -> tuple[ExtensionsConfig, str]:
     """Read, change and replace the file under its lock; the new content and revision.
 
     ``change`` is the new content, or a function of the current one (which may raise a
     ``ValueError`` naming what is wrong: the file is then left as it was). A replacement does
     not read the old content, so it can repair a file that no longer parses. ``expected`` is
-    the revision the caller read: :class:`StaleRevisionError` when the file has another now.
+    the revision the caller read (or an ``If-Match`` precondition): :class:`StaleRevisionError`
+    when the file has another now.
     """
+    if isinstance(expected, str):
+        expected = IfMatch(frozenset({expected}))
     path.parent.mkdir(parents=True, exist_ok=True)
     with config_lock(path):
         raw = path.read_bytes() if path.exists() else None
         current = revision_of(raw)
-        if expected is not None and expected != current:
+        if expected is not None and not expected.holds(current):
             raise StaleRevisionError(expected, current)
         updated = change if isinstance(change, ExtensionsConfig) else change(_parse(raw))
         text = _render(updated)
@@ -166,10 +200,34 @@ def _etag(revision: str) -> str:
     return f'"{revision}"'
 
 
-def _if_match(value: str | None) -> str | None:
-    if value is None or value.strip() == "*":
+_ENTITY_TAG = re.compile(r'[ \t]*(?:(W/)?"([\x21\x23-\x7e\x80-\xff]*)")?[ \t]*(?:,|$)')
+
+
+def _if_match(value: str | None) -> IfMatch | None:
+    """The ``If-Match`` header as a precondition (RFC 9110 13.1.1), None when absent; a 400
+    when it is neither ``*`` nor a list of entity tags. Weak tags are kept out: under the
+    strong comparison If-Match uses they match nothing (all of them weak: nothing holds)."""
+    if value is None:
         return None
-    return value.strip().removeprefix("W/").strip('"')
+    if value.strip(" \t") == "*":
+        return IfMatch(any=True)
+    tags: set[str] = set()
+    position, seen = 0, False
+    while position < len(value):
+        found = _ENTITY_TAG.match(value, position)
+        if found is None or found.end() == position:
+            raise HTTPException(
+                status_code=400,
+                detail=f"If-Match: {value[:80]!r} is not '*' or a comma-separated list of entity tags (\"…\")",
+            )
+        position = found.end()
+        if found.group(2) is not None:
+            seen = True
+            if found.group(1) is None:
+                tags.add(found.group(2))
+    if not seen:
+        raise HTTPException(status_code=400, detail="If-Match: names no entity tag")
+    return IfMatch(frozenset(tags))
 
 
 @router.get("/api/extensions-config")

@@ -27,7 +27,16 @@ from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
 from ..assistants import resolve_assistant
-from ..schemas import ASSISTANT_ID, GRAPH_ID, MAX_OFFSET, THREAD_ID_PATTERN, RunCreate, RunOut, selected
+from ..schemas import (
+    ASSISTANT_ID,
+    GRAPH_ID,
+    MAX_OFFSET,
+    NO_INPUT,
+    THREAD_ID_PATTERN,
+    RunCreate,
+    RunOut,
+    selected,
+)
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
@@ -110,22 +119,61 @@ def _nodes(nodes: str | list[str] | None) -> str | tuple[str, ...] | None:
     return nodes if nodes is None or isinstance(nodes, str) else tuple(nodes)
 
 
-async def _check_resumable(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> None:
-    """A resume needs a thread paused by its graph: 409 otherwise, with why.
+async def _check_pending(runtime: GatewayRuntime, thread_id: str, body: RunCreate) -> None:
+    """A resume, and a run with no input at all (``continues``), need a thread its graph
+    paused; a resume is refused 409 otherwise, a run without input 422 (its input is what is
+    missing), each saying why.
 
-    Only a resume pays this read of the thread's state. A thread with a run in progress is
-    left to ``multitask_strategy`` (an enqueued resume may follow the run that pauses)."""
-    if body.command is None or not body.command.resumes:
+    A resume of a thread that does not exist is a 404 even with ``if_not_exists: create``:
+    a new thread has nothing to resume. A run without input on a paused thread goes on from
+    its checkpoint, as on LangGraph's server (``interrupt_before``'s "continue"). Only these
+    runs pay this read of the thread's state. A thread with a run in progress is left to
+    ``multitask_strategy`` (an enqueued resume may follow the run that pauses)."""
+    continues = body.continues
+    if not continues and (body.command is None or not body.command.resumes):
         return
     record = await runtime.store.get_thread(thread_id)
-    if record is None or record.status == ThreadStatus.BUSY.value:
+    if record is None:
+        if continues:
+            raise HTTPException(status_code=422, detail=f"{NO_INPUT}; thread {thread_id} does not exist")
+        raise HTTPException(
+            status_code=404,
+            detail=f"thread {thread_id} not found; there is nothing to resume (if_not_exists: create does not apply)",
+        )
+    if record.status == ThreadStatus.BUSY.value:
         return
     states = getattr(runtime.agent_host, "thread_states", None)
     snapshot = await states.get(thread_id) if states is not None else None
     if snapshot is None or not snapshot.next:
+        if continues:
+            raise HTTPException(
+                status_code=422, detail=f"{NO_INPUT}; thread {thread_id} has nothing pending to continue"
+            )
         raise HTTPException(
             status_code=409,
             detail=f"thread {thread_id} is not interrupted (status {record.status}); there is nothing to resume",
+        )
+
+
+_END = "__end__"
+
+
+async def _check_goto(runtime: GatewayRuntime, body: RunCreate) -> None:
+    """``command.goto`` names nodes of the graph (or ``__end__``): 422 naming any other."""
+    goto = body.command.goto if body.command is not None else None
+    if goto is None:
+        return
+    targets = goto if isinstance(goto, list) else [goto]
+    names = [t if isinstance(t, str) else t.get("node") for t in targets]
+    states = getattr(runtime.agent_host, "thread_states", None)
+    if states is None:
+        return
+    nodes = set((await states.graph()).nodes) - {"__start__"}
+    unknown = [repr(n) for n in names if not isinstance(n, str) or (n not in nodes and n != _END)]
+    if unknown:
+        raise HTTPException(
+            status_code=422,
+            detail=f"command.goto: no node {', '.join(unknown)} in the graph (its nodes: {', '.join(sorted(nodes))})",
         )
 
 
@@ -152,7 +200,8 @@ async def _start(
             thread_defaults=ids,
         )
 
-    await _check_resumable(runtime, thread_id, body)
+    await _check_goto(runtime, body)
+    await _check_pending(runtime, thread_id, body)
     try:
         try:
             return await start()

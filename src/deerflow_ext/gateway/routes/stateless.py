@@ -18,12 +18,12 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
 from ...runtime.handle import RunHandle
 from ...runtime.stream_modes import DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
-from ..schemas import ASSISTANT_ID, GRAPH_ID, RunCreate, RunOut
+from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
@@ -42,6 +42,8 @@ async def _start(
     request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
 ) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along."""
+    if body.continues:  # a new thread has nothing to continue
+        raise HTTPException(status_code=422, detail=f"{NO_INPUT}; a stateless run has no thread to continue")
     runtime = runtime_of(request)
     thread_id = str(uuid.uuid4())
     await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)

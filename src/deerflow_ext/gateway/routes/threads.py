@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
 from langgraph.errors import InvalidUpdateError
 
+from ...persistence.models import ThreadStatus
 from ...persistence.records import ThreadQuery, ThreadRecord
 from ...runtime.wire import jsonable, searchable_values
 from ..errors import TolerantJSONResponse
@@ -155,10 +156,17 @@ async def update_thread(
 
 @router.post("/{thread_id}/copy", response_model=None, responses={200: {"model": ThreadOut}})
 async def copy_thread(request: Request, thread_id: str) -> Any:
-    """A new thread with this one's metadata, state and checkpoints (history included)."""
+    """A new thread with this one's metadata, state and checkpoints (history included), and
+    its status: a copy of a paused thread is ``interrupted`` too (an inbox listing
+    ``status=interrupted`` finds it). A copy of a ``busy`` thread has no run, so it is
+    ``interrupted`` if the copied checkpoint has work pending, else ``idle``."""
     runtime = runtime_of(request)
     source = await _thread(runtime, thread_id)
-    record = await runtime.store.create_thread(dict(source.metadata))
+    status = ThreadStatus(source.status)
+    if status is ThreadStatus.BUSY:
+        snapshot = await _snapshot(runtime, thread_id)
+        status = ThreadStatus.INTERRUPTED if snapshot is not None and snapshot.next else ThreadStatus.IDLE
+    record = await runtime.store.create_thread(dict(source.metadata), status=status)
     states = _states(runtime)
     if states is not None:
         await states.copy(thread_id, record.id)

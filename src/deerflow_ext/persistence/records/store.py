@@ -57,11 +57,16 @@ class HostStore:
 
     # -- threads ----------------------------------------------------------------------
     async def create_thread(
-        self, metadata: dict[str, Any] | None = None, *, thread_id: str | None = None
+        self,
+        metadata: dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        status: ThreadStatus = ThreadStatus.IDLE,
     ) -> ThreadRecord:
+        """A new thread; ``status`` other than idle is for a copy, which keeps its source's."""
         now = utcnow()
         new_id = thread_id or str(uuid.uuid4())
-        record = ThreadRecord(new_id, None, ThreadStatus.IDLE.value, now, now, dict(metadata or {}))
+        record = ThreadRecord(new_id, None, ThreadStatus(status).value, now, now, dict(metadata or {}))
         row = {
             "id": record.id,
             "title": None,
