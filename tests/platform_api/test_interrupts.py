@@ -5,6 +5,7 @@ by a middleware an extension contributes (LangChain's ``HumanInTheLoopMiddleware
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
-from langgraph_sdk.errors import ConflictError
+from langgraph_sdk.errors import ConflictError, NotFoundError
 from platform_support import COMPAT_URL, Platform, human
 
 from gateway.sdk_server import sdk_server
@@ -147,6 +148,36 @@ def test_resuming_a_thread_that_is_not_interrupted_is_a_409_with_one_line(served
     )
     assert answer.status_code == 409
     assert answer.json()["detail"] == f"thread {thread} is not interrupted (status idle); there is nothing to resume"
+
+
+def test_resuming_a_thread_that_does_not_exist_is_a_404_even_with_create(served: Any, client: Any) -> None:
+    if getattr(served, "is_peer", False):
+        pytest.skip("a divergence on purpose: LangGraph's server creates the thread and runs the resume on nothing")
+    thread = str(uuid.uuid4())
+    for path in ("wait", "stream", ""):
+        answer = httpx.post(
+            f"{served.url}/threads/{thread}/runs/{path}".rstrip("/"),
+            json={"assistant_id": "lead_agent", "command": {"resume": APPROVE}, "if_not_exists": "create"},
+        )
+        assert answer.status_code == 404, (path, answer.text)
+        assert "nothing to resume" in answer.json()["detail"]
+    with pytest.raises(NotFoundError):
+        client.threads.get(thread)  # not created
+
+
+def test_a_copy_of_an_interrupted_thread_keeps_its_status_and_interrupts(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
+    original = client.threads.get(thread)
+    copy = client.threads.copy(thread)
+    assert copy["status"] == "interrupted"
+    ids = [i["id"] for pending in original["interrupts"].values() for i in pending]
+    assert ids and [i["id"] for pending in copy["interrupts"].values() for i in pending] == ids
+    assert copy["thread_id"] in {t["thread_id"] for t in client.threads.search(status="interrupted", limit=1000)}
+    values = client.runs.wait(copy["thread_id"], "lead_agent", command={"resume": APPROVE})
+    assert len(_tool_messages(values)) == 1
+    assert client.threads.get(copy["thread_id"])["status"] == "idle"
+    assert client.threads.get(thread)["status"] == "interrupted"
 
 
 def test_an_empty_or_misspelt_command_is_refused(served: Any) -> None:
