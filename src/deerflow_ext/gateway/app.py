@@ -78,6 +78,7 @@ from .front import GatewayFront
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
+from .routes.stateless import delete_left_threads
 from .state import GatewayRuntime
 
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
@@ -316,6 +317,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     agent_host = state.agent_host_factory(config, checkpointer)
                 coordinator, signals = await _scale_out(engine, url, opts)
                 streams = await _stream_bridge(settings, opts)
+                left = await delete_left_threads(store, agent_host)
+                if left:
+                    logger.warning("deleted %d stateless run thread(s) a stopped process left behind", left)
                 runs = RunManager(
                     store=store,
                     agent_host=agent_host,

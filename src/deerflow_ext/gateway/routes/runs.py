@@ -20,7 +20,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from ...persistence.models import RunStatus, ThreadStatus
-from ...persistence.records import ThreadNotFoundError
+from ...persistence.records import TEMPORARY, ThreadNotFoundError
 from ...runtime.handle import RunHandle
 from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyError
 from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
@@ -178,13 +178,22 @@ async def _check_goto(runtime: GatewayRuntime, body: RunCreate) -> None:
 
 
 async def _start(
-    runtime: GatewayRuntime, thread_id: str, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+    runtime: GatewayRuntime,
+    thread_id: str,
+    body: RunCreate,
+    default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
+    *,
+    temporary: bool = False,
 ) -> RunHandle:
+    """``temporary``: a stateless run whose thread goes when it ended; its row says so
+    (``TEMPORARY``), so startup recovery deletes the thread if this process cannot."""
     assistant = await resolve_assistant(runtime, body.assistant_id)  # 404; none read for lead_agent
     body = assistant.under(body)  # its config and context beneath the run's own
     stored = body.model_dump(mode="json", exclude_none=True)
     stored.setdefault("goal", None)
     stored["assistant_id"] = assistant.assistant_id
+    if temporary:
+        stored[TEMPORARY] = True
     # What a LangGraph server records on the thread and the run's checkpoints: UIs find an
     # assistant's threads by these (thread search).
     ids = _RUN_THREAD_METADATA if assistant.assistant_id == ASSISTANT_ID else _ids(assistant.assistant_id)
@@ -226,12 +235,17 @@ def _cancel_on_disconnect(runtime: GatewayRuntime, run_id: str, cancel: bool) ->
 
 
 async def _new_run(
-    request: Request, thread_id: str, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+    request: Request,
+    thread_id: str,
+    body: RunCreate,
+    default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
+    *,
+    temporary: bool = False,
 ) -> tuple[GatewayRuntime, RunHandle, dict[str, Any]]:
     """Start the run; the keywords say how its response follows it (heartbeat, and what a
     dropped connection does: ``on_disconnect``)."""
     runtime = runtime_of(request)
-    handle = await _start(runtime, thread_id, body, default_modes)
+    handle = await _start(runtime, thread_id, body, default_modes, temporary=temporary)
     on_disconnect = _cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel")
     return runtime, handle, {"heartbeat": _heartbeat(request), "on_disconnect": on_disconnect}
 

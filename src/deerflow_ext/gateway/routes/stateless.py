@@ -7,7 +7,11 @@ an ordinary one, so the run goes through the same admission, hooks, persistence 
 as any other; only its end differs.
 
 The thread is deleted after the run ended *and* its answer went out: the ``/wait`` answer of
-a failed run is read from the run's row, which goes with the thread.
+a failed run is read from the run's row, which goes with the thread. A client may post more
+runs on it (its id is in ``Content-Location``): the thread then goes after the last of them,
+as ``on_completion: delete`` promises. The run's row says its thread is temporary
+(``persistence.records.TEMPORARY``), so a process killed before it could delete the thread
+leaves the deletion to the next start (:func:`delete_left_threads`, startup recovery).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
+from ...persistence.records import HostStore
 from ...runtime.handle import RunHandle
 from ...runtime.stream_modes import DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
@@ -29,7 +34,7 @@ from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
 from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _new_run, _paths, _run_out
 
-__all__ = ["router"]
+__all__ = ["delete_left_threads", "router"]
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 logger = logging.getLogger("deerflow_ext.gateway")
@@ -48,22 +53,51 @@ async def _start(
     thread_id = str(uuid.uuid4())
     await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)
     try:
-        runtime, handle, following = await _new_run(request, thread_id, body, default_modes)
+        temporary = body.on_completion != "keep"
+        runtime, handle, following = await _new_run(request, thread_id, body, default_modes, temporary=temporary)
     except BaseException:
         await runtime.store.delete_thread(thread_id)
         raise
     return thread_id, runtime, handle, following
 
 
+_OTHER_PROCESS_POLL = 0.5
+"""How often a deletion waiting for another process's run on the thread asks again."""
+
+
+async def _delete(store: HostStore, agent_host: Any, thread_id: str) -> bool | None:
+    """The thread and its checkpoints: True; False when gone already; None while a run holds it."""
+    deleted = await store.delete_thread(thread_id)
+    if deleted:
+        states = getattr(agent_host, "thread_states", None)
+        if states is not None:
+            await states.delete(thread_id)
+    return deleted
+
+
 async def _forget(runtime: GatewayRuntime, thread_id: str, handle: RunHandle) -> None:
+    """Delete the thread once no run holds it: after this run, and after any run a client
+    posted on it meanwhile (this process's are awaited, another process's polled for)."""
     await handle.wait()
     try:
-        if await runtime.store.delete_thread(thread_id):
-            states = getattr(runtime.agent_host, "thread_states", None)
-            if states is not None:
-                await states.delete(thread_id)
-    except Exception as exc:  # the run's own outcome is saved; a leftover thread is all this costs
+        while await _delete(runtime.store, runtime.agent_host, thread_id) is None:
+            others = runtime.runs.active_on(thread_id)
+            if others:
+                await asyncio.gather(*(other.wait() for other in others))
+            else:
+                await asyncio.sleep(_OTHER_PROCESS_POLL)
+    except Exception as exc:  # the run's own outcome is saved; the next start deletes what is left
         logger.warning("stateless run %s: its thread %s could not be deleted: %s", handle.run_id, thread_id, exc)
+
+
+async def delete_left_threads(store: HostStore, agent_host: Any) -> int:
+    """Startup recovery: delete the threads of stateless runs that a process which is gone
+    left behind (killed during the run, or before it deleted the thread); how many."""
+    count = 0
+    for thread_id in await store.temporary_threads_left():
+        if await _delete(store, agent_host, thread_id):
+            count += 1
+    return count
 
 
 def _forget_after(runtime: GatewayRuntime, thread_id: str, handle: RunHandle, body: RunCreate) -> None:

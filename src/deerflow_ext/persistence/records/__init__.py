@@ -14,11 +14,13 @@ Thread search is ``persistence.thread_search``; how a run's events move is the r
 
 from ..thread_search import ThreadQuery
 from .owners import PROCESS_OWNER, owner_is_dead
+from .statements import TEMPORARY
 from .store import HostStore
 from .values import RunRecord, ThreadNotFoundError, ThreadRecord
 
 __all__ = [
     "PROCESS_OWNER",
+    "TEMPORARY",
     "HostStore",
     "RunRecord",
     "ThreadNotFoundError",

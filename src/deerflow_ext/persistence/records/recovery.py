@@ -1,5 +1,6 @@
 """What startup recovery writes: the runs a dead process left live, and the threads left
-``busy`` without a live run. Transaction functions (``transactions``), on either database.
+``busy`` without a live run; and what it reads: the threads of stateless runs a dead process
+left undeleted. Transaction functions (``transactions``), on either database.
 
 On PostgreSQL the processes sharing the database also end each other's runs while they
 run (``runtime.presence``, ``runtime.pg_coordinator``); those sweeps use the same "mark a
@@ -20,9 +21,10 @@ from .statements import (
     last_run_status,
     live_runs,
     settle_thread,
+    temporary_runs_left,
 )
 
-__all__ = ["ORPHANED_WHY", "interrupt_orphaned_runs", "settle_idle_busy_threads"]
+__all__ = ["ORPHANED_WHY", "interrupt_orphaned_runs", "settle_idle_busy_threads", "temporary_threads_left"]
 
 ORPHANED_WHY = "the process running it stopped before it finished"
 """The error an orphaned run is ended with."""
@@ -49,3 +51,14 @@ def settle_idle_busy_threads(conn: Connection) -> Sequence[str]:
         last = conn.scalar(last_run_status(thread_id))
         conn.execute(settle_thread(thread_id, THREAD_STATUS_AFTER.get(last or "", ThreadStatus.IDLE), utcnow()))
     return tuple(busy)
+
+
+def temporary_threads_left(conn: Connection, is_dead: Callable[[str | None], bool]) -> Sequence[str]:
+    """The threads of stateless runs (``on_completion: delete``) that a process which is
+    gone never deleted — it was killed during the run, or between the run's end and the
+    deletion — and that no run holds now; ids, sorted. Read after
+    :func:`interrupt_orphaned_runs`, so a run it just ended no longer counts as live. A
+    thread whose marked run belongs to a live process is left to that process."""
+    rows = conn.execute(temporary_runs_left()).all()
+    alive = {thread_id for thread_id, owner in rows if not is_dead(owner)}
+    return tuple(sorted({thread_id for thread_id, _ in rows} - alive))

@@ -39,6 +39,7 @@ __all__ = [
     "SELECT_THREAD",
     "SET_THREAD_METADATA",
     "START_RUN",
+    "TEMPORARY",
     "THREADS",
     "THREAD_METADATA",
     "UPDATE_RUN",
@@ -49,6 +50,7 @@ __all__ = [
     "live_runs",
     "runs_of_thread",
     "settle_thread",
+    "temporary_runs_left",
 ]
 
 # Declarative models type ``__table__`` as a FromClause; it is a Table.
@@ -141,6 +143,20 @@ def cancel_requests_of(run_ids: Sequence[str]) -> Select[Any]:
 def live_runs() -> Select[Any]:
     """Every live run's id, thread and owner (what startup recovery judges)."""
     return select(RUNS.c.id, RUNS.c.thread_id, RUNS.c.owner).where(RUNS.c.status.in_(LIVE))
+
+
+TEMPORARY = "temporary"
+"""The key a stateless run's stored request carries (``true``) when its thread is to be
+deleted once it ended (LangGraph's ``on_completion: delete``; LangGraph's name for it)."""
+
+
+def temporary_runs_left() -> Select[Any]:
+    """The thread and owner of each run marked :data:`TEMPORARY` whose thread has no live
+    run: a thread to delete once its owner is gone (what startup recovery judges)."""
+    runs, live = RUNS.c, RUNS.alias("live_run").c
+    has_live_run = select(live.id).where(live.thread_id == runs.thread_id, live.status.in_(LIVE)).exists()
+    marked = runs.input[TEMPORARY].as_boolean().is_(True)
+    return select(runs.thread_id, runs.owner).where(marked, ~has_live_run)
 
 
 def busy_threads_without_live_run() -> Select[Any]:

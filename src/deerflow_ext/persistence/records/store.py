@@ -298,6 +298,11 @@ class HostStore:
         """
         return await self._tx.write(recovery.interrupt_orphaned_runs, is_dead)
 
+    async def temporary_threads_left(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
+        """Threads of stateless runs a dead process left behind (``recovery``): the caller
+        deletes them with their checkpoints, as the process would have."""
+        return await self._tx.read(recovery.temporary_threads_left, is_dead)
+
     async def settle_idle_busy_threads(self) -> Sequence[str]:
         """Threads ``busy`` without any ``pending``/``running`` run: give each its last run's status.
 
