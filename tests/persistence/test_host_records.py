@@ -11,7 +11,13 @@ from datetime import UTC, datetime
 import pytest
 
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
-from deerflow_ext.persistence.records import PROCESS_OWNER, ThreadNotFoundError, ThreadQuery, owner_is_dead
+from deerflow_ext.persistence.records import (
+    PROCESS_OWNER,
+    TEMPORARY,
+    ThreadNotFoundError,
+    ThreadQuery,
+    owner_is_dead,
+)
 from deerflow_ext.tokens import TokenUsage
 
 
@@ -197,3 +203,33 @@ def test_an_owner_is_dead_when_its_process_is_gone_on_this_host_only() -> None:
     assert owner_is_dead(f"{host}:not-a-pid:x") is True
     assert owner_is_dead(f"{host}:{2**22 + 12345}:x") is True, "no such pid"
     assert owner_is_dead("another-host:1:x") is False, "another machine is left alone"
+
+
+async def test_startup_recovery_finds_the_temporary_threads_a_dead_owner_left(store: HostStore) -> None:
+    """The threads of stateless runs (``TEMPORARY`` on the run's row) whose owner is gone and
+    that no run holds; a thread a live owner's run marks, or a live run holds, stays."""
+    temporary = {TEMPORARY: True}
+    cases = {
+        "t-orphaned": ("gone", temporary, "running"),  # killed mid-run
+        "t-ended": ("gone", temporary, "success"),  # killed before the deletion
+        "t-kept": ("gone", {"on_completion": "keep"}, "success"),
+        "t-mine": ("here", temporary, "success"),  # a live process deletes it itself
+        "t-marked-false": ("gone", {TEMPORARY: False}, "success"),
+    }
+    for thread_id, (owner, request, status) in cases.items():
+        await store.create_thread(thread_id=thread_id)
+        await store.create_run(thread_id, f"r-{thread_id}", request, owner=owner)
+        await store.mark_started(f"r-{thread_id}", thread_id)
+        if status != "running":
+            await store.finish_run(f"r-{thread_id}", status=status, outcome="completed")
+    # A follow-up run of a live process holds the thread of an ended temporary run.
+    await store.create_thread(thread_id="t-held")
+    await store.create_run("t-held", "r-first", temporary, owner="gone")
+    await store.create_run("t-held", "r-follow-up", {}, owner="here")
+
+    def dead(owner: str | None) -> bool:
+        return owner == "gone"
+
+    assert await store.temporary_threads_left(is_dead=dead) == ("t-ended",)  # t-orphaned's run is live
+    await store.interrupt_orphaned_runs(is_dead=dead)
+    assert await store.temporary_threads_left(is_dead=dead) == ("t-ended", "t-orphaned")
