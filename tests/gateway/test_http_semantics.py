@@ -79,7 +79,9 @@ async def test_two_host_headers_are_a_400(served, path: str) -> None:
         status, body = await _raw(server.base_url, head)
         assert status == 400, (hosts, body)
         assert "more than one Host header" in body["detail"]
-    status, _ = await _raw(server.base_url, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+    status, _ = await _raw(
+        server.base_url, f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
     assert status == 200
 
 

@@ -12,6 +12,8 @@ def test_decimal_ids_name_positions(cursor: str | None, position: int) -> None:
     assert position_of(cursor) == position
 
 
-@pytest.mark.parametrize("cursor", ["abc", "1_0", " 7 ", "+5", "٣", "1.5", "0x10", "1-0", "9" * 21, "-", "-99", "-0", "-9" + "9" * 30])
+@pytest.mark.parametrize(
+    "cursor", ["abc", "1_0", " 7 ", "+5", "٣", "1.5", "0x10", "1-0", "9" * 21, "-", "-99", "-0", "-9" + "9" * 30]
+)
 def test_anything_else_names_no_position(cursor: str) -> None:
     assert position_of(cursor) is None

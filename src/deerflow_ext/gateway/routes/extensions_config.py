@@ -129,7 +129,9 @@ class StaleRevisionError(Exception):
 
     def __init__(self, expected: str | IfMatch, current: str) -> None:
         if isinstance(expected, IfMatch) and expected.any:
-            message = f"{EXTENSIONS_CONFIG_FILE} does not exist, and If-Match: * asks for one; send no If-Match to create it"
+            message = (
+                f"{EXTENSIONS_CONFIG_FILE} does not exist, and If-Match: * asks for one; send no If-Match to create it"
+            )
         else:
             message = (
                 f"{EXTENSIONS_CONFIG_FILE} changed since revision {expected} (it is now {current}); "
