@@ -102,12 +102,16 @@ async def start_services(
     noted = attempted if attempted is not None else AttemptedServices()
     for contribution in extensions.services:
         noted.note(contribution)
+        budget = asyncio.timeout(start_timeout)
         try:
-            async with asyncio.timeout(start_timeout):
+            async with budget:
                 await contribution.contributor.start(deps)
         except (TimeoutError, HookBlocked) as exc:
-            message = f"service start timed out after {start_timeout:.1f}s"
-            diags.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
+            if _over_budget(exc, budget):
+                message = f"service start timed out after {start_timeout:.1f}s"
+                diags.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
+            else:
+                diags.record(contribution.extension, "service", f"service start failed: {_describe(exc)}", exc=exc)
         except EXTENSION_FAILURES as exc:  # its KeyboardInterrupt/SystemExit too: exits.py
             if is_host_cancellation(exc):  # the spec's cancellation rule: see origin.py
                 raise
@@ -129,12 +133,16 @@ async def stop_services(
     """
     baseline = cancellation_requests()
     for contribution in reversed(attempted.services):
+        budget = asyncio.timeout(stop_timeout)
         try:
-            async with asyncio.timeout(stop_timeout):
+            async with budget:
                 await contribution.contributor.stop()
         except (TimeoutError, HookBlocked) as exc:
-            message = f"service stop timed out after {stop_timeout:.1f}s"
-            diagnostics.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
+            if _over_budget(exc, budget):
+                message = f"service stop timed out after {stop_timeout:.1f}s"
+                diagnostics.record(contribution.extension, "service", _blocked(exc, message), exc=exc)
+            else:
+                diagnostics.record(contribution.extension, "service", f"service stop failed: {_describe(exc)}", exc=exc)
         except EXTENSION_FAILURES as exc:  # its KeyboardInterrupt/SystemExit too: exits.py
             if is_host_cancellation(exc, baseline):  # the spec's cancellation rule: see origin.py
                 raise
@@ -152,6 +160,12 @@ def _running_service(frame: Any) -> RunningHook | None:
 
 register_site(start_services, _running_service)
 register_site(stop_services, _running_service)
+
+
+def _over_budget(exc: BaseException, budget: asyncio.Timeout) -> bool:
+    """Whether the host's own bound ended the hook. A ``TimeoutError`` the service raised
+    itself (its own client gave up, say) is its failure, reported as such, not a timeout."""
+    return isinstance(exc, HookBlocked) or budget.expired()
 
 
 def _blocked(exc: BaseException, message: str) -> str:
