@@ -13,6 +13,7 @@ from deerflow_ext.config.settings import Settings
 from deerflow_ext.extensions.serving.services_routers import RouteKey, route_keys
 from deerflow_ext.gateway import create_app
 from deerflow_ext.gateway.routes import HOST_ROUTERS, threads_router
+from live_uvicorn import live_server
 
 CASES = {
     "shadowing": ("install_shadowing", "conflicts with the earlier route /api/threads/{thread_id} of the host"),
@@ -187,7 +188,7 @@ async def test_a_route_on_a_path_served_without_the_token_is_refused(tmp_path, m
     assert diagnostic.message.startswith(f"router rejected: {RESERVED[method, path]}")
     assert app.state.mounted_routers == ()
     concrete = path.replace("{anything}", "ok").replace("{section}", "static-offline-docs")
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+    async with live_server(app) as live, live.client() as client:  # the real server, token in force
         answer = await client.request(method, concrete)  # no token
         assert answer.status_code != 200 and "answered_by" not in answer.text, answer.text
         answer = await client.request(method, concrete, headers={"Authorization": f"Bearer {TOKEN}"})
