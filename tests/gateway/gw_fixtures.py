@@ -171,6 +171,16 @@ def install_shadowing(registry: Any, config: Mapping[str, Any]) -> None:
     registry.routers([router])
 
 
+def install_shadowed(registry: Any, config: Mapping[str, Any]) -> None:
+    router = APIRouter()
+
+    @router.get("/api/threads/search")  # the host's earlier /api/threads/{thread_id} takes it
+    async def search() -> dict[str, str]:
+        return {}
+
+    registry.routers([router])
+
+
 def install_duplicate(registry: Any, config: Mapping[str, Any]) -> None:
     router = APIRouter()
 

@@ -17,6 +17,7 @@ from live_uvicorn import live_server
 
 CASES = {
     "shadowing": ("install_shadowing", "conflicts with the earlier route /api/threads/{thread_id} of the host"),
+    "shadowed": ("install_shadowed", "conflicts with the earlier route /api/threads/{thread_id} of the host"),
     "duplicate": (
         "install_duplicate",
         "route GET /acme/ping conflicts with the earlier route /acme/ping of extension "
@@ -128,8 +129,8 @@ def test_route_overlap(a: str, b: str, overlap: bool) -> None:
 
 
 async def test_overlapping_templates_mount_and_answer_in_declaration_order(settings) -> None:
-    """``/items/search`` before ``/items/{id}`` is how FastAPI APIs are written: only the
-    same method on the same template (a route that can never answer) is a conflict."""
+    """``/items/search`` before ``/items/{id}`` is how FastAPI APIs are written: a route is
+    a conflict only when an earlier one takes every request it matches (it could never answer)."""
     app = create_app(settings, config=_config("install_in_order"))
     assert not [d.message for d in app.state.extension_diagnostics if d.phase == "router"]
     expected = {
@@ -194,3 +195,33 @@ async def test_a_route_on_a_path_served_without_the_token_is_refused(tmp_path, m
         answer = await client.request(method, concrete, headers={"Authorization": f"Bearer {TOKEN}"})
         assert "answered_by" not in answer.text, answer.text
         assert (await client.get("/ok")).status_code == 200  # the host's own still answer
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "shadowed"),
+    [
+        ("/api/threads/{thread_id}", "/api/threads/{tid}", True),  # the same template
+        ("/api/threads/{thread_id}", "/api/threads/search", True),  # a literal the parameter takes
+        ("/items/search", "/items/{item_id}", False),  # FastAPI's order: both answer
+        ("/records/{v:int}", "/records/new", False),  # "new" is no int
+        ("/records/{v:int}", "/records/7", True),
+        ("/records/{v}", "/records/{n:int}", True),  # every int is a str
+        ("/records/{n:int}", "/records/{v}", False),
+        ("/files/{rest:path}", "/files/{file_id}", False),  # a {path} matches no newline; {str} does
+        ("/files/{rest:path}", "/files/a/b", True),
+        ("/files/{rest:path}", "/files/{n:int}/raw", True),
+        ("/v/{x}", "/v/v{n:int}", True),
+        ("/v/{n:int}", "/v/v{m:int}", False),
+        ("/a/{x}", "/a/{x}/", False),  # a trailing slash routes apart
+        ("/a/{x}", "/a/{x}/b", False),
+    ],
+)
+def test_a_route_is_shadowed_only_when_an_earlier_one_takes_all_its_requests(
+    earlier: str, later: str, shadowed: bool
+) -> None:
+    from deerflow_ext.extensions.serving.services_routers import _normalise
+
+    get = frozenset({"GET", "HEAD"})
+    key = RouteKey(get, _normalise(later), later)
+    assert key.shadowed_by(RouteKey(get, _normalise(earlier), earlier)) is shadowed
+    assert not key.shadowed_by(RouteKey(frozenset({"POST"}), _normalise(earlier), earlier))

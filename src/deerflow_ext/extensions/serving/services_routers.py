@@ -18,11 +18,11 @@ rules): a router is rejected whole, with a diagnostic, when one of its routes
 * could answer a path the Gateway serves without its token (``/health``, ``/ok``, ``/docs``,
   ``/openapi.json``... and the docs' assets) or one under a host Mount (which answers first),
   for any method: such a route would be an API reachable without the token, or dead;
-* repeats an earlier route — the same method on the same path template, parameter names
-  aside — of the host, an earlier extension or its own router: it could never answer. Routes
-  that merely overlap (``/items/search`` before ``/items/{id}``) are how FastAPI APIs are
-  written; FastAPI tries them in order, and so do we. The message names the earlier route's
-  owner;
+* could never answer: an earlier route of the host, an earlier extension or its own router
+  takes every request it matches, for a method they share (the same path template, parameter
+  names aside; ``/items/search`` after ``/items/{id}``). Routes that merely overlap
+  (``/items/search`` *before* ``/items/{id}``) are how FastAPI APIs are written; FastAPI
+  tries them in order, and so do we. The message names the earlier route's owner;
 * has an endpoint that is not callable, or cannot be built by FastAPI;
 
 or when the router holds a WebSocket route or a Mount, or carries startup/shutdown handlers
@@ -45,6 +45,7 @@ from typing import Any
 
 import regex
 from fastapi.routing import APIWebSocketRoute
+from starlette.convertors import CONVERTOR_TYPES
 from starlette.routing import Mount, WebSocketRoute, compile_path
 
 from deerflow_ext.adapters.fastapi_private import (
@@ -206,6 +207,7 @@ def _describe(exc: BaseException) -> str:
 
 
 _PARAM = re.compile(r"\{([^}:]+)(?::([^}]+))?\}")
+_LONE = re.compile(r"\{([a-z_]+)\}")  # a normalised parameter: {str}, {int}, {path}...
 HOST = "the host"  # the owner named for a route of the Gateway's own
 
 
@@ -225,8 +227,8 @@ class RouteKey:
     """A route's identity: its methods and its path template.
 
     ``segments`` normalise each parameter to its convertor (``{id}`` and ``{tid}`` are the
-    same ``{str}``; ``{v:int}`` is ``{int}``). Two keys sharing a method and ``template`` are
-    the same route twice: the later one can never answer.
+    same ``{str}``; ``{v:int}`` is ``{int}``), so two keys sharing a method and ``template``
+    are the same route twice.
     """
 
     methods: frozenset[str]
@@ -238,9 +240,36 @@ class RouteKey:
         """The path with parameter names dropped, trailing slash kept (it routes differently)."""
         return "/" + "/".join(self.segments) + ("/" if len(self.path) > 1 and self.path.endswith("/") else "")
 
-    def duplicates(self, other: RouteKey) -> bool:
-        """Same method and same template: ``other`` (earlier) answers every request for this."""
-        return bool(self.methods & other.methods) and self.template == other.template
+    def shadowed_by(self, earlier: RouteKey) -> bool:
+        """Whether ``earlier`` answers every request this route matches, for a method they
+        share: this one could never answer them (the same template twice, or a literal
+        segment under an earlier parameter, ``/items/search`` after ``/items/{id}``).
+
+        Proven segment by segment with the built-in convertors' languages; what cannot be
+        proven is not shadowed (FastAPI tries routes in order; mounting a reachable route is
+        the safe mistake here). A ``{path}`` parameter (``.*``) matches no newline while
+        ``{str}`` (``[^/]+``) does, so ``/files/{id}`` after ``/files/{rest:path}`` still
+        answers a segment holding one: DeerFlow's reading too, which keeps that pair legal.
+        """
+        if not (self.methods & earlier.methods):
+            return False
+        if self.template == earlier.template:
+            return True
+        if "{" not in self.path:  # a literal path: does the earlier route's regex take it?
+            return compile_path(earlier.path)[0].fullmatch(self.path) is not None
+        mine, theirs = self.segments, earlier.segments
+        if theirs and theirs[-1] == "{path}":
+            head = len(theirs) - 1
+            return (
+                len(mine) > head
+                and all(_segment_covers(t, m) for t, m in zip(theirs[:head], mine, strict=False))
+                and all(_free_of_newline(m) for m in mine[head:])
+            )
+        return (
+            len(mine) == len(theirs)
+            and self.template.endswith("/") == earlier.template.endswith("/")
+            and all(_segment_covers(t, m) for t, m in zip(theirs, mine, strict=True))
+        )
 
     def overlaps(self, other: RouteKey) -> bool:
         """Could one request reach both routes? Same method and a path both templates match.
@@ -275,6 +304,44 @@ def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
         if x != y and "{" not in x and "{" not in y:
             return False
     return len(a) == len(b)
+
+
+_CONVERTOR_REGEX = {name: re.compile(c.regex) for name, c in CONVERTOR_TYPES.items()}
+# Which convertor's values another's always are: every int is a str, a float... (built-ins only).
+_WIDER = {"str": {"int", "float", "uuid"}, "float": {"int"}, "path": {"int", "float", "uuid"}}
+
+
+def _segment_covers(earlier: str, later: str) -> bool:
+    """Whether every value of the ``later`` template segment matches ``earlier``."""
+    if earlier == later:
+        return True
+    if "{" not in later:  # a literal: does the earlier segment's pattern take it?
+        return _segment_regex(earlier).fullmatch(later) is not None
+    wide = earlier[1:-1] if _LONE.fullmatch(earlier) else None
+    if wide is None or wide not in _CONVERTOR_REGEX:
+        return False
+    if _LONE.fullmatch(later):
+        return later[1:-1] in _WIDER.get(wide, set())
+    # A literal with parameters ("v{int}"): one non-empty segment, without a slash when its
+    # parameters are built-ins other than {path}.
+    return wide == "str" and all(m.group(1) in _WIDER["str"] | {"str"} for m in _LONE.finditer(later))
+
+
+def _free_of_newline(segment: str) -> bool:
+    """Whether no value of ``segment`` holds a newline (what a ``{path}`` cannot match)."""
+    return "\n" not in segment and all(m.group(1) in {"int", "float", "uuid", "path"} for m in _LONE.finditer(segment))
+
+
+def _segment_regex(segment: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^}]*\})", segment)
+    return re.compile(
+        "".join(
+            f"(?:{_CONVERTOR_REGEX[p[1:-1]].pattern})"
+            if _LONE.fullmatch(p) and p[1:-1] in _CONVERTOR_REGEX
+            else ("(?!)" if p.startswith("{") else re.escape(p))
+            for p in parts
+        )
+    )
 
 
 def _methods(route: Any) -> frozenset[str]:
@@ -379,7 +446,7 @@ def _rejection(
             return reason, []
         key = RouteKey(methods, _normalise(path), path)
         for earlier, owner in (*taken, *((m, "this router") for m in mine)):
-            if key.duplicates(earlier):
+            if key.shadowed_by(earlier):
                 shared = key.methods & earlier.methods
                 verbs = ", ".join(sorted(shared - {"HEAD"} or shared))
                 return f"route {verbs} {path} conflicts with the earlier route {earlier.path} of {owner}", []
