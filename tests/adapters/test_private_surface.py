@@ -281,6 +281,29 @@ def test_fastapi_merged_lifespans_are_seen_through() -> None:
     assert list(fastapi_private.merged_lifespan_parts(own)) == []
 
 
+def test_fastapi_builds_an_included_route_when_asked_and_fails_there_on_a_bad_one() -> None:
+    from fastapi import APIRouter, FastAPI
+    from fastapi import routing as fastapi_routing
+
+    app = FastAPI()
+    child = APIRouter()
+    child.add_api_route("/leaf", lambda: None, methods=["GET"])
+    child.routes[-1].endpoint = None  # type: ignore[attr-defined]
+    before = len(app.router.routes)
+    try:
+        app.include_router(child)  # older FastAPI builds here...
+        fastapi_private.build_included_routes(app.router.routes[before:])  # ...newer ones here
+    except Exception as exc:
+        assert "callable" in str(exc), f"{_versions()}: {exc!r}"
+    else:
+        raise AssertionError(f"{_versions()}: a route that cannot be built was built")
+    lazy = hasattr(fastapi_routing, "iter_route_contexts")
+    assert callable(getattr(app.router, "_mark_routes_changed", None)) or not lazy, (
+        f"{_versions()}: APIRouter._mark_routes_changed is gone; an undone include would leave stale routes"
+    )
+    fastapi_private.routes_changed(app.router)
+
+
 # -- langsmith ---------------------------------------------------------------------------------
 def test_langsmith_runtime_overrides_can_be_read_back() -> None:
     import langsmith

@@ -70,9 +70,25 @@ def test_the_loader_loads_it_and_carries_intercept(config_file: Path, installed:
     assert extensions.loaded == (f"{M}:good", f"{M}:unmarked")
 
 
-def test_two_unnamed_records_of_one_use_must_be_told_apart(tmp_path: Path) -> None:
+def test_two_unnamed_records_of_one_use_are_told_apart_by_their_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Valid in DeerFlow, valid here: the second unnamed record of a use is ``<use>#2``."""
     path = tmp_path / "config.yaml"
-    path.write_text(f"plugins:\n  - use: {M}:good\n  - use: {M}:good\n", encoding="utf-8")
+    text = f"plugins:\n  - use: {M}:good\n    enabled: true\n  - use: {M}:good\n    enabled: true\n"
+    path.write_text(text, encoding="utf-8")
+    assert [p.name for p in load_app_config(path).plugins] == [f"{M}:good", f"{M}:good#2"]
+    code, out, _ = run(capsys, "extensions", "disable", f"{M}:good#2", "--config", str(path))
+    assert code == 0, out
+    assert [p.enabled for p in load_app_config(path).plugins] == [True, False]
+    code, out, _ = run(capsys, "extensions", "disable", f"{M}:good", "--config", str(path))
+    assert code == 0, out
+    assert [p.enabled for p in load_app_config(path).plugins] == [False, False]
+
+
+def test_a_name_given_twice_is_still_refused(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"plugins:\n  - use: {M}:good\n  - {{name: {M}:good, use: {M}:good}}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="give each record its own name"):
         load_app_config(path)
 

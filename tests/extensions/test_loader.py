@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deerflow_ext.config.loading import app_config_from_text
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
 from deerflow_ext.extensions.contract.registry import RegistrationError
@@ -455,3 +456,18 @@ def test_a_required_extension_raising_cancelled_error_stops_startup(use: str) ->
     with pytest.raises(ExtensionLoadError, match=f"^required extension {use} failed to install$") as info:
         load(config({"name": "bad", "use": use, "required": True}))
     assert isinstance(info.value.__cause__, asyncio.CancelledError)
+
+
+# -- two records of one use (DeerFlow: valid; the same extension twice, own config each) ---------
+def test_two_unnamed_records_sharing_a_use_both_load_with_their_own_config() -> None:
+    cfg = app_config_from_text(
+        f"plugins:\n"
+        f"  - use: {M}:configurable\n    config: {{tag: first, kinds: [observer]}}\n"
+        f"  - use: {M}:configurable\n    config: {{tag: second, kinds: [observer]}}\n"
+        f"  - {{name: third, use: {M}:configurable, config: {{tag: third, kinds: [observer]}}}}\n"
+    )
+    # Told apart by their place among the unnamed records of that use: <use>, <use>#2, ...
+    assert [p.name for p in cfg.plugins] == [f"{M}:configurable", f"{M}:configurable#2", "third"]
+    ext = load(cfg)
+    assert ext.loaded == (f"{M}:configurable",) * 3
+    assert tags(ext.assembly_observers) == [("first", 0), ("second", 0), ("third", 0)]

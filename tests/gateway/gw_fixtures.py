@@ -174,7 +174,7 @@ def install_shadowing(registry: Any, config: Mapping[str, Any]) -> None:
 def install_shadowed(registry: Any, config: Mapping[str, Any]) -> None:
     router = APIRouter()
 
-    @router.get("/api/threads/search")  # the host's earlier /api/threads/{thread_id} catches it
+    @router.get("/api/threads/search")  # the host's earlier /api/threads/{thread_id} takes it
     async def search() -> dict[str, str]:
         return {}
 
@@ -285,6 +285,88 @@ def install_startup(registry: Any, config: Mapping[str, Any]) -> None:
 
 
 INSTALLS: list[str] = []  # one name per call of a counting install function
+
+
+def install_route(registry: Any, config: Mapping[str, Any]) -> None:
+    """One route, ``config["method"] config["path"]``, answering which extension it is."""
+    router = APIRouter()
+
+    async def answer() -> dict[str, str]:
+        return {"answered_by": "install_route"}
+
+    router.add_api_route(config["path"], answer, methods=[config["method"]])
+    registry.routers([router])
+
+
+def install_in_order(registry: Any, config: Mapping[str, Any]) -> None:
+    """Overlapping but distinct templates, each pair in the order FastAPI APIs write them."""
+    router = APIRouter()
+
+    @router.get("/items/search")
+    async def search() -> dict[str, str]:
+        return {"route": "items/search"}
+
+    @router.get("/items/{item_id}")
+    async def item(item_id: str) -> dict[str, str]:
+        return {"route": "items/{item_id}", "item_id": item_id}
+
+    @router.get("/records/{v:int}")
+    async def record_number(v: int) -> dict[str, Any]:
+        return {"route": "records/{v:int}", "v": v}
+
+    @router.get("/records/new")
+    async def record_new() -> dict[str, str]:
+        return {"route": "records/new"}
+
+    @router.get("/files/{rest:path}")
+    async def file_path(rest: str) -> dict[str, str]:
+        return {"route": "files/{rest:path}", "rest": rest}
+
+    @router.get("/files/{file_id}")
+    async def file_id(file_id: str) -> dict[str, str]:  # reached by nothing: FastAPI's order
+        return {"route": "files/{file_id}"}
+
+    registry.routers([router])
+
+
+def install_non_callable(registry: Any, config: Mapping[str, Any]) -> None:
+    """A router one of whose routes has lost its endpoint (``None``) after being declared."""
+    router = APIRouter()
+
+    @router.get("/broken-ext/fine")
+    async def fine() -> dict[str, str]:
+        return {}
+
+    @router.get("/broken-ext/gone")
+    async def gone() -> dict[str, str]:
+        return {}
+
+    router.routes[-1].endpoint = None  # type: ignore[attr-defined]
+    registry.routers([router])
+
+
+class _NotAField:
+    """A parameter type FastAPI cannot build a route for."""
+
+
+def install_unbuildable(registry: Any, config: Mapping[str, Any]) -> None:
+    """A callable endpoint swapped in after declaration whose parameter FastAPI cannot
+    build: ``include_router`` (or, on newer FastAPI, the first request) fails on it."""
+    router = APIRouter()
+
+    @router.get("/unbuildable-ext/fine")
+    async def fine() -> dict[str, str]:
+        return {}
+
+    @router.get("/unbuildable-ext/odd")
+    async def odd() -> dict[str, str]:
+        return {}
+
+    async def takes_odd(value: _NotAField) -> dict[str, str]:
+        return {}
+
+    router.routes[-1].endpoint = takes_odd  # type: ignore[attr-defined]
+    registry.routers([router])
 
 
 def install_counting(registry: Any, config: Mapping[str, Any]) -> None:

@@ -207,3 +207,24 @@ async def test_a_later_startup_step_failing_stops_every_attempted_service(
     assert [(d.extension, d.message) for d in app.state.extension_diagnostics] == [
         ("gateway.gw_fixtures:a", "service start failed: RuntimeError: start exploded")
     ]
+
+
+async def test_a_timeout_error_a_service_raises_itself_is_a_failure_not_a_timeout() -> None:
+    """Only the host's own budget expiring is "timed out"; a service's own client giving up
+    (``TimeoutError`` raised at once, long before the budget) is that service's failure."""
+    log: list[str] = []
+    services = (
+        Service("own_start", log, start_error=TimeoutError("upstream handshake")),
+        Service("own_stop", log, stop_error=TimeoutError("flush to upstream")),
+        Service("slow", log, stop_delay=30),
+    )
+    diagnostics = DiagnosticsList()
+    started = await start_services(
+        extensions_with(services=services), ExtensionRuntimeDeps(), start_timeout=30.0, diagnostics=diagnostics
+    )
+    await stop_services(started, stop_timeout=0.2, diagnostics=diagnostics)
+    assert _messages(diagnostics) == [
+        ("own_start", "service start failed: TimeoutError: upstream handshake"),
+        ("slow", "service stop timed out after 0.2s"),
+        ("own_stop", "service stop failed: TimeoutError: flush to upstream"),
+    ]

@@ -30,7 +30,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from .loading import ConfigError, _Plain, app_config_from_text, parse_yaml, read_config_text
-from .schema import PluginEntry
+from .schema import PluginEntry, plugin_names
 
 
 class _EntryPoint(Protocol):
@@ -164,13 +164,15 @@ def find_plugin(entries: list[Any], name: str, entry_points: EntryPointIndex | N
     """Index of the entry ``name`` designates: its ``name``, its ``use``, its ``package``, or an
     entry-point name.
 
-    ``name`` wins outright (names are unique; a record without one is named by its ``use``);
+    ``name`` wins outright (names are unique; a record without one is named by its ``use``,
+    or ``<use>#<n>`` for the n-th unnamed record of that ``use``: ``schema.plugin_names``);
     otherwise ``use``, ``package`` (the distribution, compared as pip normalises names) and
     entry-point matches must designate exactly one entry — the same ``use`` twice is
     ambiguous and asks for the name.
     """
     dicts = [e if isinstance(e, Mapping) else {} for e in entries]
-    by_name = [i for i, e in enumerate(dicts) if (e.get("name") or e.get("use")) == name]
+    names = plugin_names(dicts)
+    by_name = [i for i, given in enumerate(names) if given == name]
     if by_name:
         return by_name[0]
     uses = {name}
@@ -186,9 +188,9 @@ def find_plugin(entries: list[Any], name: str, entry_points: EntryPointIndex | N
     if len(matches) == 1:
         return matches[0]
     if matches:
-        labels = ", ".join(repr(dicts[i].get("name") or dicts[i].get("use")) for i in matches)
+        labels = ", ".join(repr(names[i]) for i in matches)
         raise ConfigEditError(f"{name!r} matches several plugins entries ({labels}); give the entry's name")
-    configured = ", ".join(str(e.get("name") or e.get("use")) for e in dicts) or "none"
+    configured = ", ".join(str(given) for given in names) or "none"
     raise PluginNotFoundError(f"no plugins entry matches {name!r} (configured: {configured})")
 
 
@@ -366,7 +368,7 @@ def add_plugin(path: str | Path, record: PluginEntry | Mapping[str, Any]) -> Plu
             root = CommentedMap()
         seq = _plugins_seq(root)
         existing = list(seq) if seq is not None else []
-        if any(isinstance(e, Mapping) and (e.get("name") or e.get("use")) == entry.name for e in existing):
+        if entry.name in plugin_names(existing):
             raise ConfigEditError(f"a plugins entry named {entry.name!r} already exists")
         expected = _plain(root, target)
         new_item = entry.model_dump(exclude_defaults=True)

@@ -7,6 +7,7 @@ are open: every key besides ``name`` and ``use`` is a constructor argument of th
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -27,6 +28,7 @@ __all__ = [
     "SummarizationConfig",
     "TitleConfig",
     "TokenBudgetConfig",
+    "plugin_names",
 ]
 
 
@@ -34,12 +36,42 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _explicit_name(record: Any) -> str | None:
+    if isinstance(record, PluginEntry):
+        return record.name
+    name = record.get("name") if isinstance(record, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def plugin_names(records: Sequence[Any]) -> list[str | None]:
+    """The name each ``plugins:`` record goes by, in order (raw mappings or entries).
+
+    A named record goes by its name. An unnamed one goes by its ``use``, and when several
+    unnamed records share a ``use`` — valid, as in DeerFlow — the second is ``<use>#2``, the
+    third ``<use>#3``...: a name for log lines and for ``extensions enable/disable/remove``
+    that follows the file's order (an explicit ``name`` keeps it stable when records are
+    moved). ``None`` for a record that has neither (validation reports it).
+    """
+    unnamed: dict[str, int] = {}
+    names: list[str | None] = []
+    for record in records:
+        name = _explicit_name(record)
+        use = record.get("use") if isinstance(record, Mapping) else None
+        if name is None and isinstance(use, str):
+            unnamed[use] = unnamed.get(use, 0) + 1
+            name = use if unnamed[use] == 1 else f"{use}#{unnamed[use]}"
+        names.append(name)
+    return names
+
+
 class PluginEntry(_Strict):
     """One ``plugins:`` record. ``use`` is an entry-point name or ``module:attr``.
 
-    Records in DeerFlow's shape load unchanged: ``name`` may be left out (it is then the
-    ``use`` value, and must still be unique), and ``package`` names the distribution that
-    provides the extension. ``package`` is informational: ``extensions list`` shows it and
+    Records in DeerFlow's shape load unchanged: ``name`` may be left out, and ``package``
+    names the distribution that provides the extension. A record without a name is named by
+    its ``use``; as in DeerFlow, several records may share a ``use`` (the same extension
+    twice, with different ``config``), and the n-th unnamed one of a ``use`` is then named
+    ``<use>#<n>`` (:func:`plugin_names`). ``package`` is informational: ``extensions list`` shows it and
     ``enable``/``disable``/``remove`` accept it as a name; loading never reads it, because
     ``use`` alone says what to import.
 
@@ -206,6 +238,17 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
+    @field_validator("plugins", mode="before")
+    @classmethod
+    def _name_unnamed_records(cls, records: Any) -> Any:
+        if not isinstance(records, list):
+            return records  # pydantic reports the type
+        names = plugin_names(records)
+        return [
+            {**record, "name": name} if isinstance(record, Mapping) and record.get("name") is None and name else record
+            for record, name in zip(records, names, strict=True)
+        ]
+
     @field_validator("plugins", "models")
     @classmethod
     def _unique_names(cls, entries: list[Any], info: ValidationInfo) -> list[Any]:
@@ -214,7 +257,7 @@ class AppConfig(_Strict):
         seen: set[str] = set()
         for entry in entries:
             if entry.name in seen:
-                unnamed = info.field_name == "plugins" and entry.name == entry.use
+                unnamed = info.field_name == "plugins" and entry.name.partition("#")[0] == entry.use
                 hint = "; give each record its own name:" if unnamed else ";"
                 raise ValueError(
                     f"duplicate {info.field_name} name {entry.name!r}{hint} names label log lines and CLI commands"

@@ -48,6 +48,7 @@ __all__ = [
     "LIVENESS_PATHS",
     "LOOPBACK_HOSTS",
     "OPEN_PATHS",
+    "OPEN_PREFIXES",
     "REPEATED_HOST",
     "AccessPolicy",
     "Refusal",
@@ -59,7 +60,7 @@ __all__ = [
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 LIVENESS_PATHS = frozenset({"/health", "/ok", "/api/ok"})
 OPEN_PATHS = LIVENESS_PATHS | {"/docs", "/docs/oauth2-redirect", "/openapi.json"}  # no token needed
-_OPEN_PREFIXES = ("/static-offline-docs/",)
+OPEN_PREFIXES = ("/static-offline-docs/",)
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _LOOPBACK_ORIGIN = re.compile(LOOPBACK_ORIGIN_REGEX)
@@ -174,7 +175,7 @@ def refusal(policy: AccessPolicy, scope: Scope, headers: Mapping[str, str]) -> R
             )
         if origin is None and headers.get("sec-fetch-site") == "cross-site":
             return Refusal(403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)")
-    if path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES):
+    if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return None
     if not policy.token_matches(_presented_token(headers)):
         return Refusal(

@@ -50,6 +50,7 @@ from ..extensions.serving.services_routers import (
     DEFAULT_SERVICE_START_TIMEOUT,
     DEFAULT_SERVICE_STOP_TIMEOUT,
     AttemptedServices,
+    ReservedPaths,
     mount_routers,
     start_services,
     stop_services,
@@ -69,7 +70,7 @@ from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
-from .access import AccessPolicy, allowed_hosts, declare_token
+from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
 from .door import door
 from .errors import TolerantJSONResponse, install_error_handlers
@@ -213,7 +214,9 @@ def create_app(
     install_error_handlers(app)
     for router in HOST_ROUTERS:
         app.include_router(router, dependencies=[Depends(door)])
-    app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
+    # What the Gateway serves without its token is no place for an extension's route (access.py).
+    reserved = ReservedPaths(exact=OPEN_PATHS, prefixes=OPEN_PREFIXES)
+    app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics, reserved=reserved)
     # One layer outside the extension-route errors: CORS, the JSON 500, access, body limits,
     # JSON bodies, in that order (front.py).
     origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
