@@ -140,6 +140,8 @@ class SubagentsConfig(_Strict):
 class TitleConfig(_Strict):
     enabled: bool = True
     max_chars: int = Field(default=60, gt=0)
+    #: Seconds a title call may take before the thread stays untitled; None: no bound.
+    timeout_seconds: float | None = Field(default=None, gt=0)
 
 
 class MemoryConfig(_Strict):
