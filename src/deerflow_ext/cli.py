@@ -182,6 +182,17 @@ class _Echo(logging.Handler):
         print(record.getMessage(), file=self.out)
 
 
+def _doctor_cause(exc: ConfigError, path: Path) -> str:
+    """The refusal in words: a model that cannot be used is not an invalid file."""
+    from deerflow_ext.agents.models import ModelUnusable
+
+    if isinstance(exc, ModelUnusable):
+        return f"a model entry of {path} cannot be used (see the error line)"
+    if not Path(exc.path).exists():
+        return f"{exc.path} does not exist"
+    return f"{path} is invalid"
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
     from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
@@ -194,7 +205,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         config = load_startup_config(_settings(), config_path=args.config)
     except ConfigError as exc:
         print(error_line(exc), file=sys.stderr)
-        print(f"The Gateway would not start: {path} is invalid.")
+        print(f"The Gateway would not start: {_doctor_cause(exc, path)}.")
         return EXIT_STARTUP
     if not path.exists():
         print(f"{path} does not exist: the Gateway starts with no extensions.")

@@ -67,7 +67,7 @@ async def test_extensions_lists_every_entry_with_status_package_contributions_an
     app = _app(settings_for, tmp_path, CONFIG)
     async with live_server(app) as server, server.client() as client:
         body = (await client.get("/api/extensions")).json()
-    assert body["summary"] == f"Extensions loaded: 1/4 ({ME}:install_metered)"
+    assert body["summary"] == f"Extensions loaded: 1/4 ({ME}:install_metered); 1 loaded, 1 disabled, 2 failed"
     by_name = {e["name"]: e for e in body["extensions"]}
     assert [e["name"] for e in body["extensions"]] == ["metered", "off", "broken", "absent"]
     assert {n: e["status"] for n, e in by_name.items()} == {
