@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from deerflow_ext import __version__
-from deerflow_ext.authoring import add_authoring_commands
+from deerflow_ext.authoring import add_authoring_commands, add_wheels_command
 from deerflow_ext.config.editing import ConfigEditError, PluginNotFoundError, add_plugin, set_plugin_enabled
 from deerflow_ext.config.loading import ConfigError, load_app_config
 from deerflow_ext.config.settings import Settings, SettingsError, load_settings
@@ -415,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     remove.set_defaults(handler=_cmd_remove)
 
     add_authoring_commands(ext_commands, _add_config, _config_path)
+    add_wheels_command(commands)
     return parser
 
 
