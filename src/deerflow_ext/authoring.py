@@ -94,7 +94,7 @@ def add_wheels_command(commands: argparse._SubParsersAction) -> None:  # type: i
     wheels.add_argument(
         "--with-dependencies",
         action="store_true",
-        help="also every wheel deerflow-ext[test] and a hatchling build need (then install with --no-index)",
+        help="also every wheel deerflow-ext[test], a hatchling build and nox need (then install with --no-index)",
     )
     wheels.set_defaults(handler=_cmd_wheels)
 

@@ -7,8 +7,8 @@ keeps that reference in the installed metadata: move or delete the checkout and 
 keep the exact pin (``deerflow-extension-api==<the contract's version>``) and drop the
 reference, so the pair installs from a directory with ``--find-links DIR`` (offline with
 ``--no-index``) wherever that directory is. ``with_dependencies`` also fills the directory
-with every wheel ``deerflow-ext[test]`` and a hatchling build need, so an extension's own
-nox runs with no index at all.
+with every wheel ``deerflow-ext[test]``, a hatchling build and nox need, so an extension
+author's machine installs the host and runs the package's own nox with no index at all.
 
 The build is pip's (``pip wheel``), the backend the checkout's own (hatchling); only the
 finished host wheel's metadata is rewritten, with its RECORD, as the wheel format says.
@@ -119,7 +119,7 @@ def build_wheels(source: Path, destination: Path, *, with_dependencies: bool = F
     if with_dependencies:
         before = set(destination.glob("*.whl"))
         version = host.name.split("-")[1]
-        wanted = (f"{HOST_DISTRIBUTION}[test]=={version}", "hatchling")
+        wanted = (f"{HOST_DISTRIBUTION}[test]=={version}", "hatchling", "nox")
         _pip("wheel", "--find-links", str(destination), "--wheel-dir", str(destination), *wanted, where=destination)
         written += sorted(set(destination.glob("*.whl")) - before)
     return written
