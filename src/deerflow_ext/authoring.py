@@ -27,11 +27,23 @@ def _cmd_check(args: argparse.Namespace, config_path: Callable[[argparse.Namespa
     except ImportError as exc:
         print(
             f"error: extensions check needs the author kit's test dependencies ({exc.name} is missing): "
-            "python3 -m pip install 'deerflow-ext[test]'",
+            f"python3 -m pip install {_kit_arguments()}",
             file=sys.stderr,
         )
         return EXIT_USAGE
     return run_check(config_path(args), examples=args.examples, seed=args.seed, verbose=args.verbose)
+
+
+def _kit_arguments() -> str:
+    """Where ``deerflow-ext[test]`` comes from: the source this host was installed from."""
+    from importlib import metadata
+
+    from deerflow_ext.distribution import host_source
+
+    try:
+        return host_source().install_arguments("test")
+    except metadata.PackageNotFoundError:
+        return "'deerflow-ext[test]'"
 
 
 def _cmd_new(args: argparse.Namespace) -> int:

@@ -103,6 +103,15 @@ def test_pips_record_of_the_install_is_read_as_the_host_source(record: object, k
     source = parse_direct_url(json.dumps(record) if record is not None else None, "9.9.9")
     assert (source.kind, source.location) == (kind, location)
     assert source.requirement == (location or "deerflow-ext==9.9.9")
+    assert (
+        source.install_arguments("test")
+        == {
+            "index": "'deerflow-ext[test]'",
+            "checkout": "'/src/deer flow[test]'",
+            "wheel": "--find-links /w '/w/deerflow_ext-1-py3-none-any.whl[test]'",
+            "vcs": "'deerflow-ext[test] @ git+https://github.com/o/deerflow-ext@abc123'",
+        }[kind]
+    )
 
 
 def test_a_generated_package_records_where_its_host_was_installed_from(tmp_path: Path) -> None:

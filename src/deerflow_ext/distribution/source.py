@@ -10,8 +10,10 @@ it generates, and the package's noxfile installs the same host.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import PurePath
 from typing import Literal
 from urllib.parse import unquote, urlparse
 
@@ -29,6 +31,19 @@ class HostSource:
     kind: SourceKind
     location: str
     version: str
+
+    def install_arguments(self, extra: str) -> str:
+        """``pip install`` arguments for this host with ``extra``, as a shell line: from the
+        same source, so a host from a checkout or a wheel is never looked up on an index
+        that does not have it."""
+        if self.kind == "checkout":
+            return shlex.quote(f"{self.location}[{extra}]")
+        if self.kind == "wheel" and "://" not in self.location:
+            beside = shlex.quote(str(PurePath(self.location).parent))
+            return f"--find-links {beside} {shlex.quote(f'{self.location}[{extra}]')}"
+        if self.kind == "vcs":
+            return shlex.quote(f"{HOST_DISTRIBUTION}[{extra}] @ {self.location}")
+        return shlex.quote(f"{HOST_DISTRIBUTION}[{extra}]")
 
     @property
     def requirement(self) -> str:
