@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 import venv
@@ -72,8 +73,12 @@ def lint(session: nox.Session) -> None:
 def scaffold(session: nox.Session) -> None:
     """`deerflow-ext extensions new`: the generated package is built, installed and its own nox passes.
 
-    Offline but for the package index: the generated noxfile installs deerflow-ext from this
-    checkout (DEERFLOW_EXT_SOURCE), never from PyPI.
+    Twice. From this checkout (DEERFLOW_EXT_SOURCE), offline but for the package index. Then
+    as an author outside the repository: `deerflow-ext wheels --with-dependencies` fills a
+    directory under the system's temporary directory, a fresh virtualenv there installs the
+    host from those wheels, `extensions new` (run from that host) generates the package
+    there, and the package's own nox runs with no index at all (PIP_NO_INDEX) and nothing
+    installed pointing into this clone.
     """
     session.install("-e", ".", "nox")
     work = Path(session.create_tmp()) / "scaffold"
@@ -82,6 +87,34 @@ def scaffold(session: nox.Session) -> None:
     session.run("deerflow-ext", "extensions", "new", "acme_counts", "--directory", str(work))
     with session.chdir(work / "acme-counts"):
         session.run("python", "-m", "nox", env={"DEERFLOW_EXT_SOURCE": str(ROOT)})
+    _scaffold_outside_the_clone(session)
+
+
+def _scaffold_outside_the_clone(session: nox.Session) -> None:
+    outside = Path(tempfile.mkdtemp(prefix="deerflow-author-")).resolve()
+    try:
+        wheels = outside / "wheels"
+        session.run("deerflow-ext", "wheels", str(wheels), "--source", str(ROOT), "--with-dependencies")
+        home = outside / "venv"
+        session.run("python", "-m", "venv", str(home))  # the session's interpreter, as the wheels'
+        python, deerflow = str(home / "bin" / "python"), str(home / "bin" / "deerflow-ext")
+        offline = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "DEERFLOW_EXT_SOURCE": ""}
+        (host,) = wheels.glob("deerflow_ext-*.whl")
+        session.run(python, "-m", "pip", "install", "-q", str(host), "nox", env=offline, external=True)
+        leaks = [
+            str(path)
+            for path in (home / "lib").rglob("*.dist-info/*")
+            if path.name in ("METADATA", "direct_url.json") and str(ROOT) in path.read_text(errors="replace")
+        ]
+        if leaks:
+            session.error(f"installed metadata points into the clone: {leaks}")
+        author = outside / "author"
+        author.mkdir()
+        session.run(deerflow, "extensions", "new", "acme_hello", "--directory", str(author), env=offline, external=True)
+        with session.chdir(author / "acme-hello"):
+            session.run(python, "-m", "nox", env=offline, external=True)
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 @nox.session(python=PYTHON)

@@ -10,8 +10,12 @@ It serves ``POST /v1/chat/completions`` (``stream`` true or false, ``stream_opti
 include_usage``) and ``GET /v1/models``. The reply is ``reply(messages)`` — by default
 ``Echo: <last user text>`` — split into word tokens when streamed. ``fail_next(n, status)``
 makes the next ``n`` completions fail with an OpenAI-shaped error body; with ``api_key``
-set, a request without that bearer token gets 401. Every completion request body is kept
-in ``requests`` (in arrival order) so tests can count attempts.
+set, a request without that bearer token gets 401. ``fail_when(messages)`` picks requests
+by what they ask (say, only the host's title prompt): it returns an HTTP status to fail
+that request with, ``DROP`` to close the connection without answering (what a provider
+that stops looks like to the client), or None to answer it; ``stall_when(messages)`` returns
+seconds to wait before answering that one. Every completion request body is kept in
+``requests`` (in arrival order) so tests can count attempts.
 """
 
 from __future__ import annotations
@@ -26,9 +30,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FakeOpenAI", "echo"]
+__all__ = ["DROP", "FakeOpenAI", "echo"]
 
 Reply = Callable[[list[dict[str, Any]]], str]
+FailWhen = Callable[[list[dict[str, Any]]], int | None]
+StallWhen = Callable[[list[dict[str, Any]]], float]
+
+DROP = 0
+"""``fail_when``'s answer for "close the connection, send nothing"."""
 
 
 def _text(content: Any) -> str:
@@ -63,8 +72,12 @@ class FakeOpenAI:
         host: str = "127.0.0.1",
         port: int = 0,
         delay: float = 0.0,
+        fail_when: FailWhen | None = None,
+        stall_when: StallWhen | None = None,
     ) -> None:
         self.reply = reply
+        self.fail_when = fail_when
+        self.stall_when = stall_when
         self.api_key = api_key
         self.delay = delay  # seconds before each completion answers (a slow provider)
         self.requests: list[dict[str, Any]] = []
@@ -148,6 +161,17 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 fake.requests.append(body)
             if not self._authorised():
                 return
+            messages = body.get("messages") or []
+            chosen = fake.fail_when(messages) if fake.fail_when is not None else None
+            if chosen == DROP:
+                self.close_connection = True
+                self.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees the peer go away
+                return
+            if chosen is not None:
+                self._error(chosen, "the fake provider failed this request", "server_error")
+                return
+            if fake.stall_when is not None:
+                time.sleep(fake.stall_when(messages))
             failure = fake._next_failure()
             if failure is not None:
                 kind = "server_error" if failure[0] >= 500 else "invalid_request_error"
@@ -155,7 +179,6 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             if fake.delay:
                 time.sleep(fake.delay)
-            messages = body.get("messages") or []
             text = fake.reply(messages)
             prompt_tokens = sum(len(_text(m.get("content")).split()) for m in messages)
             usage = {

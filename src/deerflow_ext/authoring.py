@@ -1,4 +1,4 @@
-"""``extensions check`` and ``extensions new``: the commands that test and start extensions.
+"""``extensions check``, ``extensions new`` and ``wheels``: the commands that test and start extensions.
 
 Kept apart from ``cli.py`` so the operator's configuration commands and these two grow
 independently. Both import their machinery on use: ``check`` needs the author kit's test
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from deerflow_ext.exitcodes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
-__all__ = ["add_authoring_commands"]
+__all__ = ["add_authoring_commands", "add_wheels_command"]
 
 
 def _cmd_check(args: argparse.Namespace, config_path: Callable[[argparse.Namespace], Path]) -> int:
@@ -27,11 +27,23 @@ def _cmd_check(args: argparse.Namespace, config_path: Callable[[argparse.Namespa
     except ImportError as exc:
         print(
             f"error: extensions check needs the author kit's test dependencies ({exc.name} is missing): "
-            "python3 -m pip install 'deerflow-ext[test]'",
+            f"python3 -m pip install {_kit_arguments()}",
             file=sys.stderr,
         )
         return EXIT_USAGE
     return run_check(config_path(args), examples=args.examples, seed=args.seed, verbose=args.verbose)
+
+
+def _kit_arguments() -> str:
+    """Where ``deerflow-ext[test]`` comes from: the source this host was installed from."""
+    from importlib import metadata
+
+    from deerflow_ext.distribution import host_source
+
+    try:
+        return host_source().install_arguments("test")
+    except metadata.PackageNotFoundError:
+        return "'deerflow-ext[test]'"
 
 
 def _cmd_new(args: argparse.Namespace) -> int:
@@ -46,6 +58,57 @@ def _cmd_new(args: argparse.Namespace) -> int:
     print(f"created {target} (entry point {scaffold.entry_point} = {scaffold.module}:install)")
     print(f"next: cd {target} && python3 -m pip install nox && python3 -m nox")
     return EXIT_OK
+
+
+def _cmd_wheels(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
+    from deerflow_ext.distribution import WheelsError, build_wheels, host_source
+
+    source = Path(args.source) if args.source else None
+    if source is None:
+        try:
+            found = host_source()
+        except metadata.PackageNotFoundError:
+            found = None
+        if found is None or found.kind != "checkout":
+            origin = found.requirement if found is not None else "nowhere pip recorded"
+            print(
+                f"error: deerflow-ext was installed from {origin}, not a checkout; name one with --source PATH",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        source = Path(found.location)
+    directory = Path(args.directory)
+    try:
+        written = build_wheels(source, directory, with_dependencies=args.with_dependencies)
+    except WheelsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    host, contract, *dependencies = written
+    print(f"built {host}\nbuilt {contract}")
+    if dependencies:
+        print(f"and {len(dependencies)} dependency wheels: installs with --no-index")
+    print(f"next: python3 -m pip install --find-links {directory} {host}")
+    return EXIT_OK
+
+
+def add_wheels_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``wheels DIR``: the host and contract wheels an extension author's machine installs."""
+    wheels = commands.add_parser(
+        "wheels",
+        help="build deerflow-ext and deerflow-extension-api wheels that install without the checkout",
+    )
+    wheels.add_argument("directory", metavar="DIR", help="where the wheels go (created if missing)")
+    wheels.add_argument(
+        "--source", metavar="PATH", default=None, help="the checkout (default: the one deerflow-ext was installed from)"
+    )
+    wheels.add_argument(
+        "--with-dependencies",
+        action="store_true",
+        help="also every wheel deerflow-ext[test], a hatchling build and nox need (then install with --no-index)",
+    )
+    wheels.set_defaults(handler=_cmd_wheels)
 
 
 def _positive(text: str) -> int:

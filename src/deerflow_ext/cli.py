@@ -23,8 +23,14 @@ from pathlib import Path
 from typing import TextIO
 
 from deerflow_ext import __version__
-from deerflow_ext.authoring import add_authoring_commands
-from deerflow_ext.config.editing import ConfigEditError, PluginNotFoundError, add_plugin, set_plugin_enabled
+from deerflow_ext.authoring import add_authoring_commands, add_wheels_command
+from deerflow_ext.config.editing import (
+    ConfigEditError,
+    PluginNotFoundError,
+    add_model,
+    add_plugin,
+    set_plugin_enabled,
+)
 from deerflow_ext.config.loading import ConfigError, load_app_config
 from deerflow_ext.config.settings import Settings, SettingsError, load_settings
 from deerflow_ext.exitcodes import EXIT_FAILED, EXIT_OK, EXIT_STARTUP
@@ -149,6 +155,31 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
     return EXIT_OK
 
 
+# -- models add ---------------------------------------------------------------------------------
+def _model_parameter(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. model=gpt-4o-mini)")
+    from deerflow_ext.config.loading import parse_yaml
+
+    parsed = parse_yaml(value, "KEY=VALUE") if value.strip() else ""
+    return key, parsed if isinstance(parsed, (str, int, float, bool)) else value
+
+
+def _cmd_models_add(args: argparse.Namespace) -> int:
+    path = _config_path(args)
+    record: dict[str, object] = {"name": args.name, "use": args.use, **dict(args.parameters)}
+    if args.purposes:
+        record["purposes"] = [p.strip() for p in args.purposes.split(",") if p.strip()]
+    try:
+        add_model(path, record)
+    except ConfigEditError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    print(f"added model {args.name} ({args.use}) to {path}; check it with: deerflow-ext extensions doctor")
+    return EXIT_OK
+
+
 # -- extensions skill / mcp: extensions_config.json, beside config.yaml -----------------------
 def _cmd_extensions_config(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
@@ -182,6 +213,17 @@ class _Echo(logging.Handler):
         print(record.getMessage(), file=self.out)
 
 
+def _doctor_cause(exc: ConfigError, path: Path) -> str:
+    """The refusal in words: a model that cannot be used is not an invalid file."""
+    from deerflow_ext.agents.models import ModelUnusable
+
+    if isinstance(exc, ModelUnusable):
+        return f"a model entry of {path} cannot be used (see the error line)"
+    if not Path(exc.path).exists():
+        return f"{exc.path} does not exist"
+    return f"{path} is invalid"
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from deerflow_ext.extensions.boundary.diagnostics import DiagnosticsList
     from deerflow_ext.extensions.plugin_loading.discovery import EntryPointIndex
@@ -194,7 +236,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         config = load_startup_config(_settings(), config_path=args.config)
     except ConfigError as exc:
         print(error_line(exc), file=sys.stderr)
-        print(f"The Gateway would not start: {path} is invalid.")
+        print(f"The Gateway would not start: {_doctor_cause(exc, path)}.")
         return EXIT_STARTUP
     if not path.exists():
         print(f"{path} does not exist: the Gateway starts with no extensions.")
@@ -404,6 +446,26 @@ def build_parser() -> argparse.ArgumentParser:
     remove.set_defaults(handler=_cmd_remove)
 
     add_authoring_commands(ext_commands, _add_config, _config_path)
+
+    models = commands.add_parser("models", help="edit the models: section of config.yaml")
+    model_commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    model_add = model_commands.add_parser(
+        "add", help="add a models: entry (config.yaml is created if missing; nothing else in it changes)"
+    )
+    model_add.add_argument("name", metavar="NAME", help="the entry's name, e.g. gpt")
+    model_add.add_argument("use", metavar="USE", help="module:Class, e.g. langchain_openai:ChatOpenAI")
+    model_add.add_argument(
+        "parameters",
+        metavar="KEY=VALUE",
+        nargs="*",
+        type=_model_parameter,
+        help="constructor keys, e.g. model=gpt-4o-mini",
+    )
+    model_add.add_argument("--purposes", default=None, help="comma-separated: lead, subagent, title, memory, ...")
+    _add_config(model_add)
+    model_add.set_defaults(handler=_cmd_models_add)
+
+    add_wheels_command(commands)
     return parser
 
 

@@ -13,9 +13,11 @@ code   meaning
        table prefix. One ``error: ...`` line on stderr names the cause. The other
        commands use 1 for "failed" too (``EXIT_FAILED``: a property check, an
        install that was rolled back, an unknown entry name).
-2      command-line usage (argparse's own convention)
+2      command-line usage (argparse's own convention; ``run --thread`` naming
+       no stored thread too)
 3      ``run`` only: the host started, but the run itself failed (one line names
-       the provider's reason)
+       the provider's reason; the host's own title, memory, summary and goal
+       calls never fail a run)
 130    interrupted (Ctrl-C)
 =====  ==========================================================================
 

@@ -9,8 +9,15 @@ step still running after a few seconds gets a progress indicator: an updating el
 on a terminal, a "still running" line every ``_NOTE_EVERY`` seconds otherwise.
 
 Threads are stored in the Gateway's own database (``DEERFLOW_DATABASE_URL``), so
-``--thread ID`` continues a thread a previous ``run`` — or the Gateway — left there.
-Startup refusals are the same lines and exit codes as ``serve`` (:mod:`deerflow_ext.preflight`).
+``--thread ID`` continues a thread a previous ``run`` — or a Gateway run — left there; an id
+with nothing stored is refused (exit 2), never silently made a new thread. Startup refusals
+are the same lines and exit codes as ``serve`` (:mod:`deerflow_ext.preflight`).
+
+The command returns when the answer is printed, not after the host's own calls
+(:func:`one_run_config`): memory extraction is skipped, because its facts live in the
+process's memory and this process ends with the answer; the title call is awaited, bounded
+at :data:`TITLE_SECONDS` unless ``title.timeout_seconds`` says otherwise, so a slow or
+failing title model costs at most that (one warning line, the thread untitled).
 """
 
 from __future__ import annotations
@@ -25,9 +32,12 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from .exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_STARTUP
+from .exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_STARTUP, EXIT_USAGE
 
-__all__ = ["StepConsole", "run_command"]
+__all__ = ["TITLE_SECONDS", "StepConsole", "UnknownThread", "one_run_config", "run_command"]
+
+TITLE_SECONDS = 3.0
+"""How long ``run`` waits for the title once the answer is printed (``title.timeout_seconds`` wins)."""
 
 _MODEL_NODE = "model"
 _TOOLS_NODE = "tools"
@@ -154,7 +164,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deerflow-ext run", description="Run the lead agent once, in-process.")
     parser.add_argument("prompt")
     parser.add_argument("--config", default=None, help="path of config.yaml (default: $DEERFLOW_CONFIG)")
-    parser.add_argument("--thread", default=None, help="id of a stored thread to continue")
+    parser.add_argument(
+        "--thread", default=None, help="id of a stored thread to continue (an unknown id is refused, exit 2)"
+    )
     return parser
 
 
@@ -178,12 +190,29 @@ async def _run(client: Any, console: StepConsole, prompt: str, thread: str | Non
     return result
 
 
+class UnknownThread(LookupError):
+    """``--thread ID`` names nothing stored: refused, not made a new thread of that id."""
+
+
+def one_run_config(config: Any) -> Any:
+    """``config`` as one ``run`` uses it: no memory extraction, a bounded title call (module doc)."""
+    title = config.title
+    if title.timeout_seconds is None:
+        title = title.model_copy(update={"timeout_seconds": TITLE_SECONDS})
+    memory = config.memory.model_copy(update={"enabled": False})
+    return config.model_copy(update={"title": title, "memory": memory})
+
+
 async def _run_stored(config: Any, extensions: Any, settings: Any, console: StepConsole, args: Any) -> Any:
     from .client import DeerFlowClient
     from .persistence import open_checkpointer
 
     async with open_checkpointer(settings.async_database_url, settings.database_durability) as checkpointer:
-        client = DeerFlowClient(config, extensions=extensions, checkpointer=checkpointer)
+        if args.thread is not None:
+            stored = await checkpointer.aget_tuple({"configurable": {"thread_id": args.thread, "checkpoint_ns": ""}})
+            if stored is None:
+                raise UnknownThread(args.thread)
+        client = DeerFlowClient(one_run_config(config), extensions=extensions, checkpointer=checkpointer)
         try:
             return await _run(client, console, args.prompt, args.thread)
         finally:
@@ -198,7 +227,7 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     from .extensions.operator_view.hook_metrics import set_metrics_enabled
     from .extensions.plugin_loading.loader import load_extensions
     from .logs import configure_logging
-    from .preflight import check_database, error_line, load_startup_config, refusals
+    from .preflight import check_database, error_line, load_startup_config, redacted_url, refusals
 
     try:
         settings = load_settings(**({"config": args.config} if args.config is not None else {}))
@@ -216,6 +245,14 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         result = asyncio.run(_run_stored(config, extensions, settings, console, args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except UnknownThread as exc:
+        where = redacted_url(settings.database_url)
+        print(
+            f"error: --thread {exc.args[0]}: no stored thread has this id in {where} "
+            "(leave --thread out to start one; each run prints its thread's id on stderr)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except Exception as exc:
         print(f"error: run failed: {describe_failure(exc)}", file=sys.stderr)
         return EXIT_RUN_FAILED

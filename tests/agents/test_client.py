@@ -82,12 +82,12 @@ def test_run_command_prints_a_line_per_step_and_the_answer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
 ) -> None:
     config = _write_config(tmp_path, "memory:\n  enabled: false\n")
-    assert run_command(["delegate: add numbers", "--config", str(config), "--thread", "cli-1"]) == 0
+    assert run_command(["delegate: add numbers", "--config", str(config)]) == 0
     out, err = capsys.readouterr()
     assert out.strip() == "Done. task returned: Here is my answer to: add numbers"
     lines = err.splitlines()
     assert lines[0].endswith("INFO deerflow_ext.extensions: Extensions loaded: 0/0 (none)")
-    assert lines[1].startswith("… run ") and lines[1].endswith(" on thread cli-1")
+    assert re.fullmatch(r"… run [0-9a-f-]{36} on thread [0-9a-f-]{36}", lines[1])
     assert lines[2:] == ["… model call", "… subagent: add numbers", "… subagent done", "… model call"]
 
 
@@ -99,13 +99,37 @@ def test_run_command_reports_only_real_steps_when_summarization_rewrites_the_thr
     config = _write_config(
         tmp_path, "memory:\n  enabled: false\nsummarization:\n  trigger_messages: 4\n  keep_messages: 2\n"
     )
-    assert run_command(['use calculator {"expression": "1 + 1"}', "--config", str(config), "--thread", "c"]) == 0
-    assert run_command(['use calculator {"expression": "2 * 3"}', "--config", str(config), "--thread", "c"]) == 0
+    assert run_command(['use calculator {"expression": "1 + 1"}', "--config", str(config)]) == 0
+    first_out, first_err = capsys.readouterr()
+    thread = _thread_of(first_err)
+    assert run_command(['use calculator {"expression": "2 * 3"}', "--config", str(config), "--thread", thread]) == 0
     out, err = capsys.readouterr()
+    out, err = first_out + out, first_err + err
     assert out.splitlines() == ["Done. calculator returned: 2", "Done. calculator returned: 6"]
     steps = [line for line in err.splitlines() if line.startswith("… ") and not line.startswith("… run ")]
     one_run = ["… model call", '… tool call: calculator {"expression": "%s"}', "… tool calculator done", "… model call"]
     assert steps == [s.replace("%s", "1 + 1") for s in one_run] + [s.replace("%s", "2 * 3") for s in one_run]
+
+
+def _thread_of(err: str) -> str:
+    """The thread id ``run`` names on stderr (``… run RUN on thread THREAD``)."""
+    (thread,) = re.findall(r"^… run \S+ on thread (\S+)$", err, re.MULTILINE)
+    return thread
+
+
+def test_run_command_continues_a_stored_thread_and_refuses_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
+) -> None:
+    config = _write_config(tmp_path, "memory:\n  enabled: false\n")
+    assert run_command(["delegate: add numbers", "--config", str(config), "--thread", "does-not-exist"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "error: --thread does-not-exist: no stored thread has this id in sqlite" in err
+    assert not [line for line in err.splitlines() if line.startswith("… ")], "nothing ran"
+    assert run_command(["first", "--config", str(config)]) == 0
+    thread = _thread_of(capsys.readouterr().err)
+    assert run_command(["second", "--config", str(config), "--thread", thread]) == 0
+    assert _thread_of(capsys.readouterr().err) == thread
 
 
 def test_run_command_exits_1_on_an_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,10 +183,12 @@ def test_run_streams_the_answers_tokens_and_continues_a_stored_thread(
 
     with FakeOpenAI() as fake:
         config = _openai_config(tmp_path, fake, streaming="true")
-        assert run_command(["first question", "--config", str(config), "--thread", "kept"]) == 0
-        assert run_command(["second question", "--config", str(config), "--thread", "kept"]) == 0
+        assert run_command(["first question", "--config", str(config)]) == 0
+        first_out, first_err = capsys.readouterr()
+        assert run_command(["second question", "--config", str(config), "--thread", _thread_of(first_err)]) == 0
         bodies = fake.completions()
     out, err = capsys.readouterr()
+    out, err = first_out + out, first_err + err
     assert out.splitlines() == ["Echo: first question", "Echo: second question"]
     assert all(body["stream"] for body in bodies)
     # The second run's model call saw the first exchange: the thread was stored and continued.
@@ -190,6 +216,36 @@ def test_run_shows_progress_for_a_long_step(
     out, err = capsys.readouterr()
     assert out.strip() == "Echo: slow one"
     assert any(line.startswith("… still running: model call (") for line in err.splitlines()), err
+
+
+def test_run_returns_once_the_answer_is_printed_not_after_the_hosts_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_process_extensions: None
+) -> None:
+    """A title model that hangs costs the bound (3 s), memory extraction is not asked for."""
+    import time
+
+    from deerflow_ext.agents.prompts import MEMORY_MARKER, TITLE_MARKER
+    from fake_openai import FakeOpenAI
+
+    def stall(messages: list[dict[str, Any]]) -> float:
+        return 60.0 if any(TITLE_MARKER in str(m.get("content")) for m in messages) else 0.0
+
+    with FakeOpenAI(stall_when=stall) as fake:
+        config = _openai_config(tmp_path, fake)
+        config.write_text(config.read_text().replace("memory:\n  enabled: false\n", "memory:\n  enabled: true\n"))
+        started = time.monotonic()
+        assert run_command(["hello", "--config", str(config)]) == 0
+        took = time.monotonic() - started
+        bodies = [json.dumps(body) for body in fake.completions()]
+    out, err = capsys.readouterr()
+    assert out.strip() == "Echo: hello"
+    assert took < 30, f"run took {took:.1f} s with a title model that hangs for 60"
+    assert [TITLE_MARKER in b for b in bodies] == [False, True] and not any(MEMORY_MARKER in b for b in bodies)
+    (warning,) = [line for line in err.splitlines() if " WARNING " in line]
+    assert warning.endswith(
+        "the host's title call on model gpt-test failed (TimeoutError: no reply within 3 s); "
+        "the run keeps its answer, the thread no title yet"
+    )
 
 
 def test_a_failing_provider_fails_the_run_with_one_line_and_exit_3(

@@ -113,7 +113,7 @@ def test_a_package_designates_a_named_record_too(config_file: Path, capsys: pyte
 def test_doctor_judges_it(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "extensions", "doctor", "--config", str(config_file))
     assert code == 0
-    assert f"Extensions loaded: 1/2 ({M}:good)" in out.splitlines()
+    assert f"Extensions loaded: 1/2 ({M}:good); 1 loaded, 1 disabled" in out.splitlines()
     assert out.splitlines()[-1] == "The Gateway would start."
 
 

@@ -132,7 +132,7 @@ def test_doctor_would_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     lines = out.splitlines()
     assert code == 0
     assert lines[0].startswith("Extension extensions.fixtures_broken:install: cannot import")
-    assert lines[1] == f"Extensions loaded: 1/3 ({M}:good)"
+    assert lines[1] == f"Extensions loaded: 1/3 ({M}:good); 1 loaded, 1 disabled, 1 failed"
     assert lines[2].startswith("diagnostic [load] extensions.fixtures_broken:install: cannot import")
     assert lines[-1] == "The Gateway would start."
 

@@ -83,7 +83,7 @@ def test_the_startup_line_says_what_runs_where(text_server: Served, tmp_path: Pa
     assert f"config {tmp_path / 'config.yaml'};" in line
     assert f"database sqlite:///{tmp_path / 'db' / 'deerflow.db'};" in line
     assert "models embedded (deerflow-embedded);" in line
-    assert "extensions 0/1 loaded ();" in line
+    assert "extensions 0 loaded, 1 failed (none);" in line
     port = int(found.group(1))
     text_server.wait_for("Application startup complete")
     assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "degraded"
@@ -108,3 +108,14 @@ def test_json_logs_are_one_object_per_line_with_attribution_and_access_log(json_
     (access,) = [r for r in records if r["logger"] == "uvicorn.access"]
     assert access["method"] == "GET" and access["path"] == "/api/threads/nope" and access["status"] == 404
     assert any(r["message"].startswith("deerflow-ext ") and " starting: " in r["message"] for r in records)
+
+
+def test_ctrl_c_stops_serve_in_order_with_exit_130(text_server: Served) -> None:
+    """README's exit-code table: 130 interrupted (it was 0, or a KeyboardInterrupt traceback)."""
+    import signal
+
+    text_server.wait_for("Application startup complete")
+    text_server.process.send_signal(signal.SIGINT)
+    assert text_server.process.wait(60) == 130, text_server.text()
+    log = text_server.text()
+    assert "Application shutdown complete" in log and "Traceback" not in log

@@ -82,16 +82,69 @@ def test_a_config_path_that_does_not_exist_is_an_error(home: Path, command: list
     assert_refused(done, f"error: {missing}: does not exist (named by DEERFLOW_CONFIG); create it or fix the path")
 
 
+KNOWN = (
+    "langchain-openai, langchain-anthropic, langchain-google-genai, langchain-google-vertexai, langchain-aws, "
+    "langchain-mistralai, langchain-groq, langchain-ollama, langchain-deepseek, langchain-fireworks, "
+    "langchain-community"
+)
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-def test_a_missing_provider_package_names_the_pip_command(home: Path, command: list[str]) -> None:
+def test_a_missing_known_provider_package_names_its_pip_command(home: Path, command: list[str]) -> None:
     config = home / "config.yaml"
-    config.write_text("models:\n  - name: big\n    use: langchain_nosuchprovider:ChatNope\n    model: x\n")
+    config.write_text("models:\n  - name: big\n    use: langchain_groq:ChatGroq\n    model: x\n")
     done = deerflow(home, *command, "--config", str(config))
     assert_refused(
         done,
-        f"error: {config}:3: models[0].use: cannot import langchain_nosuchprovider: "
-        "langchain_nosuchprovider is not installed; pip install langchain-nosuchprovider",
+        f"error: {config}:3: models[0].use: cannot import langchain_groq: "
+        "langchain_groq is not installed; pip install langchain-groq",
     )
+
+
+@pytest.mark.parametrize("module", ["langchain_opneai", "langchain_nosuchprovider"])
+def test_a_typo_in_the_module_gets_no_module_and_the_known_packages_never_a_made_up_pip_name(
+    home: Path, module: str
+) -> None:
+    config = home / "config.yaml"
+    config.write_text(f"models:\n  - name: big\n    use: {module}:ChatOpenAI\n    model: x\n")
+    done = deerflow(home, "extensions", "doctor", "--config", str(config))
+    mean = " (did you mean langchain_openai?)" if module == "langchain_opneai" else ""
+    assert_refused(
+        done,
+        f"error: {config}:3: models[0].use: cannot import {module}: "
+        f"no module named {module}{mean}; the known provider packages are {KNOWN}",
+    )
+    assert "pip install" not in done.err
+
+
+def test_a_dot_where_the_colon_goes_is_said_in_words_with_the_fix(home: Path) -> None:
+    config = home / "config.yaml"
+    config.write_text("models:\n  - name: big\n    use: langchain_openai.ChatOpenAI\n    model: x\n")
+    done = deerflow(home, "extensions", "doctor", "--config", str(config))
+    assert_refused(
+        done,
+        f"error: {config}:3: models[0].use: must be module:Class — the module to import, a colon, then the "
+        "class in it; did you mean langchain_openai:ChatOpenAI?",
+    )
+    assert done.out == f"The Gateway would not start: {config} is invalid.\n"
+
+
+def test_a_port_given_as_a_flag_is_named_as_the_flag(home: Path) -> None:
+    done = deerflow(home, "serve", "--port", "99999")
+    assert_refused(done, "error: --port=99999: Input should be less than or equal to 65535")
+    done = deerflow(home, "serve", env={"DEERFLOW_PORT": "99999"})
+    assert_refused(done, "error: DEERFLOW_PORT='99999': Input should be less than or equal to 65535")
+
+
+def test_a_short_api_token_is_refused_in_words_without_showing_it(home: Path) -> None:
+    advice = "an API token needs at least 16, e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    done = deerflow(home, "serve", env={"DEERFLOW_API_TOKEN": "hunter2"})
+    assert_refused(done, f"error: DEERFLOW_API_TOKEN='<hidden>': too short (7 characters); {advice}")
+    config = home / "config.yaml"
+    config.write_text("gateway:\n  api_token: hunter2\n")
+    done = deerflow(home, "serve", "--config", str(config))
+    assert_refused(done, f"error: {config}:2: gateway.api_token: too short (7 characters); {advice}")
+    assert "hunter2" not in done.err
 
 
 def test_models_are_checked_for_arguments_and_credentials_each_on_its_own_line(home: Path) -> None:
@@ -114,7 +167,8 @@ def test_models_are_checked_for_arguments_and_credentials_each_on_its_own_line(h
     assert first.startswith(f"error: {config}:5: models[0].temperature: langchain_openai:ChatOpenAI: Input should be")
     assert second.startswith(f"error: {config}:7: models[1]: langchain_openai:ChatOpenAI cannot be constructed: ")
     assert "OPENAI_API_KEY" in second
-    assert "would not start" in done.out
+    # The file is fine; a model in it cannot be used: doctor says that, not "invalid".
+    assert done.out == f"The Gateway would not start: a model entry of {config} cannot be used (see the error line).\n"
     serve = deerflow(home, "serve", "--config", str(config), env=env)
     assert serve.code == 1 and serve.error_lines == done.error_lines
 

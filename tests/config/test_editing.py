@@ -223,3 +223,39 @@ def test_edits_leave_no_lock_file_behind(config_file: Path) -> None:
     set_plugin_enabled(config_file, "audit", False)
     remove_plugin(config_file, "costs")
     assert sorted(p.name for p in config_file.parent.iterdir()) == ["config.yaml"]
+
+
+def test_add_model_adds_the_entry_and_changes_nothing_else(tmp_path: Path) -> None:
+    """README's Real model step on the First run's config.yaml: the extension stays enabled."""
+    from deerflow_ext import cli
+    from deerflow_ext.config.loading import load_app_config
+
+    example = Path(__file__).resolve().parents[2] / "config.example.yaml"
+    path = tmp_path / "config.yaml"
+    original = example.read_text(encoding="utf-8").replace(
+        "  - name: observers\n    use: observers\n    enabled: false",
+        "  - name: observers\n    use: observers\n    enabled: true",
+    )
+    path.write_text(original, encoding="utf-8")
+    argv = ["models", "add", "gpt", "langchain_openai:ChatOpenAI", "model=gpt-4o-mini", "temperature=0.2"]
+    assert cli.main([*argv, "--config", str(path)]) == 0
+    after = path.read_text(encoding="utf-8")
+    block = (
+        "models:\n  - name: gpt\n    use: langchain_openai:ChatOpenAI\n    model: gpt-4o-mini\n    temperature: 0.2\n"
+    )
+    assert after == original.replace("models: []\n", block)
+    config = load_app_config(path)
+    assert [(m.name, m.params) for m in config.models] == [("gpt", {"model": "gpt-4o-mini", "temperature": 0.2})]
+    assert [p.name for p in config.plugins if p.enabled] == ["observers"]
+    assert cli.main([*argv, "--config", str(path)]) == 1, "a name already configured is refused"
+    assert path.read_text(encoding="utf-8") == after
+
+
+def test_add_model_creates_a_missing_file(tmp_path: Path) -> None:
+    from deerflow_ext.config.editing import add_model
+
+    path = tmp_path / "config.yaml"
+    add_model(path, {"name": "gpt", "use": "langchain_openai:ChatOpenAI", "model": "gpt-4o-mini"})
+    assert path.read_text(encoding="utf-8") == (
+        "models:\n  - name: gpt\n    use: langchain_openai:ChatOpenAI\n    model: gpt-4o-mini\n"
+    )

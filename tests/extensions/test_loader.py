@@ -62,9 +62,9 @@ def test_summary_and_failure_lines_verbatim(caplog: pytest.LogCaptureFixture) ->
             f"Extension {M}:newer_patch: extension requires extension-api 0.2.2, host provides 0.2.1. "
             "Install a matching version: pip install 'deerflow-extension-api>=0.2.2,<0.3'",
         ),
-        (logging.INFO, f"Extensions loaded: 2/3 ({M}:good, {M}:unmarked)"),
+        (logging.INFO, f"Extensions loaded: 2/3 ({M}:good, {M}:unmarked); 2 loaded, 1 failed"),
     ]
-    assert ext.summary == f"Extensions loaded: 2/3 ({M}:good, {M}:unmarked)"
+    assert ext.summary == f"Extensions loaded: 2/3 ({M}:good, {M}:unmarked); 2 loaded, 1 failed"
 
 
 def test_summary_counts_disabled_entries_in_the_total(caplog: pytest.LogCaptureFixture) -> None:
@@ -74,7 +74,7 @@ def test_summary_counts_disabled_entries_in_the_total(caplog: pytest.LogCaptureF
     )
     with caplog.at_level(logging.INFO, logger="deerflow_ext.extensions"):
         ext = load(cfg)
-    assert caplog.messages == [f"Extensions loaded: 1/2 ({M}:good)"]
+    assert caplog.messages == [f"Extensions loaded: 1/2 ({M}:good); 1 loaded, 1 disabled"]
     assert ext.total == 2 and ext.loaded == (f"{M}:good",)
 
 

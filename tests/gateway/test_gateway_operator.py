@@ -67,7 +67,7 @@ async def test_extensions_lists_every_entry_with_status_package_contributions_an
     app = _app(settings_for, tmp_path, CONFIG)
     async with live_server(app) as server, server.client() as client:
         body = (await client.get("/api/extensions")).json()
-    assert body["summary"] == f"Extensions loaded: 1/4 ({ME}:install_metered)"
+    assert body["summary"] == f"Extensions loaded: 1/4 ({ME}:install_metered); 1 loaded, 1 disabled, 2 failed"
     by_name = {e["name"]: e for e in body["extensions"]}
     assert [e["name"] for e in body["extensions"]] == ["metered", "off", "broken", "absent"]
     assert {n: e["status"] for n, e in by_name.items()} == {
@@ -168,3 +168,35 @@ async def test_a_failing_provider_fails_the_run_with_its_reason_and_one_log_line
     runs = [r for r in caplog.records if r.getMessage().startswith(f"run {run_id} failed: ")]
     assert len(failures) == 3 and len(runs) == 1
     assert all(r.exc_info is None for r in [*failures, *runs]), "tracebacks are for DEBUG"
+
+
+async def test_a_title_call_that_fails_after_the_answer_leaves_the_run_successful(
+    settings_for: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The provider goes away right after the answer (only the title request is dropped)."""
+    from deerflow_ext.agents.prompts import TITLE_MARKER
+    from fake_openai import DROP, FakeOpenAI
+
+    def drop_title(messages: list[dict[str, Any]]) -> int | None:
+        return DROP if any(TITLE_MARKER in str(m.get("content")) for m in messages) else None
+
+    with FakeOpenAI(fail_when=drop_title) as fake:
+        text = (
+            "memory:\n  enabled: false\n"
+            "models:\n  - name: gpt\n    use: langchain_openai:ChatOpenAI\n    model: gpt-x\n"
+            f"    api_key: k\n    base_url: {fake.base_url}\n"
+        )
+        app = _app(settings_for, tmp_path, text)
+        caplog.set_level(logging.INFO)
+        async with live_server(app) as server, server.client() as client:
+            thread, events = await _stream_run(client)
+            run_id = events[0][1]["run_id"]
+            run = (await client.get(f"/api/threads/{thread}/runs/{run_id}")).json()
+            stored = (await client.get(f"/api/threads/{thread}")).json()
+    assert [name for name, _, _ in events if name == "error"] == []
+    assert events[-1][0] == "end"
+    assert run["status"] == "success"
+    assert stored["values"]["messages"][-1]["content"] == "Echo: hello"
+    assert "title" not in stored["values"] or not stored["values"]["title"]
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.startswith("the host's title call on model gpt-x failed (")

@@ -2,7 +2,9 @@
 
 The verdict is JSON (``{"met": bool, "reason": str}``). A reply that does not parse counts
 as *not met*: continuing is bounded by ``goal.max_continuations``, whereas stopping early on
-garbage would silently drop the operator's goal.
+garbage would silently drop the operator's goal. A verdict call that *fails* is another
+matter: it is the host's call, not the run's, so it is one warning line naming the model,
+no verdict (``None``), and the run ends with the answer it has.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOper
 
 from .models import effective_model_name
 from .prompts import GOAL_CONTINUATION_PROMPT, render_goal_prompt, render_transcript
-from .system_calls import system_call_config
+from .system_calls import log_failed_system_call, system_call_config
 
 __all__ = ["GoalVerdict", "continuation_message", "evaluate_goal", "parse_verdict"]
 
@@ -57,15 +59,21 @@ async def evaluate_goal(
     evaluation: int,
     extensions: LoadedExtensions,
     task_store: ExtensionData | None,
-) -> GoalVerdict:
-    """Evaluation number ``evaluation`` (1-based) of ``goal`` against the conversation."""
+) -> GoalVerdict | None:
+    """Evaluation number ``evaluation`` (1-based) of ``goal`` against the conversation;
+    None when the verdict call failed (logged)."""
     messages = [
         SystemMessage(content=render_goal_prompt(goal, evaluation=evaluation)),
         HumanMessage(content=render_transcript(conversation)),
     ]
     request = SystemModelRequest(messages=messages, model_name=effective_model_name(model))
     config = system_call_config(SystemOperationKind.GOAL)
-    response: Any = await observe_system_call(
-        extensions, task_store, SystemOperationKind.GOAL, request, lambda: model.ainvoke(messages, config=config)
-    )
+    try:
+        response: Any = await observe_system_call(
+            extensions, task_store, SystemOperationKind.GOAL, request, lambda: model.ainvoke(messages, config=config)
+        )
+    except Exception as exc:
+        consequence = "the goal is left unjudged, the run keeps its answer"
+        log_failed_system_call(SystemOperationKind.GOAL, request.model_name or "?", exc, consequence)
+        return None
     return parse_verdict(getattr(response, "content", response))

@@ -257,6 +257,8 @@ class AgentHost:
                     extensions=extensions,
                     task_store=task_store,
                 )
+                if verdict is None:  # the verdict call failed (logged): the answer stands, unjudged
+                    break
                 goal_met = verdict.met
                 if verdict.met or continuations >= self.config.goal.max_continuations:
                     break

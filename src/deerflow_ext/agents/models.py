@@ -19,6 +19,7 @@ Three rules are applied to every configured model:
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import warnings
@@ -37,6 +38,8 @@ from .embedded_model import EMBEDDED_MODEL_NAME, EmbeddedChatModel
 from .merged_stream import merging_model_class
 
 __all__ = [
+    "KNOWN_PROVIDERS",
+    "ModelUnusable",
     "check_models",
     "create_chat_model",
     "describe_models",
@@ -136,10 +139,41 @@ def shared_model_factory(config: AppConfig) -> Callable[[str | None], BaseChatMo
     return factory
 
 
-def _distribution_hint(module: str) -> str:
-    # Provider packages follow the module-to-distribution rule (langchain_openai ->
-    # langchain-openai); the hint names the top-level package the import stopped at.
-    return module.split(".")[0].replace("_", "-")
+#: The LangChain provider packages a ``use:`` usually names: module -> distribution. A hint
+#: names only these, never a name made from what was typed: ``pip install`` of a typo is
+#: how typosquatted packages get installed.
+KNOWN_PROVIDERS: dict[str, str] = {
+    "langchain_openai": "langchain-openai",
+    "langchain_anthropic": "langchain-anthropic",
+    "langchain_google_genai": "langchain-google-genai",
+    "langchain_google_vertexai": "langchain-google-vertexai",
+    "langchain_aws": "langchain-aws",
+    "langchain_mistralai": "langchain-mistralai",
+    "langchain_groq": "langchain-groq",
+    "langchain_ollama": "langchain-ollama",
+    "langchain_deepseek": "langchain-deepseek",
+    "langchain_fireworks": "langchain-fireworks",
+    "langchain_community": "langchain-community",
+}
+
+
+def _missing_module_advice(module_name: str, missing: str) -> str:
+    """What to do when importing ``module_name`` stopped at module ``missing``.
+
+    A known provider: its ``pip install``. A dependency missing inside a known provider:
+    reinstall that provider. Anything else (a typo, a package nobody knows): "no module
+    named X", the closest known provider module when one is close, and the known provider
+    packages; never an install command made from the typed name.
+    """
+    top = module_name.split(".")[0]
+    if missing in KNOWN_PROVIDERS:
+        return f"{missing} is not installed; pip install {KNOWN_PROVIDERS[missing]}"
+    if top in KNOWN_PROVIDERS and "." not in missing and missing != top:
+        return f"{missing} is not installed (needed by {top}); pip install --force-reinstall {KNOWN_PROVIDERS[top]}"
+    close = difflib.get_close_matches(missing.split(".")[0], KNOWN_PROVIDERS, n=1, cutoff=0.8)
+    mean = f" (did you mean {close[0]}?)" if close else ""
+    known = ", ".join(KNOWN_PROVIDERS.values())
+    return f"no module named {missing}{mean}; the known provider packages are {known}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -153,8 +187,7 @@ def _entry_problems(index: int, entry: ModelEntry) -> list[tuple[tuple[int | str
         target = _import_target(entry.use)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
-        hint = _distribution_hint(missing)
-        return [((*here, "use"), f"cannot import {module_name}: {missing} is not installed; pip install {hint}")]
+        return [((*here, "use"), f"cannot import {module_name}: {_missing_module_advice(module_name, missing)}")]
     except AttributeError as exc:
         return [((*here, "use"), f"{entry.use} does not exist: {_first_line(exc)}")]
     except Exception as exc:
@@ -189,6 +222,11 @@ def check_models(config: AppConfig, path: str | Path) -> list[str]:
     return [format_problem(path, loc, problem) for loc, problem in _problems(config)]
 
 
+class ModelUnusable(ConfigError):
+    """The file is valid, but a model entry cannot be used here (its package, its arguments,
+    its credentials): a different fix from a malformed file, so callers can say which."""
+
+
 def ensure_models(config: AppConfig, path: str | Path) -> None:
     """:func:`check_models`, raising :class:`ConfigError` (every problem, one line each)."""
     problems = _problems(config)
@@ -197,7 +235,7 @@ def ensure_models(config: AppConfig, path: str | Path) -> None:
     lines = [format_problem(path, loc, problem) for loc, problem in problems]
     loc, problem = problems[0]
     field = ".".join(str(part) for part in loc[2:])
-    raise ConfigError(
+    raise ModelUnusable(
         path, config_line(path, loc), f"models[{loc[1]}]" + (f".{field}" if field else ""), problem, problems=lines
     )
 

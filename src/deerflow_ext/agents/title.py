@@ -4,10 +4,15 @@ Both paths are observed. The async one (every Gateway and client run) awaits obs
 inline through ``observe_system_call``. The sync one (a direct ``graph.invoke``) has no loop
 to await on, so it submits the finished observation fire-and-forget, as the memory bridge
 does; with no registered notification loop that observation is dropped.
+
+A title is an aid, asked for after the answer exists: a failed or (async path, when a bound
+is set) late title call is one warning line naming the model, and the thread stays
+untitled (the next exchange tries again); the run keeps its answer and its outcome.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +25,7 @@ from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOper
 
 from .models import effective_model_name
 from .prompts import render_title_prompt
-from .system_calls import system_call_config
+from .system_calls import log_failed_system_call, system_call_config
 
 __all__ = ["TitleCall", "clean_title"]
 
@@ -62,13 +67,34 @@ class TitleCall:
     def _call(self, invoke: Callable[..., _R]) -> Callable[[], _R]:
         return lambda: invoke(self.prompt, config=system_call_config(_KIND))
 
-    async def arun(self, extensions: LoadedExtensions, task_store: ExtensionData | None) -> str | None:
+    async def arun(
+        self, extensions: LoadedExtensions, task_store: ExtensionData | None, *, within: float | None = None
+    ) -> str | None:
+        """The title, or None when the call failed or took longer than ``within`` seconds."""
         call = self._call(self.model.ainvoke)
-        return self._title(await observe_system_call(extensions, task_store, _KIND, self._request(), call))
+        bound = asyncio.timeout(within)
+        try:
+            async with bound:
+                response = await observe_system_call(extensions, task_store, _KIND, self._request(), call)
+        except Exception as exc:
+            late = bound.expired() and within is not None
+            _untitled(self.model, TimeoutError(f"no reply within {within:g} s") if late else exc)
+            return None
+        return self._title(response)
 
     def run(self, extensions: LoadedExtensions, task_store: ExtensionData | None) -> str | None:
+        """The title, or None when the call failed."""
         call = self._call(self.model.invoke)
-        return self._title(observe_system_call_sync(extensions, task_store, _KIND, self._request(), call))
+        try:
+            response = observe_system_call_sync(extensions, task_store, _KIND, self._request(), call)
+        except Exception as exc:
+            _untitled(self.model, exc)
+            return None
+        return self._title(response)
+
+
+def _untitled(model: BaseChatModel, exc: BaseException) -> None:
+    log_failed_system_call(_KIND, effective_model_name(model), exc, "the run keeps its answer, the thread no title yet")
 
 
 _KIND = SystemOperationKind.TITLE

@@ -30,7 +30,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from .loading import ConfigError, _Plain, app_config_from_text, parse_yaml, read_config_text
-from .schema import PluginEntry, plugin_names
+from .schema import ModelEntry, PluginEntry, plugin_names
 
 
 class _EntryPoint(Protocol):
@@ -50,6 +50,7 @@ class EntryPointIndex(Protocol):
 __all__ = [
     "ConfigEditError",
     "PluginNotFoundError",
+    "add_model",
     "add_plugin",
     "atomic_write",
     "config_lock",
@@ -245,8 +246,14 @@ def _item_span(lines: list[str], root: CommentedMap, seq: CommentedSeq, i: int) 
     return start, end
 
 
+def _null(representer: Any, data: None) -> Any:
+    return representer.represent_scalar("tag:yaml.org,2002:null", "null")
+
+
 def _dump(root: Any) -> str:
     yaml = YAML(typ="rt")
+    # An explicit `key: null` stays written out (ruamel's round trip would leave `key:`).
+    yaml.representer.add_representer(type(None), _null)
     yaml.preserve_quotes = True
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
@@ -442,3 +449,34 @@ def _cut(text: str, root: CommentedMap, seq: CommentedSeq, index: int) -> str | 
         comment = f" {match.group(3)}" if match.group(3) else ""
         rest[key_line] = f"{match.group(1)} []{comment}{match.group(4) or ''}"
     return "".join(rest)
+
+
+def add_model(path: str | Path, record: Mapping[str, Any]) -> ModelEntry:
+    """Add a ``models:`` entry (creating the file or the section when missing); nothing else changes.
+
+    What README's "Real model" step runs, so a config.yaml the operator already has (an
+    extension enabled in it) is added to, never written over. A name already configured is
+    refused. The edit is a round-trip dump (``models: []``, the example's, is a flow list),
+    which keeps comments, quotes and key order; the file is validated before it is written.
+    """
+    entry = ModelEntry.model_validate(dict(record))
+    target = _target(path)
+    with config_lock(target):
+        text, root = _load(target)
+        if root is None:
+            root = CommentedMap()
+        models = root.get("models")
+        existing = list(models) if isinstance(models, CommentedSeq) else []
+        if any(isinstance(e, Mapping) and e.get("name") == entry.name for e in existing):
+            raise ConfigEditError(f"a models entry named {entry.name!r} already exists in {target}")
+        item = {"name": entry.name, "use": entry.use, **({"purposes": list(entry.purposes)} if entry.purposes else {})}
+        item.update(entry.params)
+        expected = _plain(root, target) if text else {}
+        if not isinstance(models, CommentedSeq):
+            models = CommentedSeq()
+            root["models"] = models
+        models.fa.set_block_style()
+        models.append(CommentedMap(item))
+        expected["models"] = [*(expected.get("models") or []), item]
+        _commit(target, None, root, expected)
+        return entry

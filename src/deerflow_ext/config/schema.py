@@ -7,13 +7,16 @@ are open: every key besides ``name`` and ``use`` is a constructor argument of th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "JSON_DEPTH_CEILING",
+    "MIN_TOKEN_CHARS",
     "MODEL_PURPOSES",
     "AppConfig",
     "GatewayConfig",
@@ -28,6 +31,7 @@ __all__ = [
     "SummarizationConfig",
     "TitleConfig",
     "TokenBudgetConfig",
+    "long_enough_token",
     "plugin_names",
 ]
 
@@ -112,6 +116,25 @@ ModelPurpose = Literal["lead", "subagent", "title", "memory", "summarization", "
 MODEL_PURPOSES: tuple[ModelPurpose, ...] = get_args(ModelPurpose)
 
 
+MIN_TOKEN_CHARS = 16
+
+
+def long_enough_token(value: str) -> str:
+    """An API token of at least :data:`MIN_TOKEN_CHARS` characters, else a refusal in words
+    that never shows the token (pydantic's own says "at least 16 items")."""
+    if len(value) >= MIN_TOKEN_CHARS:
+        return value
+    raise PydanticCustomError(
+        "token_too_short",
+        "too short ({length} characters); an API token needs at least {least}, "
+        "e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))'",
+        {"length": len(value), "least": MIN_TOKEN_CHARS},
+    )
+
+
+_USE = re.compile(r"[\w.]+:[\w.]+")
+
+
 class ModelEntry(BaseModel):
     """A chat model imported by ``use`` (``module:Class``); extra keys are its constructor kwargs.
 
@@ -125,12 +148,29 @@ class ModelEntry(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     name: str = Field(min_length=1)
-    use: str = Field(min_length=1, pattern=r"^[\w.]+:[\w.]+$")
+    use: str = Field(min_length=1)
     purposes: tuple[ModelPurpose, ...] = ()
 
     @property
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    @field_validator("use")
+    @classmethod
+    def _module_colon_class(cls, value: str) -> str:
+        """``module:Class``, said in words (and the likely fix), never as the regex it is."""
+        if _USE.fullmatch(value):
+            return value
+        module, dot, name = value.rpartition(".")
+        if ":" not in value and dot and _USE.fullmatch(f"{module}:{name}"):
+            fix = f"; did you mean {module}:{name}?"
+        else:
+            fix = ", e.g. langchain_openai:ChatOpenAI"
+        raise PydanticCustomError(
+            "use_format",
+            "must be module:Class — the module to import, a colon, then the class in it{fix}",
+            {"fix": fix},
+        )
 
     @model_validator(mode="after")
     def _retries_are_the_hosts(self) -> ModelEntry:
@@ -172,6 +212,8 @@ class SubagentsConfig(_Strict):
 class TitleConfig(_Strict):
     enabled: bool = True
     max_chars: int = Field(default=60, gt=0)
+    #: Seconds a title call may take before the thread stays untitled; None: no bound.
+    timeout_seconds: float | None = Field(default=None, gt=0)
 
 
 class MemoryConfig(_Strict):
@@ -220,8 +262,13 @@ class GatewayConfig(_Strict):
     #: Names the Gateway answers to (``Host`` header); unset: loopback names and DEERFLOW_HOST.
     allowed_hosts: list[str] | None = None
     #: Bearer token every route except /health and /ok requires; prefer DEERFLOW_API_TOKEN.
-    api_token: str | None = Field(default=None, min_length=16, repr=False)
+    api_token: str | None = Field(default=None, repr=False)
     limits: RequestLimits = Field(default_factory=RequestLimits)
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_long_enough(cls, value: str | None) -> str | None:
+        return None if value is None else long_enough_token(value)
 
 
 class AppConfig(_Strict):

@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .schema import long_enough_token
+
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DEFAULT_DATA_DIR",
@@ -137,7 +139,7 @@ class Settings(BaseSettings):
     allowed_hosts: str | None = None
     #: A bearer token every route but ``/health`` and ``/ok`` requires (``Authorization:
     #: Bearer ...`` or ``X-Api-Key``). Unset: ``gateway.api_token``, else no token.
-    api_token: SecretStr | None = Field(default=None, min_length=16)
+    api_token: SecretStr | None = None
     #: Redis for run streams shared by every Gateway process (``redis://127.0.0.1:6379/0``).
     #: Unset: streams live in the memory of the process running the run.
     redis_url: str | None = None
@@ -158,6 +160,13 @@ class Settings(BaseSettings):
         if not isinstance(logging.getLevelName(level), int):
             raise ValueError(f"unknown log level {value!r}; use DEBUG, INFO, WARNING, ERROR or CRITICAL")
         return level
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            long_enough_token(value.get_secret_value())
+        return value
 
     @field_validator("database_url")
     @classmethod
@@ -189,8 +198,8 @@ class SettingsError(ValueError):
 def load_settings(**overrides: Any) -> Settings:
     """``Settings(**overrides)`` with a bad value reported as one :class:`SettingsError` line.
 
-    ``overrides`` are command-line options (``--port``, ...); they stand for the variable of
-    the same name, which is how the message names them.
+    ``overrides`` are command-line options (``--port``, ...): a refused one is named as the
+    option the operator typed (``--port=99999``), a refused variable as the variable.
     """
     try:
         return Settings(**overrides)
@@ -198,7 +207,7 @@ def load_settings(**overrides: Any) -> Settings:
         problems = []
         for error in exc.errors(include_url=False):
             name = str(error.get("loc", ("?",))[0])
-            variable = f"DEERFLOW_{name.upper()}"
+            variable = f"--{name.replace('_', '-')}" if name in overrides else f"DEERFLOW_{name.upper()}"
             shown = "<hidden>" if name in _SECRETS else error.get("input")
             problems.append(f"{variable}={shown!r}: {error.get('msg', 'invalid')}")
         raise SettingsError("; ".join(problems)) from None

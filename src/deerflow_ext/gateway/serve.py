@@ -13,13 +13,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from ..adapters.uvicorn_private import HeadDeadlineProtocol, set_head_deadline
-from ..exitcodes import EXIT_OK, EXIT_STARTUP
+from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_STARTUP
 
 __all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "startup_line", "uvicorn_options"]
 
@@ -98,7 +100,7 @@ def startup_line(settings: Any, config: Any, extensions: Any, address: str) -> s
     return (
         f"deerflow-ext {__version__} starting: config {config_text}; "
         f"database {redacted_url(settings.database_url)}; models {describe_models(config)}; "
-        f"extensions {len(extensions.loaded)}/{extensions.total} loaded ({loaded}); listening on {address}"
+        f"extensions {extensions.counts} ({loaded or 'none'}); listening on {address}"
     )
 
 
@@ -165,8 +167,38 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
         return EXIT_OK
     server = uvicorn.Server(uvicorn.Config(app, log_config=log_config, **uvicorn_options(settings)))
     try:
-        server.run(sockets=[sock])
+        with _CtrlC() as ctrl_c:
+            server.run(sockets=[sock])
     finally:
         sock.close()
+    if ctrl_c.seen:
+        return EXIT_INTERRUPTED
     # uvicorn reports a failed lifespan startup itself (one line below DEBUG: see logs.py).
     return EXIT_OK if server.started else EXIT_STARTUP
+
+
+class _CtrlC:
+    """Whether the Gateway stopped for a SIGINT: ``serve`` then exits 130, as the table says.
+
+    uvicorn takes SIGINT over while it serves, shuts down in order, then restores the
+    handler it found and raises the signal again for it. That handler is this one, so the
+    re-raised Ctrl-C is recorded rather than becoming a ``KeyboardInterrupt`` traceback (a
+    terminal) or nothing at all (a background job, which starts with SIGINT ignored and so
+    exited 0).
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def _record(self, signum: int, frame: Any) -> None:
+        self.seen = True
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)

@@ -289,7 +289,15 @@ class MemoryEngine:
         duration_ms = (time.monotonic() - started) * 1000.0
         self._report(pending, response, error, duration_ms)
         if error is not None:
-            logger.warning("memory extraction for thread %s failed: %s: %s", thread_id, type(error).__name__, error)
+            # Worded as the host's other system calls' failures (``agents.system_calls``): memory
+            # is an aid, the run it came from has its answer already.
+            logger.warning(
+                "the host's memory call on model %s failed (%s: %s); thread %s remembers nothing new",
+                self._model_name or "(unnamed)",
+                type(error).__name__,
+                " ".join(str(error).split())[:300],
+                thread_id,
+            )
             return
         try:
             facts = parse_facts(response if isinstance(response, str) else str(response))

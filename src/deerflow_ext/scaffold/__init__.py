@@ -4,21 +4,26 @@ The package is what ``plugins_examples/`` shows, minimal: a ``pyproject.toml`` d
 entry point and depending on the contract (``deerflow-extension-api``) by this host's
 release line, an ``install()`` with a lifecycle contributor and a router, ``tests/`` with
 one ordinary test (the ``deerflow_host`` fixture) and one property test
-(``check_same_result``), and the ``noxfile.py`` every example shares. Files are rendered from
+(``check_same_result``), and the ``noxfile.py`` every example shares. ``pyproject.toml`` records
+the host to test against (``[tool.deerflow-ext] host``): where the running host was installed
+from (:func:`deerflow_ext.distribution.host_source`: a checkout, a wheel, a VCS URL), so the
+package's nox installs that host, not a ``deerflow-ext`` no index has. Files are rendered from
 ``template/`` with :class:`string.Template` (``${module}``, ``${entry_point}``, ...); a path
 part ``__module__`` becomes the import name.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata, resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 
 from deerflow_ext import __version__
+from deerflow_ext.distribution import host_source
 from deerflow_extension_api import API_VERSION
 
 __all__ = ["NOXFILE", "Scaffold", "ScaffoldError", "create_package"]
@@ -52,6 +57,7 @@ class Scaffold:
     def values(self) -> dict[str, str]:
         major, minor, *_ = __version__.split(".")
         return {
+            "host_source": json.dumps(_recorded_source()),  # a TOML basic string
             "entry_point": self.entry_point,
             "module": self.module,
             "distribution": self.distribution,
@@ -60,6 +66,14 @@ class Scaffold:
             "host_version": __version__,
             "next_minor": f"{major}.{int(minor) + 1}",
         }
+
+
+def _recorded_source() -> str:
+    """What the package's noxfile installs the host from ("" for the released one)."""
+    try:
+        return host_source().location
+    except metadata.PackageNotFoundError:  # run from a source tree nobody installed
+        return ""
 
 
 def _template() -> Traversable:

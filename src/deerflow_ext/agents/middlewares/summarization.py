@@ -6,6 +6,10 @@ captured at the only moment that mapping exists: each message about to be remove
 event is submitted fire-and-forget after it. With no compaction observer registered the
 hashing pass is skipped entirely. Only the async path is observed; the sync path exists for
 direct ``invoke`` callers and reports nothing, as the spec says of ``compact_state``.
+
+A failed summary call compacts nothing: one warning line names the model, the model turn
+goes on with the whole history (the next turn tries again), and the run is not failed by
+the host's own bookkeeping.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ..context import context_value
 from ..messages import content_text
 from ..models import effective_model_name
 from ..prompts import SUMMARY_MESSAGE_PREFIX, render_summary_prompt
-from ..system_calls import system_call_config
+from ..system_calls import log_failed_system_call, system_call_config
 from .state import HostState
 from .system_model import SystemModelMiddleware
 
@@ -80,14 +84,26 @@ class SummarizationMiddleware(SystemModelMiddleware[SummarizationConfig]):
     def _summary_message(response: Any) -> HumanMessage:
         return HumanMessage(content=f"{SUMMARY_MESSAGE_PREFIX}\n{content_text(getattr(response, 'content', response))}")
 
+    def _not_compacted(self, exc: Exception) -> None:
+        log_failed_system_call(
+            SystemOperationKind.SUMMARIZATION,
+            effective_model_name(self.model),
+            exc,
+            "nothing is compacted this turn, the run goes on with the whole history",
+        )
+
     def before_model(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         plan = self._plan(state)
         if plan is None:
             return None
         to_remove, kept = plan
-        response = self.model.invoke(
-            render_summary_prompt(to_remove), config=system_call_config(SystemOperationKind.SUMMARIZATION)
-        )
+        try:
+            response = self.model.invoke(
+                render_summary_prompt(to_remove), config=system_call_config(SystemOperationKind.SUMMARIZATION)
+            )
+        except Exception as exc:
+            self._not_compacted(exc)
+            return None
         return self._update(self._summary_message(response), kept)
 
     async def abefore_model(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -103,13 +119,17 @@ class SummarizationMiddleware(SystemModelMiddleware[SummarizationConfig]):
         prompt = render_summary_prompt(to_remove)
         request = SystemModelRequest(messages=prompt, model_name=effective_model_name(self.model))
         config = system_call_config(SystemOperationKind.SUMMARIZATION)
-        response = await observe_system_call(
-            ext,
-            task_store,
-            SystemOperationKind.SUMMARIZATION,
-            request,
-            lambda: self.model.ainvoke(prompt, config=config),
-        )
+        try:
+            response = await observe_system_call(
+                ext,
+                task_store,
+                SystemOperationKind.SUMMARIZATION,
+                request,
+                lambda: self.model.ainvoke(prompt, config=config),
+            )
+        except Exception as exc:
+            self._not_compacted(exc)
+            return None
         summary = self._summary_message(response)
         if hashing:
             submit_compaction(

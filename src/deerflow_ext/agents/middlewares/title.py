@@ -31,7 +31,9 @@ class TitleMiddleware(SystemModelMiddleware[TitleConfig]):
 
     ``after_agent`` rather than ``after_model``: a turn that ends in tool calls is not an
     exchange yet, and a title written mid-turn would describe the question only. Both paths
-    are observed; see ``agents.title`` for why the sync one submits instead of awaiting.
+    are observed; see ``agents.title`` for why the sync one submits instead of awaiting. A
+    failed (or, past ``timeout_seconds``, late) title call leaves the thread untitled and the
+    run as it was.
     """
 
     released = ("enabled", "max_chars")
@@ -48,7 +50,9 @@ class TitleMiddleware(SystemModelMiddleware[TitleConfig]):
 
     async def aafter_agent(self, state: HostState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         call = self._pending(state)
-        return None if call is None else _update(await call.arun(*_run_scope(runtime)))
+        return (
+            None if call is None else _update(await call.arun(*_run_scope(runtime), within=self.config.timeout_seconds))
+        )
 
 
 def _run_scope(runtime: Runtime[Any]) -> tuple[LoadedExtensions, ExtensionData | None]:

@@ -222,6 +222,7 @@ class HostRegistry:
         table_prefixes: Sequence[TablePrefix] = (),
         loaded: Sequence[str] = (),
         total: int = 0,
+        disabled: int = 0,
         app_store: ExtensionData | None = None,
         diagnostics: DiagnosticsList | None = None,
     ) -> LoadedExtensions:
@@ -246,6 +247,7 @@ class HostRegistry:
             table_prefixes=tuple(table_prefixes),
             loaded=tuple(loaded),
             total=total,
+            disabled=disabled,
             app_store=app_store if app_store is not None else ExtensionData("app"),
             diagnostics=diagnostics if diagnostics is not None else DiagnosticsList(),
         )

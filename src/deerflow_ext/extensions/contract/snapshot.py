@@ -106,6 +106,9 @@ class LoadedExtensions:
     table_prefixes: tuple[TablePrefix, ...] = ()
     loaded: tuple[str, ...] = ()
     total: int = 0
+    #: Entries of ``total`` switched off (``enabled: false``); the rest of ``total`` that is not
+    #: ``loaded`` failed to load.
+    disabled: int = 0
     app_store: ExtensionData = field(default_factory=lambda: ExtensionData("app"), compare=False, repr=False)
     # The live list the problems of these extensions are recorded in (app.state's), from
     # loading on: middleware isolation, services and routers record there, not in a global.
@@ -125,13 +128,25 @@ class LoadedExtensions:
         return ExtensionData(scope_id) if self.needs_task_store else None
 
     @property
+    def counts(self) -> str:
+        """``1 loaded, 4 disabled`` (and ``, N failed``): what became of every entry, in words."""
+        failed = self.total - len(self.loaded) - self.disabled
+        parts = [f"{len(self.loaded)} loaded"]
+        parts += [f"{self.disabled} disabled"] if self.disabled else []
+        parts += [f"{failed} failed"] if failed > 0 else []
+        return ", ".join(parts)
+
+    @property
     def summary(self) -> str:
-        """The spec's summary line, e.g. ``Extensions loaded: 2/3 (a:install, b:install)``.
+        """The spec's summary line, e.g. ``Extensions loaded: 2/3 (a:install, b:install); 2 loaded, 1 failed``.
 
         With nothing loaded the list reads ``(none)``, DeerFlow's text (``Extensions loaded:
-        0/0 (none)``, ``0/2 (none)``), rather than an empty pair of parentheses.
+        0/0 (none)``, ``0/2 (none)``), rather than an empty pair of parentheses. When not every
+        entry loaded, :attr:`counts` follows, so ``1/5`` with four entries switched off does not
+        read as four failures.
         """
-        return f"Extensions loaded: {len(self.loaded)}/{self.total} ({', '.join(self.loaded) or 'none'})"
+        line = f"Extensions loaded: {len(self.loaded)}/{self.total} ({', '.join(self.loaded) or 'none'})"
+        return line if len(self.loaded) == self.total else f"{line}; {self.counts}"
 
     @classmethod
     def empty(cls) -> LoadedExtensions:

@@ -155,7 +155,10 @@ def load_extensions(
             registry.end()
             loaded.append(attribution)
 
-    extensions = registry.freeze(table_prefixes=prefixes, loaded=loaded, total=len(entries), diagnostics=diags)
+    disabled = sum(not entry.enabled for entry in entries)
+    extensions = registry.freeze(
+        table_prefixes=prefixes, loaded=loaded, total=len(entries), disabled=disabled, diagnostics=diags
+    )
     logger.info("%s", extensions.summary)
     return extensions
 
