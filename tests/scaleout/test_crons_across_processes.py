@@ -1,0 +1,61 @@
+"""Two Gateway processes on one PostgreSQL fire each cron tick exactly once.
+
+Ten minutes of every-minute ticks, accelerated for real: both processes run their cron clock
+60 times faster from the same epoch (``DEERFLOW_TEST_CRON_CLOCK``), so they agree on which
+tick is due and race for it at every tick. Two crons, each created through a different
+process, so each process's scheduler knows of both from then on and claims both at every
+tick; the runs' ``cron_tick`` metadata says which tick each run fired for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph_sdk import get_sync_client
+from scaleout_cluster import Cluster
+
+SCALE = 60.0
+VIRTUAL_MINUTES = 10
+
+
+def _ticks(client: Any, thread_id: str, cron_id: str) -> list[datetime]:
+    runs = client.runs.list(thread_id, limit=1000)
+    return [datetime.fromisoformat(r["metadata"]["cron_tick"]) for r in runs if r["metadata"].get("cron_id") == cron_id]
+
+
+def test_two_gateways_fire_each_tick_of_each_cron_exactly_once(cluster_of: Callable[..., Cluster]) -> None:
+    epoch = time.time()
+    cluster = cluster_of(2, extra_env={"DEERFLOW_TEST_CRON_CLOCK": f"{epoch}:{SCALE}"})
+    clients = [get_sync_client(url=f"{g.base_url}/api", api_key=None) for g in cluster.gateways]
+    crons = []
+    for client in clients:
+        thread = client.threads.create()["thread_id"]
+        cron = client.crons.create_for_thread(
+            thread,
+            "lead_agent",
+            schedule="* * * * *",
+            input={"messages": [{"role": "user", "content": "tick"}]},
+            multitask_strategy="enqueue",
+        )
+        crons.append((thread, cron["cron_id"]))
+    time.sleep(VIRTUAL_MINUTES * 60 / SCALE)
+    for _, cron_id in crons:
+        clients[0].crons.delete(cron_id)
+    time.sleep(2 * 60 / SCALE)  # ticks claimed before the deletes start their runs
+
+    for thread, cron_id in crons:
+        ticks = sorted(_ticks(clients[1], thread, cron_id))
+        twice = [t for t, n in Counter(ticks).items() if n > 1]
+        assert twice == [], f"ticks fired more than once: {twice}"
+        assert len(ticks) >= VIRTUAL_MINUTES - 2, ticks
+        gaps = [b for a, b in itertools.pairwise(ticks) if b - a != timedelta(minutes=1)]
+        assert gaps == [], f"ticks skipped before {gaps}"
+    fired = [g.log().count("fires its tick") for g in cluster.gateways]
+    total = sum(len(_ticks(clients[0], t, c)) for t, c in crons)
+    assert sum(fired) == total, (fired, total)
+    print(f"ticks fired per process: {fired}")
