@@ -40,7 +40,7 @@ def checked_payload(payload: dict[str, Any]) -> dict[str, Any]:
     try:
         RunCreate.model_validate(payload)
     except ValidationError as exc:
-        raise HTTPException(status_code=422, detail=validation_message(list(exc.errors()))) from exc
+        raise HTTPException(status_code=422, detail=validation_message([dict(e) for e in exc.errors()])) from exc
     return payload
 
 

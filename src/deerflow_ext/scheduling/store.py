@@ -134,7 +134,7 @@ def _insert(conn: Connection, row: dict[str, Any]) -> None:
 
 def _get(conn: Connection, cron_id: str) -> CronRecord | None:
     row = conn.execute(select(CRONS).where(CRONS.c.cron_id == cron_id)).first()
-    return CronRecord.of(row._mapping) if row is not None else None
+    return CronRecord.of(dict(row._mapping)) if row is not None else None
 
 
 def _conditions(query: CronQuery, dialect: str) -> list[ColumnElement[bool]]:
@@ -208,7 +208,7 @@ def _claim(conn: Connection, now: datetime, limit: int) -> list[Due]:
     )
     claimed: list[Due] = []
     for row in conn.execute(statement).all():
-        cron = CronRecord.of(row._mapping)
+        cron = CronRecord.of(dict(row._mapping))
         assert cron.next_run_date is not None  # selected by it
         following = _first_date(cron.schedule, cron.timezone, cron.end_time, now)
         conn.execute(update(CRONS).where(CRONS.c.cron_id == cron.cron_id).values(next_run_date=following))
