@@ -17,7 +17,7 @@ from sqlalchemy import event
 
 from deerflow_ext.persistence import create_engine, upgrade_head
 from deerflow_ext.persistence.transactions import Transactions, transactions_for
-from deerflow_ext.scheduling import CronDraft, CronStore, Due, Scheduler, ScheduleError, check_schedule, next_tick
+from deerflow_ext.scheduling import CronDraft, CronStore, Due, ScheduleError, Scheduler, check_schedule, next_tick
 
 START = datetime(2026, 12, 7, 8, 59, 30, tzinfo=UTC)
 
@@ -61,7 +61,12 @@ def _draft(schedule: str = "* * * * *", **fields: Any) -> CronDraft:
 def test_schedules_are_five_fields_in_utc_or_the_named_zone() -> None:
     assert next_tick("0 9 * * *", None, START) == datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
     assert next_tick("0 9 * * *", "Europe/Paris", START) == datetime(2026, 12, 8, 8, 0, tzinfo=UTC)
-    for bad, says in (("* * * * * *", "6 field"), ("@daily", "1 field"), ("0 25 * * *", "not a valid")):
+    for bad, says in (
+        ("* * * * * *", "6 field"),
+        ("@daily", "1 field"),
+        ("0 25 * * *", "not a valid"),
+        ("0 0 30 2 *", "no date"),
+    ):
         with pytest.raises(ScheduleError, match=says):
             check_schedule(bad)
     with pytest.raises(ScheduleError, match="timezone"):

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..persistence.json_match import check_filter_keys
 from ..scheduling import CronRecord
 from .schemas import ASSISTANT_ID, MAX_OFFSET, Timestamp
 
@@ -100,6 +101,22 @@ class CronPatch(_CronFields):
     on_run_completed: Literal["delete", "keep"] | None = None
 
 
+_Column = Literal[
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "on_run_completed",
+    "end_time",
+    "schedule",
+    "timezone",
+    "created_at",
+    "updated_at",
+    "payload",
+    "user_id",
+    "next_run_date",
+    "metadata",
+    "enabled",
+]
 _SortBy = Literal["cron_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_date", "end_time"]
 
 
@@ -110,6 +127,13 @@ class CronCount(BaseModel):
     thread_id: str | None = None
     metadata: dict[str, Any] | None = None
 
+    @field_validator("metadata")
+    @classmethod
+    def _filter(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_filter_keys(value, "metadata")  # the filter is said in SQL (persistence.json_match)
+        return value
+
 
 class CronSearch(CronCount):
     enabled: bool | None = None
@@ -117,7 +141,7 @@ class CronSearch(CronCount):
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     sort_by: _SortBy = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
-    select: list[str] | None = None
+    select: list[_Column] | None = Field(default=None, description="Only these fields of each cron (all when empty).")
 
 
 class CronOut(BaseModel):

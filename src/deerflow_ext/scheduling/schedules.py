@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 __all__ = [
     "CLOCK_VARIABLE",
@@ -58,12 +58,17 @@ def check_schedule(schedule: str, timezone: str | None = None) -> None:
         )
     if not croniter.is_valid(schedule):
         raise ScheduleError(f"schedule: {schedule!r} is not a valid cron expression")
+    next_tick(schedule, timezone, datetime.now(UTC))  # one that never comes (Feb 30) is refused too
 
 
 def next_tick(schedule: str, timezone: str | None, after: datetime) -> datetime:
-    """The first tick of ``schedule`` strictly after ``after``, in UTC."""
+    """The first tick of ``schedule`` strictly after ``after``, in UTC; :class:`ScheduleError`
+    when croniter finds none (a day that never comes)."""
     local = after.astimezone(_zone(timezone))
-    tick: datetime = croniter(schedule, local).get_next(datetime)
+    try:
+        tick: datetime = croniter(schedule, local).get_next(datetime)
+    except CroniterBadDateError as exc:
+        raise ScheduleError(f"schedule: {schedule!r} has no date to fire on ({exc})") from exc
     return tick.astimezone(UTC)
 
 

@@ -27,7 +27,7 @@ from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, 
 from ..persistence.cron_table import CRON_COLUMNS, CRONS
 from ..persistence.json_match import json_contains
 from ..persistence.transactions import Transactions
-from .schedules import next_tick
+from .schedules import ScheduleError, next_tick
 
 __all__ = ["CronDraft", "CronNotFoundError", "CronQuery", "CronRecord", "CronStore", "Due", "SortBy"]
 
@@ -124,7 +124,12 @@ class CronQuery:
 
 
 def _first_date(schedule: str, timezone: str | None, end_time: datetime | None, now: datetime) -> datetime | None:
-    tick = next_tick(schedule, timezone, now)
+    """The next tick after ``now``; None when there is none before ``end_time``, or none at all
+    (a stored schedule croniter no longer reads must not stop the claim of every other cron)."""
+    try:
+        tick = next_tick(schedule, timezone, now)
+    except ScheduleError:
+        return None
     return None if end_time is not None and tick > end_time else tick
 
 
