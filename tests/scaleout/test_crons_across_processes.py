@@ -2,9 +2,10 @@
 
 Ten minutes of every-minute ticks, accelerated for real: both processes run their cron clock
 60 times faster from the same epoch (``DEERFLOW_TEST_CRON_CLOCK``), so they agree on which
-tick is due and race for it at every tick. Two crons, each created through a different
-process, so each process's scheduler knows of both from then on and claims both at every
-tick; the runs' ``cron_tick`` metadata says which tick each run fired for.
+tick is due and race for it at every tick. Two crons, both created through the first
+process: the second, which had no cron at its start, is woken by PostgreSQL NOTIFY, and from
+then on both claim both crons at every tick; the runs' ``cron_tick`` metadata says which
+tick each run fired for, and each process's log which ticks it claimed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ def test_two_gateways_fire_each_tick_of_each_cron_exactly_once(cluster_of: Calla
     cluster = cluster_of(2, extra_env={"DEERFLOW_TEST_CRON_CLOCK": f"{epoch}:{SCALE}"})
     clients = [get_sync_client(url=f"{g.base_url}/api", api_key=None) for g in cluster.gateways]
     crons = []
-    for client in clients:
+    for _ in range(2):
+        # Both through the first process: the second, which found no cron at its start,
+        # learns of them through the run-signal channel (NOTIFY in the create's transaction).
+        client = clients[0]
         thread = client.threads.create()["thread_id"]
         cron = client.crons.create_for_thread(
             thread,
@@ -58,4 +62,5 @@ def test_two_gateways_fire_each_tick_of_each_cron_exactly_once(cluster_of: Calla
     fired = [g.log().count("fires its tick") for g in cluster.gateways]
     total = sum(len(_ticks(clients[0], t, c)) for t, c in crons)
     assert sum(fired) == total, (fired, total)
+    assert fired[1] > 0, f"the second process never claimed a tick: {fired}"
     print(f"ticks fired per process: {fired}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -66,6 +67,7 @@ from ..persistence import (
 from ..persistence.item_store import ItemStore
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.redis_stream import RedisStreamBridge
+from ..runtime.signals import CHANNEL as SIGNAL_CHANNEL
 from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
@@ -86,6 +88,9 @@ from .state import GatewayRuntime
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
 
 logger = logging.getLogger("deerflow_ext.gateway")
+
+CRONS_CHANGED = {"kind": "crons"}
+"""The run-signal message a cron change sends to every Gateway process (PostgreSQL)."""
 
 _NOTIFICATION_DRAIN = 5.0  # seconds fire-and-forget notifications get at shutdown
 
@@ -352,6 +357,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         attempted=services,
                     )
                     crons = _cron_scheduler(state, store)
+                    if signals is not None:  # crons changed through another process wake this one
+                        signals.subscribe(CRONS_CHANGED["kind"], crons.changed)
                     state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items, crons)
                     await crons.start()  # one query; no wake at all while no cron exists
                     if opts.freeze_startup_heap:
@@ -389,7 +396,8 @@ def _cron_scheduler(state: Any, store: HostStore) -> Scheduler:
     async def fire(due: Due) -> None:
         await fire_cron(state.runtime, due)
 
-    return Scheduler(CronStore(store.transactions), fire, clock_from_env())
+    notify = (SIGNAL_CHANNEL, json.dumps(CRONS_CHANGED))
+    return Scheduler(CronStore(store.transactions, notify), fire, clock_from_env())
 
 
 def _shutdown_seconds(opts: GatewayOptions, services: AttemptedServices) -> float:

@@ -3,11 +3,10 @@
 
 It costs nothing where no cron exists: one query at start finds no date, and the task then
 waits on an event with no timeout until a create or an update through this process wakes it
-(:meth:`Scheduler.changed`). With crons, it sleeps until the earliest tick, and at most
-``recheck`` seconds, so a cron created or changed through *another* process with an earlier
-tick is found within that bound (that process fires it meanwhile, unless it stopped). A
-process whose table was empty at start learns of another process's crons only when one is
-created or changed through it, or when it restarts (README, "Crons").
+(:meth:`Scheduler.changed`; on PostgreSQL a change through another process wakes it too,
+by NOTIFY on the run-signal channel: ``CronStore``'s ``notify``). With crons, it sleeps until
+the earliest tick, and at most ``recheck`` seconds, a bound on what a missed notification
+(a listener reconnecting) can delay.
 
 Firing is the caller's function (the Gateway's run start); each fired tick is a task of its
 own, so a slow run start does not delay the next claim, and an error is logged with the

@@ -17,10 +17,10 @@ transaction's first statement writes, so it holds the write lock before it reads
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, update
 
@@ -32,6 +32,8 @@ from .schedules import ScheduleError, next_tick
 __all__ = ["CronDraft", "CronNotFoundError", "CronQuery", "CronRecord", "CronStore", "Due", "SortBy"]
 
 SortBy = Literal["cron_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_date", "end_time"]
+
+T = TypeVar("T")
 
 _CLAIM_BATCH = 100
 """Rows one claim takes at most; more due rows are taken by the next wake, at once."""
@@ -223,10 +225,28 @@ def _claim(conn: Connection, now: datetime, limit: int) -> list[Due]:
 
 
 class CronStore:
-    """The crons of one database, over the host store's transactions."""
+    """The crons of one database, over the host store's transactions.
 
-    def __init__(self, transactions: Transactions) -> None:
+    ``notify``: ``(channel, payload)`` a change (create, update, delete) sends with
+    ``pg_notify`` in its own transaction on PostgreSQL, so every process's scheduler
+    listening there looks again (``runtime.signals``); none on SQLite (one process)."""
+
+    def __init__(self, transactions: Transactions, notify: tuple[str, str] | None = None) -> None:
         self._tx = transactions
+        self._notify = notify
+
+    def _changing(self, fn: Callable[..., T]) -> Callable[..., T]:
+        notify = self._notify
+        if notify is None:
+            return fn
+
+        def changing(conn: Connection, *args: Any) -> T:
+            found = fn(conn, *args)
+            if conn.dialect.name == "postgresql":
+                conn.execute(select(func.pg_notify(*notify)))
+            return found
+
+        return changing
 
     async def create(self, draft: CronDraft, now: datetime) -> CronRecord:
         row = {
@@ -245,7 +265,7 @@ class CronStore:
             "metadata": dict(draft.metadata),
             "enabled": draft.enabled,
         }
-        await self._tx.write(_insert, row)
+        await self._tx.write(self._changing(_insert), row)
         return CronRecord.of(row)
 
     async def get(self, cron_id: str) -> CronRecord | None:
@@ -261,10 +281,10 @@ class CronStore:
     async def update(self, cron_id: str, changes: Mapping[str, Any], now: datetime) -> CronRecord:
         """Replace the columns ``changes`` names (``payload`` is merged into the stored one)
         and recompute the next tick from ``now``; :class:`CronNotFoundError` if none."""
-        return await self._tx.write(_update, cron_id, dict(changes), now)
+        return await self._tx.write(self._changing(_update), cron_id, dict(changes), now)
 
     async def delete(self, cron_id: str) -> bool:
-        return await self._tx.write(_delete, cron_id)
+        return await self._tx.write(self._changing(_delete), cron_id)
 
     async def earliest(self) -> datetime | None:
         """The earliest ``next_run_date`` of an enabled cron: when the scheduler wakes."""
@@ -276,7 +296,7 @@ class CronStore:
 
     async def set_next_run_date(self, cron_id: str, when: datetime | None) -> None:
         """Move a cron's next tick (operators and tests: fire it now, or hold it)."""
-        await self._tx.write(_set_next, cron_id, when)
+        await self._tx.write(self._changing(_set_next), cron_id, when)
 
 
 def _set_next(conn: Connection, cron_id: str, when: datetime | None) -> None:
