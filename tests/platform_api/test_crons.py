@@ -3,7 +3,7 @@ on SQLite and PostgreSQL.
 
 Time is accelerated for real: the Gateway's cron clock runs ``SCALE`` times faster from an
 epoch the test knows (``DEERFLOW_TEST_CRON_CLOCK``, read once at startup), so a schedule of
-every minute ticks every real second, and the scheduler sleeps, claims and fires exactly as
+every minute ticks every real half second, and the scheduler sleeps, claims and fires exactly as
 in production, only with shorter sleeps.
 """
 
@@ -25,23 +25,29 @@ from platform_support import PLUGINS, human
 from gateway.sdk_server import SdkServer, sdk_server
 from pg_support import PG_UNREACHABLE, fresh_database
 
-SCALE = 60.0
+SCALE = 120.0
 EVERY_MINUTE = "* * * * *"
 DAILY = "0 9 * * *"
 
 
-class Served:
-    def __init__(self, server: SdkServer, epoch: float) -> None:
-        self.server = server
-        self.url = server.url
+class VirtualTime:
+    """The Gateway's cron clock, as the test reads it."""
+
+    def __init__(self, epoch: float) -> None:
         self.epoch = epoch
 
     def now(self) -> datetime:
-        """The Gateway's cron clock."""
         return datetime.fromtimestamp(self.epoch + (time.time() - self.epoch) * SCALE, UTC)
 
     def sleep_virtual(self, minutes: float) -> None:
         time.sleep(minutes * 60 / SCALE)
+
+
+class Served(VirtualTime):
+    def __init__(self, server: SdkServer, epoch: float) -> None:
+        super().__init__(epoch)
+        self.server = server
+        self.url = server.url
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -223,3 +229,37 @@ def test_end_time_stops_a_cron(client: Any, served: Served) -> None:
     served.sleep_virtual(2)
     assert len(_cron_runs(client, thread)) == len(runs)
     client.crons.delete(cron["cron_id"])
+
+
+def test_ticks_missed_while_the_gateway_was_down_fire_once_after_its_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    epoch = time.time()
+    monkeypatch.setenv("DEERFLOW_TEST_CRON_CLOCK", f"{epoch}:{SCALE}")
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'crons.db'}"
+    clock = VirtualTime(epoch)
+    with sdk_server(tmp_path / "first", database_url=database_url) as server:
+        client = get_sync_client(url=server.url, api_key=None)
+        thread = client.threads.create()["thread_id"]
+        client.crons.create_for_thread(
+            thread, "lead_agent", schedule=EVERY_MINUTE, input=human("tick"), multitask_strategy="enqueue"
+        )
+        _eventually(lambda: len(_cron_runs(client, thread)) >= 1, what="a first tick's run")
+    clock.sleep_virtual(5)  # five ticks or more pass with no Gateway running
+    restarted, restarted_real = clock.now(), datetime.now(UTC)  # every tick up to here was missed
+    with sdk_server(tmp_path / "second", database_url=database_url) as server:
+        client = get_sync_client(url=server.url, api_key=None)
+
+        def after_restart() -> list[dict[str, Any]]:
+            runs = _cron_runs(client, thread)
+            return [r for r in runs if datetime.fromisoformat(r["created_at"]) >= restarted_real]
+
+        _eventually(
+            lambda: any(datetime.fromisoformat(r["metadata"]["cron_tick"]) > restarted for r in after_restart()),
+            what="a tick after the restart",
+        )
+        late = [datetime.fromisoformat(r["metadata"]["cron_tick"]) for r in after_restart()]
+        ticks = [datetime.fromisoformat(r["metadata"]["cron_tick"]) for r in _cron_runs(client, thread)]
+    missed = [t for t in late if t <= restarted]
+    assert len(missed) == 1, f"ticks missed until {restarted} fired {len(missed)} times: {sorted(late)}"
+    assert len(set(ticks)) == len(ticks)

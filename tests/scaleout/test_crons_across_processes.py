@@ -1,7 +1,7 @@
 """Two Gateway processes on one PostgreSQL fire each cron tick exactly once.
 
 Ten minutes of every-minute ticks, accelerated for real: both processes run their cron clock
-60 times faster from the same epoch (``DEERFLOW_TEST_CRON_CLOCK``), so they agree on which
+120 times faster from the same epoch (``DEERFLOW_TEST_CRON_CLOCK``), so they agree on which
 tick is due and race for it at every tick. Two crons, both created through the first
 process: the second, which had no cron at its start, is woken by PostgreSQL NOTIFY, and from
 then on both claim both crons at every tick; the runs' ``cron_tick`` metadata says which
@@ -20,7 +20,7 @@ from typing import Any
 from langgraph_sdk import get_sync_client
 from scaleout_cluster import Cluster
 
-SCALE = 60.0
+SCALE = 120.0
 VIRTUAL_MINUTES = 10
 
 

@@ -7,7 +7,7 @@ the cron's IANA ``timezone`` (None: UTC) and stored in UTC.
 
 The clock is the system's, except under ``DEERFLOW_TEST_CRON_CLOCK=<epoch>:<scale>`` (tests
 only): time then runs ``scale`` times faster from the Unix time ``epoch``, the same for every
-process given the same value, so ten minutes of every-minute ticks take ten seconds and two
+process given the same value: at scale 120 ten minutes of every-minute ticks take five seconds, and two
 Gateways still agree on which tick is due.
 """
 
