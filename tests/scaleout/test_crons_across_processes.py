@@ -1,4 +1,5 @@
-"""Two Gateway processes on one PostgreSQL fire each cron tick exactly once.
+"""Two Gateway processes on one PostgreSQL, and one Gateway with ``--workers 2``, fire each
+cron tick exactly once.
 
 Ten minutes of every-minute ticks, accelerated for real: both processes run their cron clock
 120 times faster from the same epoch (``DEERFLOW_TEST_CRON_CLOCK``), so they agree on which
@@ -29,15 +30,11 @@ def _ticks(client: Any, thread_id: str, cron_id: str) -> list[datetime]:
     return [datetime.fromisoformat(r["metadata"]["cron_tick"]) for r in runs if r["metadata"].get("cron_id") == cron_id]
 
 
-def test_two_gateways_fire_each_tick_of_each_cron_exactly_once(cluster_of: Callable[..., Cluster]) -> None:
-    epoch = time.time()
-    cluster = cluster_of(2, extra_env={"DEERFLOW_TEST_CRON_CLOCK": f"{epoch}:{SCALE}"})
-    clients = [get_sync_client(url=f"{g.base_url}/api", api_key=None) for g in cluster.gateways]
+def _tick_for_ten_minutes(client: Any) -> list[tuple[str, str]]:
+    """Two every-minute crons created through ``client``, ten virtual minutes of their ticks,
+    then deleted; their (thread, cron) ids."""
     crons = []
     for _ in range(2):
-        # Both through the first process: the second, which found no cron at its start,
-        # learns of them through the run-signal channel (NOTIFY in the create's transaction).
-        client = clients[0]
         thread = client.threads.create()["thread_id"]
         cron = client.crons.create_for_thread(
             thread,
@@ -49,18 +46,43 @@ def test_two_gateways_fire_each_tick_of_each_cron_exactly_once(cluster_of: Calla
         crons.append((thread, cron["cron_id"]))
     time.sleep(VIRTUAL_MINUTES * 60 / SCALE)
     for _, cron_id in crons:
-        clients[0].crons.delete(cron_id)
+        client.crons.delete(cron_id)
     time.sleep(2 * 60 / SCALE)  # ticks claimed before the deletes start their runs
+    return crons
 
+
+def _each_tick_once(client: Any, crons: list[tuple[str, str]]) -> int:
+    """Every tick of every cron has one run, none is skipped; how many runs in all."""
+    total = 0
     for thread, cron_id in crons:
-        ticks = sorted(_ticks(clients[1], thread, cron_id))
+        ticks = sorted(_ticks(client, thread, cron_id))
         twice = [t for t, n in Counter(ticks).items() if n > 1]
         assert twice == [], f"ticks fired more than once: {twice}"
         assert len(ticks) >= VIRTUAL_MINUTES - 2, ticks
         gaps = [b for a, b in itertools.pairwise(ticks) if b - a != timedelta(minutes=1)]
         assert gaps == [], f"ticks skipped before {gaps}"
+        total += len(ticks)
+    return total
+
+
+def test_two_gateways_fire_each_tick_of_each_cron_exactly_once(cluster_of: Callable[..., Cluster]) -> None:
+    epoch = time.time()
+    cluster = cluster_of(2, extra_env={"DEERFLOW_TEST_CRON_CLOCK": f"{epoch}:{SCALE}"})
+    clients = [get_sync_client(url=f"{g.base_url}/api", api_key=None) for g in cluster.gateways]
+    # Both crons through the first process: the second, which found no cron at its start,
+    # learns of them through the run-signal channel (NOTIFY in the create's transaction).
+    crons = _tick_for_ten_minutes(clients[0])
+    total = _each_tick_once(clients[1], crons)
     fired = [g.log().count("fires its tick") for g in cluster.gateways]
-    total = sum(len(_ticks(clients[0], t, c)) for t, c in crons)
     assert sum(fired) == total, (fired, total)
     assert fired[1] > 0, f"the second process never claimed a tick: {fired}"
     print(f"ticks fired per process: {fired}")
+
+
+def test_workers_2_fire_each_tick_of_each_cron_exactly_once(cluster_of: Callable[..., Cluster]) -> None:
+    epoch = time.time()
+    cluster = cluster_of(1, extra_env={"DEERFLOW_TEST_CRON_CLOCK": f"{epoch}:{SCALE}"}, extra_args=("--workers", "2"))
+    client = get_sync_client(url=f"{cluster.gateways[0].base_url}/api", api_key=None)
+    crons = _tick_for_ten_minutes(client)
+    total = _each_tick_once(client, crons)
+    assert cluster.gateways[0].log().count("fires its tick") == total
