@@ -25,9 +25,22 @@ SCALE = 120.0
 VIRTUAL_MINUTES = 10
 
 
+def _runs(client: Any, thread_id: str, cron_id: str) -> list[dict[str, Any]]:
+    return [r for r in client.runs.list(thread_id, limit=1000) if r["metadata"].get("cron_id") == cron_id]
+
+
 def _ticks(client: Any, thread_id: str, cron_id: str) -> list[datetime]:
-    runs = client.runs.list(thread_id, limit=1000)
-    return [datetime.fromisoformat(r["metadata"]["cron_tick"]) for r in runs if r["metadata"].get("cron_id") == cron_id]
+    return [datetime.fromisoformat(r["metadata"]["cron_tick"]) for r in _runs(client, thread_id, cron_id)]
+
+
+def _started_by_hooks(cluster: Cluster, client: Any, crons: list[tuple[str, str]]) -> dict[str, int]:
+    """Each cron run's ``on_task_start`` was called (a cron's run is a run to extensions);
+    the pid that called it, by run."""
+    started = {h["run"]: h["pid"] for h in cluster.hooks() if h["what"] == "start"}
+    runs = [r["run_id"] for thread, cron_id in crons for r in _runs(client, thread, cron_id)]
+    missing = [r for r in runs if r not in started]
+    assert missing == [], f"runs no extension saw start: {missing}"
+    return {r: started[r] for r in runs}
 
 
 def _tick_for_ten_minutes(client: Any) -> list[tuple[str, str]]:
@@ -76,6 +89,7 @@ def test_two_gateways_fire_each_tick_of_each_cron_exactly_once(cluster_of: Calla
     fired = [g.log().count("fires its tick") for g in cluster.gateways]
     assert sum(fired) == total, (fired, total)
     assert fired[1] > 0, f"the second process never claimed a tick: {fired}"
+    _started_by_hooks(cluster, clients[0], crons)
     print(f"ticks fired per process: {fired}")
 
 
@@ -86,3 +100,5 @@ def test_workers_2_fire_each_tick_of_each_cron_exactly_once(cluster_of: Callable
     crons = _tick_for_ten_minutes(client)
     total = _each_tick_once(client, crons)
     assert cluster.gateways[0].log().count("fires its tick") == total
+    pids = Counter(_started_by_hooks(cluster, client, crons).values())
+    print(f"cron runs per worker pid: {dict(pids)}")
