@@ -86,7 +86,7 @@ class Scheduler:
                 earliest = await self.store.earliest()
             except Exception:  # a database hiccup: try again after the recheck bound
                 logger.exception("cron scheduler: claiming due crons failed; retrying in %.0fs", self._recheck)
-                earliest = None if self._recheck <= 0 else self.clock.now()
+                earliest = self.clock.now()  # claim again after the pause
                 await asyncio.sleep(self._recheck)
                 continue
             if earliest is not None and earliest <= self.clock.now():
