@@ -1,4 +1,4 @@
-"""Stateless runs, thread copy and count, and the routes the Gateway refuses (crons)."""
+"""Stateless runs, thread copy and count (crons: ``test_crons``)."""
 
 from __future__ import annotations
 
@@ -75,25 +75,6 @@ def test_threads_count_filters_by_metadata_and_status(client: Any) -> None:
     assert client.threads.count(metadata=tag) == 3
     assert client.threads.count(metadata=tag, status="idle") == 3
     assert client.threads.count(metadata=tag, status="busy") == 0
-
-
-def test_every_cron_route_answers_501_with_one_line(client: Any, platform: Platform) -> None:
-    if platform.is_peer:
-        pytest.skip("a divergence on purpose: LangGraph's server schedules crons; ours refuses them (README)")
-    thread = client.threads.create()["thread_id"]
-    for method, path in (
-        ("POST", "/runs/crons"),
-        ("POST", f"/threads/{thread}/runs/crons"),
-        ("POST", "/runs/crons/search"),
-        ("POST", "/runs/crons/count"),
-        ("DELETE", "/runs/crons/some-id"),
-        ("PATCH", "/runs/crons/some-id"),
-    ):
-        answer = httpx.request(
-            method, f"{platform.url}{path}", json={"assistant_id": "lead_agent", "schedule": "* * * * *"}
-        )
-        assert answer.status_code == 501, (method, path)
-        assert "crons are not supported" in answer.json()["detail"]
 
 
 def _eventually(check: Any, seconds: float = 10.0) -> None:

@@ -66,11 +66,13 @@ def spawn_gateways(
     *,
     extra_env: dict[str, str] | None = None,
     extra_plugins: tuple[dict[str, Any], ...] = (),
+    extra_args: tuple[str, ...] = (),
 ) -> Cluster:
     """Start ``count`` Gateways at once (their migrations race on purpose) and wait for /health.
 
     ``extra_plugins`` come after the scale-out extension; modules under ``tests/gateway`` are
-    importable too (the SDK suite's gate extension)."""
+    importable too (the SDK suite's gate extension). ``extra_args`` go to ``serve``
+    (``--workers 2``)."""
     hook_log = directory / "hooks.jsonl"
     config = directory / "config.yaml"
     document = {
@@ -98,7 +100,17 @@ def spawn_gateways(
         stderr_path = directory / f"gateway{i}.stderr"
         with stderr_path.open("wb") as stderr:
             process = subprocess.Popen(
-                [sys.executable, "-m", "deerflow_ext.cli", "serve", "--config", str(config), "--port", str(port)],
+                [
+                    sys.executable,
+                    "-m",
+                    "deerflow_ext.cli",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--port",
+                    str(port),
+                    *extra_args,
+                ],
                 cwd=directory,
                 env=env,
                 stdout=subprocess.DEVNULL,

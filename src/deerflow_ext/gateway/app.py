@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -67,9 +68,11 @@ from ..persistence import (
 from ..persistence.item_store import ItemStore
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.redis_stream import RedisStreamBridge
+from ..runtime.signals import CHANNEL as SIGNAL_CHANNEL
 from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
+from ..scheduling import CronStore, Due, Scheduler, clock_from_env
 from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
 from .door import door
@@ -77,6 +80,7 @@ from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .front import GatewayFront
 from .routes import HOST_ROUTERS
+from .routes.crons import fire_cron
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
 from .routes.stateless import delete_left_threads
@@ -85,6 +89,9 @@ from .state import GatewayRuntime
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
 
 logger = logging.getLogger("deerflow_ext.gateway")
+
+CRONS_CHANGED = {"kind": "crons"}
+"""The run-signal message a cron change sends to every Gateway process (PostgreSQL)."""
 
 _NOTIFICATION_DRAIN = 5.0  # seconds fire-and-forget notifications get at shutdown
 
@@ -343,6 +350,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                 # Every service whose start is attempted is stopped, in reverse, whatever ends
                 # this block: a later startup step failing or startup being cancelled included.
                 services = AttemptedServices()
+                crons: Scheduler | None = None
                 try:
                     await start_services(
                         extensions,
@@ -351,13 +359,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         diagnostics=state.extension_diagnostics,
                         attempted=services,
                     )
-                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items)
+                    crons = _cron_scheduler(state, store)
+                    if signals is not None:  # crons changed through another process wake this one
+                        signals.subscribe(CRONS_CHANGED["kind"], crons.changed)
+                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items, crons)
+                    await crons.start()  # one query; no wake at all while no cron exists
                     if opts.freeze_startup_heap:
                         _freeze_startup_heap()
                     yield
                 finally:
                     if opts.freeze_startup_heap:
                         gc.unfreeze()
+                    if crons is not None:
+                        await crons.stop()  # no tick starts a run once the drain began
                     state.runtime = None
                     if opts.exit_bound:
                         bound = ExitBound(_shutdown_seconds(opts, services), grace=opts.exit_grace).arm()
@@ -376,6 +390,17 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             memory_watch.stop()
         if bound is not None:
             bound.shutdown_finished()
+
+
+def _cron_scheduler(state: Any, store: HostStore) -> Scheduler:
+    """Crons fire through the routes' run start, on the runtime being served (None once
+    shutdown began: the tick's run is then refused and logged)."""
+
+    async def fire(due: Due) -> None:
+        await fire_cron(state.runtime, due)
+
+    notify = (SIGNAL_CHANNEL, json.dumps(CRONS_CHANGED))
+    return Scheduler(CronStore(store.transactions, notify), fire, clock_from_env())
 
 
 def _shutdown_seconds(opts: GatewayOptions, services: AttemptedServices) -> float:

@@ -23,6 +23,9 @@ class GatewayRuntime:
     # The LangGraph store (``persistence.item_store.ItemStore``) the ``/store`` routes and the
     # lead graph's ``runtime.store`` share; None where a Gateway is built without one.
     items: Any = None
+    # The cron scheduler (``scheduling.Scheduler``) the crons routes write through and wake;
+    # None where a Gateway is built without one.
+    crons: Any = None
 
 
 def runtime_of(request: Request) -> GatewayRuntime:

@@ -2,6 +2,7 @@
 
 from .assistant_tables import ASSISTANT_VERSIONS, ASSISTANTS  # on Base.metadata, as the store's
 from .checkpointer import open_checkpointer, psycopg_conninfo
+from .cron_table import CRONS  # on Base.metadata, as the scheduler's
 from .engine import (
     DEFAULT_DATABASE_URL,
     SessionFactory,
@@ -27,6 +28,7 @@ from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tab
 __all__ = [
     "ASSISTANTS",
     "ASSISTANT_VERSIONS",
+    "CRONS",
     "DEFAULT_DATABASE_URL",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",

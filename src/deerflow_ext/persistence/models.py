@@ -17,6 +17,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "ASSISTANT_TABLES",
     "CHECKPOINT_TABLES",
+    "CRON_TABLE",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
     "LIVE_RUN_STATUSES",
@@ -191,10 +192,14 @@ STORE_TABLE = "store_items"
 ASSISTANT_TABLES: tuple[str, ...] = ("assistants", "assistant_versions")
 """Assistants and their versions (``assistant_tables``: Core tables on this metadata)."""
 
+CRON_TABLE = "crons"
+"""Scheduled runs (``cron_table``: a Core table on this metadata; ``deerflow_ext.scheduling``)."""
+
 HOST_TABLES: tuple[str, ...] = (
     *Base.metadata.tables,
     STORE_TABLE,
     *ASSISTANT_TABLES,
+    CRON_TABLE,
     HOST_VERSION_TABLE,
     *CHECKPOINT_TABLES,
 )

@@ -8,6 +8,9 @@ follow-up may arrive at any process behind the load balancer. Two signals cross 
 * ``interrupt``: a follow-up run was created on ``thread_id`` — every process interrupts
   its own runs on that thread that were created before it (the newest request wins).
 
+Other kinds of message can be subscribed to (:meth:`PostgresRunSignals.subscribe`): crons
+changed through another process wake this process's scheduler.
+
 Why NOTIFY rather than a polled cancel flag: delivery is immediate and costs nothing while
 idle, and the listener is one dedicated asyncpg connection per process (``add_listener``).
 A notification sent while a listener is reconnecting is lost; the sender records every stop
@@ -21,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -71,12 +75,19 @@ class PostgresRunSignals:
         self._publish_lock = asyncio.Lock()
         self._lost = asyncio.Event()
         self._watchdog: asyncio.Task[None] | None = None
+        self._subscribers: dict[str, Callable[[], None]] = {}
 
     async def start(self, handler: RunSignalHandler) -> None:
         """Listen for signals and hand them to ``handler``; raises when PostgreSQL is unreachable."""
         self._handler = handler
         await self._listen()
         self._watchdog = asyncio.create_task(self._keep_listening(), name="deerflow-run-signals")
+
+    def subscribe(self, kind: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on every message of ``kind`` another part of the host publishes on
+        this channel (e.g. crons changed: ``scheduling``), and after a reconnect, when some may
+        have been missed. Its senders notify in their own transactions (``pg_notify``)."""
+        self._subscribers[kind] = callback
 
     async def _listen(self) -> None:
         import asyncpg
@@ -100,6 +111,8 @@ class PostgresRunSignals:
                     logger.warning("run-signal listener could not reconnect: %s", exc)
             if self._handler is not None:
                 self._handler.recheck()
+            for callback in self._subscribers.values():
+                callback()
 
     def _on_notification(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         handler = self._handler
@@ -111,6 +124,8 @@ class PostgresRunSignals:
             if message.get("kind") == "cancel":
                 if handler.cancel(str(message["run_id"]), rollback=rollback):
                     logger.info("run %s cancelled on request of another Gateway process", message["run_id"])
+            elif message.get("kind") in self._subscribers:
+                self._subscribers[message["kind"]]()
             elif message.get("kind") == "interrupt":
                 before = message.get("created_at")
                 handler.interrupt_thread(

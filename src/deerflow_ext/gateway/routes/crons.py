@@ -1,30 +1,139 @@
-"""Crons: every LangGraph Platform cron route answers 501, saying why.
+"""Crons: the LangGraph Platform cron routes, and how a cron's tick becomes a run.
 
-A cron done properly needs a scheduler that survives a restart and fires once per schedule
-across ``--workers N`` processes (a thread's ``POST .../runs/crons`` is the runs router's, next
-to the thread's other run routes); the Gateway has neither yet, and a cron that silently never
-fires (or fires twice) is worse than a clear refusal. A client that creates one learns it at
-once, from one line, instead of finding out when the schedule passes. The routes stay out of
-the OpenAPI document: it lists what is served (README's feature table lists what is not).
+``POST /threads/{thread_id}/runs/crons`` schedules runs on a thread (that route is the runs
+router's, beside the thread's other run routes); ``POST /runs/crons`` a
+stateless cron, each firing on a new thread that goes when its run ended (``on_run_completed:
+delete``, the default) or stays (``keep``). ``/runs/crons/search``, ``/count``, ``PATCH`` and
+``DELETE /runs/crons/{cron_id}`` are as ``langgraph_sdk``'s ``crons`` client calls them.
+
+A tick starts its run through the very functions ``POST /threads/{id}/runs`` and
+``POST /runs`` use (``runs._start``, ``stateless.start_stateless``), so admission,
+``multitask_strategy``, hooks, persistence and streams are a normal run's; the run's
+metadata adds ``cron_id`` and ``cron_tick`` (the tick it fired for). When and how often a
+cron fires is ``deerflow_ext.scheduling``'s (README, "Crons").
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from datetime import UTC, datetime
+from typing import Any
 
-__all__ = ["CRONS_UNSUPPORTED", "router"]
+from fastapi import APIRouter, HTTPException, Request, Response
+
+from ...scheduling import (
+    CronNotFoundError,
+    CronQuery,
+    Due,
+)
+from ..cron_schemas import CronCount, CronCreate, CronOut, CronPatch, CronSearch
+from ..crons import check_cron, checked_payload, create_cron, cron_store_of, scheduler_of
+from ..schemas import RunCreate
+from ..state import GatewayRuntime, runtime_of
+from .runs import _start
+from .stateless import forget_after, start_stateless
+
+__all__ = ["fire_cron", "router"]
 
 router = APIRouter(tags=["crons"])
 
-CRONS_UNSUPPORTED = (
-    "crons are not supported by this Gateway (no scheduler that survives restarts and fires once across "
-    "workers); schedule runs from outside, e.g. with cron and langgraph_sdk's runs.create"
-)
-_METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE"]
+
+@router.post("/api/runs/crons", response_model=CronOut)
+async def create_stateless_cron(request: Request, body: CronCreate) -> CronOut:
+    """Schedule stateless runs: each tick runs on a new thread (``on_run_completed``)."""
+    return await create_cron(runtime_of(request), body, None)
 
 
-@router.api_route("/api/runs/crons", methods=_METHODS, status_code=501, include_in_schema=False)
-@router.api_route("/api/runs/crons/{rest:path}", methods=_METHODS, status_code=501, include_in_schema=False)
-async def crons() -> None:
-    """Not served: answers 501 (see the module's docstring)."""
-    raise HTTPException(status_code=501, detail=CRONS_UNSUPPORTED)
+def _query(body: CronCount) -> dict[str, Any]:
+    return {"assistant_id": body.assistant_id, "thread_id": body.thread_id, "metadata": body.metadata or {}}
+
+
+def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            value = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).isoformat()
+        out[key] = value
+    return out
+
+
+@router.post("/api/runs/crons/search")
+async def search_crons(request: Request, body: CronSearch) -> list[dict[str, Any]]:
+    """Crons matching the filters, one page, in ``sort_by`` order (``select``: those fields)."""
+    query = CronQuery(
+        **_query(body),
+        enabled=body.enabled,
+        limit=body.limit,
+        offset=body.offset,
+        sort_by=body.sort_by,
+        sort_order=body.sort_order,
+        select=tuple(body.select or ()),
+    )
+    return [_jsonable_row(row) for row in await cron_store_of(runtime_of(request)).search(query)]
+
+
+@router.post("/api/runs/crons/count")
+async def count_crons(request: Request, body: CronCount) -> int:
+    return await cron_store_of(runtime_of(request)).count(CronQuery(**_query(body)))
+
+
+@router.patch("/api/runs/crons/{cron_id}", response_model=CronOut)
+async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOut:
+    """Change a cron; its next tick is computed again from now."""
+    runtime = runtime_of(request)
+    scheduler = scheduler_of(runtime)
+    current = await scheduler.store.get(cron_id)
+    if current is None:
+        raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
+    check_cron(body, body.schedule or current.schedule, body.timezone or current.timezone)
+    changes: dict[str, Any] = {}
+    for name in ("schedule", "timezone", "enabled", "metadata"):
+        if getattr(body, name) is not None:
+            changes[name] = getattr(body, name)
+    if "end_time" in body.model_fields_set:
+        changes["end_time"] = body.end_time
+    if body.on_run_completed is not None:
+        if current.thread_id is not None:
+            raise HTTPException(status_code=422, detail="on_run_completed: applies to stateless crons only")
+        changes["on_run_completed"] = body.on_run_completed
+    run_fields = body.run_payload()
+    if run_fields:
+        checked_payload({**current.payload, **run_fields})
+        changes["payload"] = run_fields
+    try:
+        record = await scheduler.store.update(cron_id, changes, scheduler.clock.now())
+    except CronNotFoundError as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
+    scheduler.changed()
+    return CronOut.of(record)
+
+
+@router.delete("/api/runs/crons/{cron_id}", status_code=204)
+async def delete_cron(request: Request, cron_id: str) -> Response:
+    """Delete a cron: no tick fires after this (a run already started goes on)."""
+    scheduler = scheduler_of(runtime_of(request))
+    if not await scheduler.store.delete(cron_id):
+        raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
+    scheduler.changed()
+    return Response(status_code=204)
+
+
+async def fire_cron(runtime: GatewayRuntime | None, due: Due) -> None:
+    """Start the run of one claimed tick, as ``POST /threads/{id}/runs`` (a thread's cron)
+    or ``POST /runs`` (a stateless one) would; a refusal (thread busy under ``reject``, gone,
+    shutting down) raises, and the scheduler logs it with the cron's id."""
+    if runtime is None:
+        raise RuntimeError("the Gateway is shutting down")
+    cron = due.cron
+    payload = dict(cron.payload)
+    payload["metadata"] = {
+        **(payload.get("metadata") or {}),
+        "cron_id": cron.cron_id,
+        "cron_tick": due.tick.isoformat(),
+    }
+    body = RunCreate.model_validate(payload)
+    if cron.thread_id is not None:
+        await _start(runtime, cron.thread_id, body)
+        return
+    body = body.model_copy(update={"on_completion": cron.on_run_completed or "delete"})
+    thread_id, handle = await start_stateless(runtime, body)
+    forget_after(runtime, thread_id, handle, body)

@@ -87,6 +87,6 @@ async def info() -> dict[str, Any]:
     return {
         "version": package_version("deerflow-ext"),
         "langgraph_py_version": package_version("langgraph"),
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "flags": {"assistants": True, "crons": True, "langsmith": False},
         "host": {"kind": "deerflow-ext"},
     }

@@ -27,6 +27,8 @@ from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
 from ..assistants import resolve_assistant
+from ..cron_schemas import CronCreate, CronOut
+from ..crons import create_cron
 from ..schemas import (
     ASSISTANT_ID,
     GRAPH_ID,
@@ -40,7 +42,6 @@ from ..schemas import (
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
-from .crons import CRONS_UNSUPPORTED
 
 __all__ = ["SSE_DOC", "router"]
 
@@ -333,10 +334,10 @@ async def wait_run(request: Request, thread_id: str, body: RunCreate) -> Streami
     return ListeningStreamingResponse(body_bytes, media_type="application/json", headers=headers)
 
 
-@router.post("/crons", status_code=501, include_in_schema=False)
-async def create_thread_cron(thread_id: str) -> None:
-    """Not served (``crons``)."""
-    raise HTTPException(status_code=501, detail=CRONS_UNSUPPORTED)
+@router.post("/crons", response_model=CronOut)
+async def create_thread_cron(request: Request, thread_id: str, body: CronCreate) -> CronOut:
+    """Schedule runs on this thread (five cron fields, UTC unless ``timezone``): ``crons``."""
+    return await create_cron(runtime_of(request), body, thread_id)
 
 
 @router.get("", response_model=None, responses={200: {"model": list[RunOut]}})

@@ -32,9 +32,10 @@ from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
-from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _new_run, _paths, _run_out
+from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _cancel_on_disconnect, _heartbeat, _paths, _run_out
+from .runs import _start as _start_run
 
-__all__ = ["delete_left_threads", "router"]
+__all__ = ["delete_left_threads", "forget_after", "router", "start_stateless"]
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 logger = logging.getLogger("deerflow_ext.gateway")
@@ -43,22 +44,31 @@ _FORGETTING: set[asyncio.Task[None]] = set()
 """Deletions waiting for their run's end (held so the loop does not drop them)."""
 
 
-async def _start(
-    request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
-) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
-    """The run on a new thread; a run refused (bad assistant, shutting down) takes it along."""
+async def start_stateless(
+    runtime: GatewayRuntime, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+) -> tuple[str, RunHandle]:
+    """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
+    A stateless cron's firing starts its runs here too (``crons``)."""
     if body.continues:  # a new thread has nothing to continue
         raise HTTPException(status_code=422, detail=f"{NO_INPUT}; a stateless run has no thread to continue")
-    runtime = runtime_of(request)
     thread_id = str(uuid.uuid4())
     await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
-        runtime, handle, following = await _new_run(request, thread_id, body, default_modes, temporary=temporary)
+        handle = await _start_run(runtime, thread_id, body, default_modes, temporary=temporary)
     except BaseException:
         await runtime.store.delete_thread(thread_id)
         raise
-    return thread_id, runtime, handle, following
+    return thread_id, handle
+
+
+async def _start(
+    request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
+    runtime = runtime_of(request)
+    thread_id, handle = await start_stateless(runtime, body, default_modes)
+    on_disconnect = _cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel")
+    return thread_id, runtime, handle, {"heartbeat": _heartbeat(request), "on_disconnect": on_disconnect}
 
 
 _OTHER_PROCESS_POLL = 0.5
@@ -100,7 +110,8 @@ async def delete_left_threads(store: HostStore, agent_host: Any) -> int:
     return count
 
 
-def _forget_after(runtime: GatewayRuntime, thread_id: str, handle: RunHandle, body: RunCreate) -> None:
+def forget_after(runtime: GatewayRuntime, thread_id: str, handle: RunHandle, body: RunCreate) -> None:
+    """Delete the run's thread once it ended, unless ``on_completion`` is ``keep``."""
     if body.on_completion == "keep":
         return
     task = asyncio.get_running_loop().create_task(_forget(runtime, thread_id, handle))
@@ -115,7 +126,7 @@ async def _then_forget(
         async for chunk in chunks:
             yield chunk
     finally:
-        _forget_after(runtime, thread_id, handle, body)
+        forget_after(runtime, thread_id, handle, body)
 
 
 @router.post("/stream", responses=SSE_DOC, response_class=StreamingResponse)
@@ -145,6 +156,6 @@ async def create_stateless_run(request: Request, body: RunCreate, response: Resp
     """Run on a thread of its own in the background."""
     thread_id, runtime, handle, _ = await _start(request, body)
     out = await _run_out(runtime, thread_id, handle.run_id)
-    _forget_after(runtime, thread_id, handle, body)
+    forget_after(runtime, thread_id, handle, body)
     response.headers.update(_paths(thread_id, handle.run_id))
     return out

@@ -52,6 +52,12 @@ class HostStore:
         self._tx = transactions if transactions is not None else transactions_for(bind)
         self._pg = LoopStatements.for_engine(bind)
 
+    @property
+    def transactions(self) -> Transactions:
+        """Where this store's transaction functions run; other host tables' stores (crons)
+        share it, so SQLite keeps one writing connection and one thread."""
+        return self._tx
+
     async def aclose(self) -> None:
         await aclose_after(self._tx.aclose(), self._pg)
 
