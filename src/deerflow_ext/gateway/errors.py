@@ -27,6 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -46,6 +47,7 @@ __all__ = [
     "install_error_handlers",
     "internal_error",
     "log_unexpected",
+    "name_statements",
     "validation_message",
 ]
 
@@ -203,11 +205,34 @@ class UnexpectedErrors(_AnswerFailures):
         return True
 
 
+STATEMENT_LOG_CHARS = 200
+"""How much of a SQL statement a log line shows: its start (what it is), then its length."""
+_CAUSE_LOG_CHARS = 500
+
+
+def name_statements(exc: BaseException) -> None:
+    """Cut each SQL statement in ``exc``'s chain to its first :data:`STATEMENT_LOG_CHARS`
+    characters and its length. SQLAlchemy writes the whole statement into an error's text
+    (``[SQL: ...]``), and a statement a client sized (a search naming 32,767 ids) made a
+    one-megabyte log line per request; its parameters SQLAlchemy already cuts short."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        statement = getattr(current, "statement", None)
+        if isinstance(current, StatementError) and isinstance(statement, str) and len(statement) > STATEMENT_LOG_CHARS:
+            current.statement = f"{statement[:STATEMENT_LOG_CHARS]}… ({len(statement)} characters)"
+        current = current.__cause__ or current.__context__
+
+
 def log_unexpected(scope: Scope, exc: BaseException) -> None:
     """The log line of a failure no handler took: a traceback, or one line when the
-    database cannot be reached (one for each request while it is down)."""
+    database cannot be reached (one for each request while it is down); a statement in
+    either is named by its start, not written whole (:func:`name_statements`)."""
+    name_statements(exc)
     if (cause := database_unavailable(exc)) is not None:
-        logger.warning("%s %s: the database is unavailable (%s)", scope["method"], scope["path"], cause)
+        text = exception_text(cause, one_line=True, limit=_CAUSE_LOG_CHARS)
+        logger.warning("%s %s: the database is unavailable (%s)", scope["method"], scope["path"], text)
         return
     logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
 

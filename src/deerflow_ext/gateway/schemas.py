@@ -44,6 +44,7 @@ __all__ = [
     "ASSISTANT_ID",
     "GRAPH_ID",
     "MAX_OFFSET",
+    "MAX_THREAD_IDS",
     "THREAD_ID_PATTERN",
     "CheckpointRef",
     "HistoryQuery",
@@ -313,8 +314,13 @@ class ThreadCount(_Request):
         return value
 
 
+MAX_THREAD_IDS = 10_000
+"""The most ``ids`` one thread search may name: each is a bound parameter, and PostgreSQL's
+protocol carries at most 32,767 (more answered 503 and logged the whole statement)."""
+
+
 class ThreadSearch(ThreadCount):
-    ids: list[str] | None = None
+    ids: list[str] | None = Field(default=None, max_length=MAX_THREAD_IDS)
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     sort_by: _ThreadSortBy = "updated_at"
