@@ -45,6 +45,7 @@ __all__ = [
     "UnexpectedErrors",
     "database_unavailable",
     "install_error_handlers",
+    "json_bytes",
     "internal_error",
     "log_unexpected",
     "name_statements",
@@ -151,15 +152,21 @@ def internal_error(exc: BaseException, *, database: bool = False) -> JSONRespons
     return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
 
+def json_bytes(content: Any) -> bytes:
+    """``content`` as Starlette's ``JSONResponse`` renders it, falling back to ``\\u`` escapes
+    for text UTF-8 cannot encode (a lone surrogate in a stored value): valid JSON, not a 500."""
+    try:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 class TolerantJSONResponse(JSONResponse):
-    """JSON as Starlette renders it, falling back to ``\\u`` escapes for text UTF-8 cannot
-    encode (a lone surrogate in a stored value): the answer stays valid JSON, not a 500."""
+    """JSON as Starlette renders it, or with ``\\u`` escapes where UTF-8 cannot say the text
+    (:func:`json_bytes`)."""
 
     def render(self, content: Any) -> bytes:
-        try:
-            return super().render(content)
-        except UnicodeEncodeError:
-            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+        return json_bytes(content)
 
 
 class _AnswerFailures:

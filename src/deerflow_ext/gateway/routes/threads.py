@@ -6,6 +6,7 @@ A thread's ``values`` (its current state) come from the checkpointer through the
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
@@ -13,7 +14,7 @@ from langgraph.errors import InvalidUpdateError
 
 from ...persistence.records import ThreadQuery, ThreadRecord
 from ...runtime.wire import jsonable, searchable_values
-from ..errors import TolerantJSONResponse
+from ..errors import TolerantJSONResponse, json_bytes
 from ..schemas import (
     MAX_OFFSET,
     HistoryQuery,
@@ -289,11 +290,15 @@ async def _refresh_searchable(runtime: GatewayRuntime, thread_id: str) -> None:
         await runtime.store.set_thread_state_values(thread_id, searchable_values(snapshot.values))
 
 
-async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery) -> list[dict[str, Any]]:
+async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery) -> Response:
+    """The states as one JSON array, each rendered on its own with a turn of the event loop
+    between them: a history is as long as a client asks (1,000 states of a long thread took
+    the loop for seconds, built into dicts, walked by FastAPI's encoder and then rendered).
+    The checkpoints themselves are read off the loop (``threaded_saver``)."""
     await _thread(runtime, thread_id)
     states = _states(runtime)
     if states is None:
-        return []
+        return Response(b"[]", media_type="application/json")
     snapshots = await states.history(
         thread_id,
         limit=query.limit,
@@ -301,22 +306,28 @@ async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery)
         metadata=query.metadata,
         checkpoint_ns=query.checkpoint.checkpoint_ns if query.checkpoint is not None else "",
     )
-    return [selected(_state_out(s, thread_id), query.select) for s in snapshots]
+    parts = []
+    for snapshot in snapshots:
+        parts.append(json_bytes(selected(_state_out(snapshot, thread_id), query.select)))
+        await asyncio.sleep(0)
+    del snapshots
+    return Response(b"[" + b",".join(parts) + b"]", media_type="application/json")
 
 
-@router.post("/{thread_id}/history")
-async def history(
-    request: Request, thread_id: str, body: Annotated[HistoryQuery | None, Body()] = None
-) -> list[dict[str, Any]]:
+_HISTORY = {200: {"model": list[dict[str, Any]]}}
+
+
+@router.post("/{thread_id}/history", response_model=None, responses=_HISTORY)
+async def history(request: Request, thread_id: str, body: Annotated[HistoryQuery | None, Body()] = None) -> Response:
     """The thread's states, newest first (``limit``, ``before`` a checkpoint, ``metadata``)."""
     return await _history(runtime_of(request), thread_id, body or HistoryQuery())
 
 
-@router.get("/{thread_id}/history")
+@router.get("/{thread_id}/history", response_model=None, responses=_HISTORY)
 async def history_get(
     request: Request,
     thread_id: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     before: str | None = None,
-) -> list[dict[str, Any]]:
+) -> Response:
     return await _history(runtime_of(request), thread_id, HistoryQuery(limit=limit, before=before))
