@@ -223,7 +223,9 @@ async def test_an_object_mixing_operators_and_fields_is_refused_and_eq_compares_
     # issue 54 row 13: "zzz" read as $lte, and an operator inside $eq's operand was applied.
     await store.aput(("f",), "low", {"v": 5})
     await store.aput(("f",), "high", {"v": 500})
-    with pytest.raises(InvalidFilterError, match=r"filter\.v: an object holding operators \(\$gte\) cannot also hold fields \(zzz\)"):
+    with pytest.raises(
+        InvalidFilterError, match=r"filter\.v: an object holding operators \(\$gte\) cannot also hold fields \(zzz\)"
+    ):
         await store.asearch(("f",), filter={"v": {"$gte": 4, "zzz": 100}})
     await store.aput(("f",), "literal", {"v": {"$eq": 1}})
     await store.aput(("f",), "one", {"v": 1})

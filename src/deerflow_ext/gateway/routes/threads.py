@@ -314,7 +314,7 @@ async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery)
     return Response(b"[" + b",".join(parts) + b"]", media_type="application/json")
 
 
-_HISTORY = {200: {"model": list[dict[str, Any]]}}
+_HISTORY: dict[int | str, dict[str, Any]] = {200: {"model": list[dict[str, Any]]}}
 
 
 @router.post("/{thread_id}/history", response_model=None, responses=_HISTORY)
