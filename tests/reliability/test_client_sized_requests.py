@@ -226,3 +226,13 @@ async def test_a_store_filter_mixing_operators_and_fields_is_a_422(gateway: http
     assert mixed.json()["detail"] == "filter.v: an object holding operators ($gte) cannot also hold fields (zzz)"
     literal = await search({"v": {"$eq": {"$eq": 1}}})
     assert literal.status_code == 200 and [item["key"] for item in literal.json()["items"]] == ["b"]
+
+
+async def test_a_history_metadata_filter_past_its_limit_is_a_422(gateway: httpx.AsyncClient) -> None:
+    thread_id = (await gateway.post("/api/threads", json={})).json()["thread_id"]
+    answer = await gateway.post(
+        f"/api/threads/{thread_id}/history", json={"metadata": {f"k{i}": i for i in range(500)}}
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"] == "metadata: Value error, a filter names at most 100 keys, this one 500"
+    assert (await gateway.post(f"/api/threads/{thread_id}/history", json={"metadata": {"k": 1}})).json() == []

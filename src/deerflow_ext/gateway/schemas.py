@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.messages import convert_to_messages
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..persistence.json_match import check_filter_keys
+from ..persistence.json_match import MAX_FILTER_KEYS, check_filter_keys
 from ..persistence.records import RunRecord, ThreadRecord
 from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
 from ..runtime.wire import UNSEARCHED_STATE_KEYS
@@ -347,6 +347,8 @@ class HistoryQuery(_Request):
     @classmethod
     def _filter_keys(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         # The checkpointers refuse any other key (LangGraph's filter-key rule), mid-query.
+        if value and len(value) > MAX_FILTER_KEYS:  # each key one condition of the saver's query
+            raise ValueError(f"a filter names at most {MAX_FILTER_KEYS} keys, this one {len(value)}")
         for key in value or {}:
             if not re.fullmatch(r"[A-Za-z0-9_.-]+", key):
                 raise ValueError(f"filter key {key!r} may hold only letters, digits, '_', '.' and '-'")
