@@ -1,6 +1,7 @@
 """How long ``/ok`` waits while the heavy requests of issue 54 rows 2-4 run, at the issue's sizes.
 
-Run: ``PYTHONPATH=src python benchmarks/loop_stalls.py [--items 1000] [--turns 40]``.
+Run: ``PYTHONPATH=$PWD/src python benchmarks/loop_stalls.py [--items 1000] [--turns 40] [--chars 4000]``
+(an absolute ``PYTHONPATH``: the server starts in a directory of its own).
 Not a test: prints one line per case (figures for docs/RELIABILITY.md).
 
 A ``deerflow-ext serve`` process on SQLite (its own directory, the offline model, memory
@@ -10,7 +11,8 @@ process waited. The cases:
 
 - ``store``: ``--items`` items of 200 KiB under one namespace; three searches with a
   ``filter`` that matches none of them (every value read) and one ``limit: 1000`` search;
-- ``threads``: a thread of ``--turns`` runs (the offline model's answers), then three
+- ``threads``: a thread of ``--turns`` runs (each question ``--chars`` long, the offline
+  model's answers), then three
   ``threads.copy`` of it and ``history?limit=1000``.
 
 The server's RSS (``/proc``) before and at its peak during the heavy requests is printed too.
@@ -128,11 +130,12 @@ def _store(url: str, pid: int, items: int) -> str:
     return f"store items={items} " + _measure(url, pid, heavy)
 
 
-def _threads(url: str, pid: int, turns: int) -> str:
+def _threads(url: str, pid: int, turns: int, chars: int) -> str:
     with httpx.Client(base_url=url, timeout=120) as client:
         thread_id = client.post("/api/threads", json={}).json()["thread_id"]
         for turn in range(turns):
-            body = {"input": {"messages": [{"role": "user", "content": f"turn {turn}: " + "tell me more " * 50}]}}
+            question = f"turn {turn}: " + ("tell me more " * chars)[:chars]
+            body = {"input": {"messages": [{"role": "user", "content": question}]}}
             answer = client.post(f"/api/threads/{thread_id}/runs/wait", json=body)
             assert answer.status_code == 200, answer.text
         checkpoints = len(client.get(f"/api/threads/{thread_id}/history", params={"limit": 1000}).json())
@@ -140,19 +143,24 @@ def _threads(url: str, pid: int, turns: int) -> str:
         lambda c: c.post(f"/api/threads/{thread_id}/copy") for _ in range(3)
     ]
     heavy.append(lambda c: c.get(f"/api/threads/{thread_id}/history", params={"limit": 1000}))
-    return f"threads turns={turns} checkpoints={checkpoints} " + _measure(url, pid, heavy)
+    return f"threads turns={turns} chars={chars} checkpoints={checkpoints} " + _measure(url, pid, heavy)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--chars", type=int, default=4000)
     args = parser.parse_args()
     for case in ("store", "threads"):
         with tempfile.TemporaryDirectory() as directory:
             proc, url = _serve(Path(directory))
             try:
-                line = _store(url, proc.pid, args.items) if case == "store" else _threads(url, proc.pid, args.turns)
+                line = (
+                    _store(url, proc.pid, args.items)
+                    if case == "store"
+                    else _threads(url, proc.pid, args.turns, args.chars)
+                )
             finally:
                 proc.terminate()
                 proc.wait(30)

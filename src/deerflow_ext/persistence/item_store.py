@@ -10,6 +10,9 @@ transaction function (SQLite: on the engine's synchronous twin, its own connecti
 loop-first thread; PostgreSQL: on the engine, through ``run_sync``); a lone put or get, what a
 client and a tool send most, is one statement, which on PostgreSQL asyncpg sends straight
 from the event loop and on SQLite goes compiled once to pysqlite, as a thread write does.
+A search or a namespace listing, whose size a client sets, never runs on the event loop: on
+SQLite it always goes to the connection's thread (``Transactions.read_aside``), and it reads
+values by key, a few at a time, up to :data:`SEARCH_ANSWER_BYTES`.
 
 What it does not do: vector search. ``SearchOp.query`` is ignored (results come in
 ``updated_at`` order, newest first, ``score`` None), as LangGraph's own stores do without an

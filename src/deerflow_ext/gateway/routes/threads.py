@@ -7,9 +7,11 @@ A thread's ``values`` (its current state) come from the checkpointer through the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from langgraph.errors import InvalidUpdateError
 
 from ...persistence.records import ThreadQuery, ThreadRecord
@@ -294,7 +296,9 @@ async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery)
     """The states as one JSON array, each rendered on its own with a turn of the event loop
     between them: a history is as long as a client asks (1,000 states of a long thread took
     the loop for seconds, built into dicts, walked by FastAPI's encoder and then rendered).
-    The checkpoints themselves are read off the loop (``threaded_saver``)."""
+    The checkpoints themselves are read off the loop (``threaded_saver``). Rendered whole
+    before the first byte goes (a state that cannot be rendered is a 500, not a cut answer),
+    then sent part by part, never joined."""
     await _thread(runtime, thread_id)
     states = _states(runtime)
     if states is None:
@@ -306,12 +310,22 @@ async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery)
         metadata=query.metadata,
         checkpoint_ns=query.checkpoint.checkpoint_ns if query.checkpoint is not None else "",
     )
-    parts = []
-    for snapshot in snapshots:
+    parts = [b"["]
+    for index, snapshot in enumerate(snapshots):
         parts.append(json_bytes(selected(_state_out(snapshot, thread_id), query.select)))
+        parts.append(b"]" if index == len(snapshots) - 1 else b",")
         await asyncio.sleep(0)
+    if not snapshots:
+        parts.append(b"]")
     del snapshots
-    return Response(b"[" + b",".join(parts) + b"]", media_type="application/json")
+    return StreamingResponse(_sent(parts), media_type="application/json")
+
+
+async def _sent(parts: list[bytes]) -> AsyncIterator[bytes]:
+    """``parts`` in order, each let go once sent: the answer is never joined into one copy."""
+    parts.reverse()
+    while parts:
+        yield parts.pop()
 
 
 _HISTORY: dict[int | str, dict[str, Any]] = {200: {"model": list[dict[str, Any]]}}
