@@ -24,8 +24,12 @@ from conftest import live_server, make_settings
 from pg_support import PG_UNREACHABLE, fresh_database
 
 STALL_BOUND = 1.0
-"""The longest ``/ok`` may wait while the heavy requests run (seconds; the old code held it
-2-3 s at these sizes, on a loaded two-core machine the new one stays well under)."""
+"""The longest ``/ok`` may wait while the store searches run (seconds; the old code held it
+2 s at this size; the new one 0.03-0.3 s on a loaded two-core machine)."""
+HISTORY_STALL_BOUND = 1.5
+"""The same behind the copies and the history: the old code held it 5 s and more at this size;
+the new one 0.1-1 s on a two-core machine at load 7 (the work moved off the loop is Python
+too, so the loop waits for the interpreter lock, and under load for a core)."""
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -116,7 +120,7 @@ async def test_store_searches_over_big_items_leave_the_loop_free(sqlite_gateway:
 # -- row 4: copy and history --------------------------------------------------------------
 
 
-TURNS = 75  # state updates: a checkpoint each, holding the messages so far (17 MB in all)
+TURNS = 90  # state updates: a checkpoint each, holding the messages so far (25 MB in all)
 
 
 async def test_copies_and_a_long_history_leave_the_loop_free(sqlite_gateway: httpx.AsyncClient) -> None:
@@ -131,7 +135,7 @@ async def test_copies_and_a_long_history_leave_the_loop_free(sqlite_gateway: htt
     heavy.append(lambda: client.get(f"/api/threads/{thread_id}/history", params={"limit": 1000}))
     worst, answers = await _worst_ok_while(client, heavy)
     assert all(a.status_code == 200 for a in answers), [a.text[:200] for a in answers]
-    assert worst < STALL_BOUND, f"/ok waited {worst:.2f}s behind the copies and the history"
+    assert worst < HISTORY_STALL_BOUND, f"/ok waited {worst:.2f}s behind the copies and the history"
     states = answers[-1].json()
     assert len(states) == TURNS and len(states[0]["values"]["messages"]) == 2 * TURNS  # the history is whole
     for copy in answers[:-1]:
