@@ -217,3 +217,50 @@ async def test_items_outlive_the_store_that_wrote_them(engine: sa.ext.asyncio.As
         assert item is not None and item.value == {"v": [1, 2, {"x": None}]}
     finally:
         await reader.aclose()
+
+
+async def test_an_object_mixing_operators_and_fields_is_refused_and_eq_compares_literally(store: ItemStore) -> None:
+    # issue 54 row 13: "zzz" read as $lte, and an operator inside $eq's operand was applied.
+    await store.aput(("f",), "low", {"v": 5})
+    await store.aput(("f",), "high", {"v": 500})
+    with pytest.raises(
+        InvalidFilterError, match=r"filter\.v: an object holding operators \(\$gte\) cannot also hold fields \(zzz\)"
+    ):
+        await store.asearch(("f",), filter={"v": {"$gte": 4, "zzz": 100}})
+    await store.aput(("f",), "literal", {"v": {"$eq": 1}})
+    await store.aput(("f",), "one", {"v": 1})
+    found = await store.asearch(("f",), filter={"v": {"$eq": {"$eq": 1}}})
+    assert [item.key for item in found] == ["literal"]
+    assert sorted(item.key for item in await store.asearch(("f",), filter={"v": {"$ne": {"$eq": 1}}})) == [
+        "high",
+        "low",
+        "one",
+    ]
+    assert [item.key for item in await store.asearch(("f",), filter={"v": {"$eq": 1}})] == ["one"]
+
+
+@pytest.mark.parametrize("ttl", [1e12, 1e308, float("inf")])
+async def test_a_ttl_past_what_a_timestamp_holds_is_refused_naming_ttl(store: ItemStore, ttl: float) -> None:
+    # issue 54 row 7: OverflowError (a 500) on both databases.
+    with pytest.raises(ValueError, match=r"^ttl: a time to live is at most 52704000 minutes"):
+        await store.aput(("t",), "k", {"v": 1}, ttl=ttl)
+    assert await store.aget(("t",), "k") is None
+
+
+async def test_a_search_answers_at_most_its_byte_cap_and_pages_on(
+    store: ItemStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 54 row 2: limit 1000 over big items answered them all, built whole in memory.
+    from deerflow_ext.persistence import item_store
+
+    monkeypatch.setattr(item_store, "SEARCH_ANSWER_BYTES", 10_000)
+    for index in range(12):
+        await store.aput(("big",), f"k{index:02}", {"pad": "x" * 3000, "even": index % 2 == 0})
+    first = await store.asearch(("big",), limit=1000)
+    assert len(first) == 3  # three values of ~3,020 bytes fit in 10,000; a fourth would not
+    rest = await store.asearch(("big",), limit=1000, offset=len(first))
+    assert len(rest) == 3 and not {i.key for i in rest} & {i.key for i in first}
+    evens = await store.asearch(("big",), filter={"even": True}, limit=1000)
+    assert len(evens) == 3 and all(item.value["even"] for item in evens)
+    monkeypatch.setattr(item_store, "SEARCH_ANSWER_BYTES", 10)
+    assert len(await store.asearch(("big",), limit=5)) == 1  # always one item, however big

@@ -110,16 +110,22 @@ class ThreadStates:
         await self.checkpointer.adelete_thread(thread_id)
         return True
 
-    async def copy(self, source: str, target: str) -> int:
+    async def copy(self, source: str, target: str) -> None:
         """Copy every checkpoint of ``source`` (each namespace, oldest first, pending writes
         included) to ``target``, parents kept, so ``target`` has the same state and history.
 
-        The savers here do not implement LangGraph's ``acopy_thread``; ``alist``/``aput``/
-        ``aput_writes`` are the saver API every checkpointer has. Returns the checkpoints copied.
+        A saver that implements LangGraph's ``acopy_thread`` copies it whole (the SQLite
+        saver: on its thread, off the event loop; ``persistence.checkpoint_copy``); for any
+        other, ``alist``/``aput``/``aput_writes`` are the saver API every checkpointer has.
         """
         if self.checkpointer is None:
-            return 0
+            return
         saver = self.checkpointer
+        try:
+            await saver.acopy_thread(source, target)
+            return
+        except NotImplementedError:
+            pass
         tuples = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
         for found in reversed(tuples):  # alist is newest first; a parent must exist first
             configurable = found.config["configurable"]
@@ -139,7 +145,6 @@ class ThreadStates:
                 by_task.setdefault(task_id, []).append((channel, value))
             for task_id, writes in by_task.items():
                 await saver.aput_writes(written, writes, task_id)
-        return len(tuples)
 
     async def delete(self, thread_id: str) -> None:
         if self.checkpointer is not None:

@@ -27,6 +27,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -45,7 +46,9 @@ __all__ = [
     "database_unavailable",
     "install_error_handlers",
     "internal_error",
+    "json_bytes",
     "log_unexpected",
+    "name_statements",
     "validation_message",
 ]
 
@@ -149,15 +152,21 @@ def internal_error(exc: BaseException, *, database: bool = False) -> JSONRespons
     return JSONResponse(status_code=500, content={"detail": f"internal error: {type(exc).__name__}"})
 
 
+def json_bytes(content: Any) -> bytes:
+    """``content`` as Starlette's ``JSONResponse`` renders it, falling back to ``\\u`` escapes
+    for text UTF-8 cannot encode (a lone surrogate in a stored value): valid JSON, not a 500."""
+    try:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
 class TolerantJSONResponse(JSONResponse):
-    """JSON as Starlette renders it, falling back to ``\\u`` escapes for text UTF-8 cannot
-    encode (a lone surrogate in a stored value): the answer stays valid JSON, not a 500."""
+    """JSON as Starlette renders it, or with ``\\u`` escapes where UTF-8 cannot say the text
+    (:func:`json_bytes`)."""
 
     def render(self, content: Any) -> bytes:
-        try:
-            return super().render(content)
-        except UnicodeEncodeError:
-            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+        return json_bytes(content)
 
 
 class _AnswerFailures:
@@ -203,11 +212,34 @@ class UnexpectedErrors(_AnswerFailures):
         return True
 
 
+STATEMENT_LOG_CHARS = 200
+"""How much of a SQL statement a log line shows: its start (what it is), then its length."""
+_CAUSE_LOG_CHARS = 500
+
+
+def name_statements(exc: BaseException) -> None:
+    """Cut each SQL statement in ``exc``'s chain to its first :data:`STATEMENT_LOG_CHARS`
+    characters and its length. SQLAlchemy writes the whole statement into an error's text
+    (``[SQL: ...]``), and a statement a client sized (a search naming 32,767 ids) made a
+    one-megabyte log line per request; its parameters SQLAlchemy already cuts short."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        statement = getattr(current, "statement", None)
+        if isinstance(current, StatementError) and isinstance(statement, str) and len(statement) > STATEMENT_LOG_CHARS:
+            current.statement = f"{statement[:STATEMENT_LOG_CHARS]}… ({len(statement)} characters)"
+        current = current.__cause__ or current.__context__
+
+
 def log_unexpected(scope: Scope, exc: BaseException) -> None:
     """The log line of a failure no handler took: a traceback, or one line when the
-    database cannot be reached (one for each request while it is down)."""
+    database cannot be reached (one for each request while it is down); a statement in
+    either is named by its start, not written whole (:func:`name_statements`)."""
+    name_statements(exc)
     if (cause := database_unavailable(exc)) is not None:
-        logger.warning("%s %s: the database is unavailable (%s)", scope["method"], scope["path"], cause)
+        text = exception_text(cause, one_line=True, limit=_CAUSE_LOG_CHARS)
+        logger.warning("%s %s: the database is unavailable (%s)", scope["method"], scope["path"], text)
         return
     logger.exception("%s %s failed", scope["method"], scope["path"], exc_info=exc)
 

@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.messages import convert_to_messages
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..persistence.json_match import check_filter_keys
+from ..persistence.json_match import MAX_FILTER_KEYS, check_filter_keys
 from ..persistence.records import RunRecord, ThreadRecord
 from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
 from ..runtime.wire import UNSEARCHED_STATE_KEYS
@@ -44,6 +44,7 @@ __all__ = [
     "ASSISTANT_ID",
     "GRAPH_ID",
     "MAX_OFFSET",
+    "MAX_THREAD_IDS",
     "NO_INPUT",
     "THREAD_ID_PATTERN",
     "CheckpointRef",
@@ -322,8 +323,13 @@ class ThreadCount(_Request):
         return value
 
 
+MAX_THREAD_IDS = 10_000
+"""The most ``ids`` one thread search may name: each is a bound parameter, and PostgreSQL's
+protocol carries at most 32,767 (more answered 503 and logged the whole statement)."""
+
+
 class ThreadSearch(ThreadCount):
-    ids: list[str] | None = None
+    ids: list[str] | None = Field(default=None, max_length=MAX_THREAD_IDS)
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
     sort_by: _ThreadSortBy = "updated_at"
@@ -350,6 +356,8 @@ class HistoryQuery(_Request):
     @classmethod
     def _filter_keys(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         # The checkpointers refuse any other key (LangGraph's filter-key rule), mid-query.
+        if value and len(value) > MAX_FILTER_KEYS:  # each key one condition of the saver's query
+            raise ValueError(f"a filter names at most {MAX_FILTER_KEYS} keys, this one {len(value)}")
         for key in value or {}:
             if not re.fullmatch(r"[A-Za-z0-9_.-]+", key):
                 raise ValueError(f"filter key {key!r} may hold only letters, digits, '_', '.' and '-'")

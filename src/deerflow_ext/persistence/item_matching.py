@@ -8,7 +8,10 @@ exactly ``prefix = 'a.b'`` or ``'a.b.' <= prefix < 'a.b/'``, which the database 
 
 Value filters are LangGraph's: ``{"field": value}`` is equality (a nested object matches the
 fields it names, a list matches element by element), ``{"field": {"$op": operand}}`` applies
-``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt`` or ``$lte``. They are applied in Python over the
+``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt`` or ``$lte``. An object holding an operator holds
+operators only (``{"$gte": 4, "zzz": 100}`` is refused: it reads as a range, and is not one),
+and an operator's operand is a value, compared literally (``{"$eq": {"$eq": 1}}`` matches the
+object ``{"$eq": 1}``; it is not an operator again). They are applied in Python over the
 rows the namespace selected, because SQLite and PostgreSQL query JSON in different ways; an
 ordering operator compares numbers with numbers and text with text, and a field whose value
 is of another kind (or missing) does not match.
@@ -94,21 +97,32 @@ def matches_conditions(namespace: tuple[str, ...], conditions: Iterable[MatchCon
 
 
 def check_filter(filter: Mapping[str, Any] | None, *, field: str = "filter") -> None:
-    """Raise ``InvalidFilterError`` naming the place of an unknown ``$`` operator, before any
-    row is read (a filter applied lazily would fail only on the rows it reached)."""
+    """Raise ``InvalidFilterError`` naming the place of an unknown ``$`` operator, or of an
+    object that mixes operators with fields, before any row is read (a filter applied lazily
+    would fail only on the rows it reached)."""
     if not filter:
         return
     if not isinstance(filter, Mapping):
         raise InvalidFilterError(f"{field}: a filter must be an object")
     for name, wanted in filter.items():
         if isinstance(wanted, Mapping):
-            operators = [key for key in wanted if isinstance(key, str) and key.startswith("$")]
+            operators = [key for key in wanted if _is_operator(key)]
             unknown = sorted(set(operators) - FILTER_OPERATORS)
             if unknown:
                 known = ", ".join(sorted(FILTER_OPERATORS))
                 raise InvalidFilterError(f"{field}.{name}: unknown operator {unknown[0]} (known: {known})")
+            if operators and len(operators) != len(wanted):
+                fields = sorted(str(key) for key in wanted if not _is_operator(key))
+                raise InvalidFilterError(
+                    f"{field}.{name}: an object holding operators ({', '.join(sorted(operators))}) "
+                    f"cannot also hold fields ({', '.join(fields)})"
+                )
             if not operators:
                 check_filter(wanted, field=f"{field}.{name}")
+
+
+def _is_operator(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("$")
 
 
 def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
@@ -127,7 +141,7 @@ _MISSING = _Missing()
 
 def _satisfies(have: Any, wanted: Any) -> bool:
     if isinstance(wanted, Mapping):
-        if any(isinstance(key, str) and key.startswith("$") for key in wanted):
+        if any(_is_operator(key) for key in wanted):
             return all(_compare(have, op, operand) for op, operand in wanted.items())
         return isinstance(have, Mapping) and all(
             _satisfies(have.get(name, _MISSING), sub) for name, sub in wanted.items()
@@ -158,11 +172,33 @@ def _number(value: Any) -> float | None:
     return None if isinstance(value, float) and math.isnan(value) else float(value)
 
 
+def _same(have: Any, operand: Any) -> bool:
+    """JSON equality of ``have`` and an operator's operand, taken literally: an object equals
+    an object with the same keys and equal values (no operator inside it is applied)."""
+    if isinstance(have, _Missing):
+        return False
+    if isinstance(operand, Mapping):
+        return (
+            isinstance(have, Mapping)
+            and have.keys() == operand.keys()
+            and all(_same(have[key], value) for key, value in operand.items())
+        )
+    if isinstance(operand, list | tuple):
+        return (
+            isinstance(have, list | tuple)
+            and len(have) == len(operand)
+            and all(_same(h, o) for h, o in zip(have, operand, strict=True))
+        )
+    if isinstance(have, Mapping | list | tuple):
+        return False
+    return _equal(have, operand)
+
+
 def _compare(have: Any, op: str, operand: Any) -> bool:
     if op == "$eq":
-        return _equal(have, operand)
+        return _same(have, operand)
     if op == "$ne":
-        return not _equal(have, operand)
+        return not _same(have, operand)
     left: Any
     right: Any
     left, right = _number(have), _number(operand)

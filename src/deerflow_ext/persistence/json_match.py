@@ -15,22 +15,47 @@ over every row built in Python.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import ColumnElement, String, and_, cast, func, literal, true
 from sqlalchemy.dialects.postgresql import JSONB
 
-__all__ = ["check_filter_keys", "json_contains"]
+__all__ = ["MAX_FILTER_KEYS", "check_filter_keys", "json_contains"]
+
+MAX_FILTER_KEYS = 100
+"""The most values (leaves, nested objects' included) one metadata or values filter may name.
+
+Each is a condition of its own on SQLite: thousands made one expression SQLite refused as
+"too large" after SQLAlchemy had spent seconds of the event loop building it."""
+
+_INT64 = (-(2**63), 2**63 - 1)  # what SQLite binds; a larger integer raised OverflowError
 
 
 def check_filter_keys(wanted: Mapping[str, Any], field: str) -> None:
-    """Refuse (``ValueError`` naming ``field``) a key a SQLite JSON path cannot quote."""
+    """Refuse (``ValueError`` naming ``field`` and the limit) a filter SQL cannot say: a key a
+    SQLite JSON path cannot quote, more than :data:`MAX_FILTER_KEYS` values, an integer out
+    of SQLite's 64-bit range, a number that is not finite."""
+    count = _check(wanted, field)
+    if count > MAX_FILTER_KEYS:
+        raise ValueError(f"{field}: a filter names at most {MAX_FILTER_KEYS} values, this one {count}")
+
+
+def _check(wanted: Mapping[str, Any], field: str) -> int:
+    count = 0
     for key, value in wanted.items():
         if '"' in key or "\\" in key:
             raise ValueError(f"{field}: filter key {key!r} may not contain '\"' or '\\'")
-        if isinstance(value, Mapping):
-            check_filter_keys(value, f"{field}.{key}")
+        if isinstance(value, Mapping) and value:
+            count += _check(value, f"{field}.{key}")
+            continue
+        count += 1
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            raise ValueError(f"{field}.{key}: an integer in a filter lies within -2**63 .. 2**63-1")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{field}.{key}: a number in a filter must be finite")
+    return count
 
 
 def json_contains(column: Any, wanted: Mapping[str, Any], dialect: str) -> ColumnElement[bool]:

@@ -145,6 +145,14 @@ class OneThread:
                 self._release()
         return await self._hand_over(fn, args, kwargs, False)
 
+    async def run_aside(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` always on the thread, never where it is awaited, even on a
+        loop-first thread: for a call whose size a client sets (a search over every item, a
+        thread's whole history), which made where it was awaited would stall every other
+        request of the loop for as long as it takes. It keeps its place among the calls
+        handed over, as :meth:`run`'s do."""
+        return await self._hand_over(fn, args, kwargs, False)
+
     def _hand_over(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], batched: bool
     ) -> asyncio.Future[T]:

@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from .checkpoint_copy import copy_checkpoints
 from .engine import SQLITE_TIMEOUT_SECONDS, is_sqlite_busy, wait_for_no_lock
 from .one_thread import OneThread
 from .threaded_saver import OnThreads
@@ -52,6 +53,16 @@ class OneThreadSqliteSaver(OnThreads, SqliteSaver):
     ) -> None:
         super().__init__(conn, serde=serde)
         self.thread = thread
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Every checkpoint of the source thread, pending writes included, on the target
+        (``checkpoint_copy``), here on the caller's thread."""
+        copy_checkpoints(self, source_thread_id, target_thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`copy_thread` on the saver's thread, never on the event loop: a copy is as
+        big as the thread's history."""
+        await self.thread.run_aside(copy_checkpoints, self, source_thread_id, target_thread_id)
 
     async def asetup(self) -> None:
         """Create or migrate the tables (``SqliteSaver.setup``), on the saver's thread."""

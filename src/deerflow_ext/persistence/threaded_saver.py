@@ -20,6 +20,7 @@ lock as they always do.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -93,6 +94,9 @@ class OnThreads:
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        # A listing is as long as a thread's history (a client asks for 1,000 states): its
+        # pages are read and deserialised on the thread, never on the event loop (``run_aside``),
+        # and the loop gets a turn between rows, for what the reader does with each.
         # The synchronous ``list`` holds the saver's lock until its generator ends, so each
         # hop reads one bounded page to the end and the next page starts `before` the last
         # row. Checkpoint ids order rows only within one thread and namespace: any other
@@ -105,16 +109,18 @@ class OnThreads:
             and not get_checkpoint_id(config)
         )
         if not pageable:
-            for row in await thread.run(_read_page, saver, config, filter, before, limit):
+            for row in await thread.run_aside(_read_page, saver, config, filter, before, limit):
                 yield row
+                await asyncio.sleep(0)
             return
         page = FIRST_PAGE if limit is None else LAST_PAGE
         left = limit
         while True:
             want = page if left is None else min(page, left)
-            rows = await thread.run(_read_page, saver, config, filter, before, want)
+            rows = await thread.run_aside(_read_page, saver, config, filter, before, want)
             for row in rows:
                 yield row
+                await asyncio.sleep(0)  # what the reader makes of each row, one at a time
             if len(rows) < want:
                 return
             if left is not None:

@@ -56,6 +56,13 @@ class Transactions(Protocol):
         read is its statements' round trips alone."""
         ...
 
+    async def read_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """:meth:`read`, for a read whose size a client sets (a store search, a thread search):
+        on SQLite always on the connection's thread, never on the event loop, so the loop
+        serves other requests while it runs; on PostgreSQL a read as any other (the database
+        does the work; the rows come back in awaited round trips)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -81,6 +88,9 @@ class ThreadTransactions:
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await self._thread.run(self._held.read, fn, args)
+
+    async def read_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
+        return await self._thread.run_aside(self._held.read, fn, args)
 
     async def aclose(self) -> None:
         await self._thread.run(_shut_down, self._held, self._engine)
@@ -109,6 +119,9 @@ class EngineTransactions:
         async with self._engine.connect() as conn:
             autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
             return await autocommit.run_sync(fn, *args)
+
+    async def read_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
+        return await self.read(fn, *args)
 
     async def aclose(self) -> None:
         """Nothing of its own to close: the engine is its owner's."""

@@ -27,6 +27,7 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp,
 from pydantic import BaseModel, Field, field_validator
 
 from ...persistence.item_matching import SEPARATOR, InvalidFilterError, check_labels
+from ...persistence.item_store import MAX_TTL_MINUTES
 from ..errors import TolerantJSONResponse
 from ..schemas import MAX_OFFSET
 from ..state import runtime_of
@@ -57,7 +58,13 @@ class ItemPut(BaseModel):
     key: str = Field(min_length=1)
     value: dict[str, Any]
     index: Literal[False] | list[str] | None = None  # no vector index: accepted, ignored
-    ttl: float | None = Field(default=None, gt=0, description="minutes until the item expires")
+    ttl: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_TTL_MINUTES,
+        allow_inf_nan=False,
+        description=f"minutes until the item expires (at most {MAX_TTL_MINUTES}: 100 years)",
+    )
 
     @field_validator("namespace")
     @classmethod

@@ -6,15 +6,18 @@ A thread's ``values`` (its current state) come from the checkpointer through the
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, HTTPException, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from langgraph.errors import InvalidUpdateError
 
 from ...persistence.models import ThreadStatus
 from ...persistence.records import ThreadQuery, ThreadRecord
 from ...runtime.wire import jsonable, searchable_values
-from ..errors import TolerantJSONResponse
+from ..errors import TolerantJSONResponse, json_bytes
 from ..schemas import (
     MAX_OFFSET,
     HistoryQuery,
@@ -55,6 +58,19 @@ async def _thread_out(runtime: GatewayRuntime, record: ThreadRecord, select: lis
         return selected(ThreadOut.of(record).model_dump(mode="json"), select)
     out = ThreadOut.of(record, jsonable(snapshot.values), _interrupts(snapshot))
     return selected(out.model_dump(mode="json"), select)
+
+
+async def _threads_out(
+    runtime: GatewayRuntime, records: list[ThreadRecord], select: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """:func:`_thread_out` of each, the event loop getting a turn between threads: a page is
+    up to 1,000 threads, each state read and converted (on SQLite, the checkpoint read where
+    it is awaited when nothing else is queued: ``one_thread``)."""
+    out = []
+    for record in records:
+        out.append(await _thread_out(runtime, record, select))
+        await asyncio.sleep(0)
+    return out
 
 
 def _answer(content: dict[str, Any] | list[dict[str, Any]]) -> TolerantJSONResponse:
@@ -112,7 +128,7 @@ async def search_threads(request: Request, body: Annotated[ThreadSearch | None, 
     runtime = runtime_of(request)
     body = body or ThreadSearch()
     records = await runtime.store.search_threads(_query(body))
-    return _answer([await _thread_out(runtime, r, body.select) for r in records])
+    return _answer(await _threads_out(runtime, records, body.select))
 
 
 @router.post("/count", response_model=int)
@@ -128,7 +144,7 @@ async def list_threads(
 ) -> Any:
     runtime = runtime_of(request)
     records = await runtime.store.list_threads(limit=limit, offset=offset)
-    return _answer([await _thread_out(runtime, t) for t in records])
+    return _answer(await _threads_out(runtime, records))
 
 
 @router.get("/{thread_id}", response_model=None, responses={200: {"model": ThreadOut}})
@@ -297,11 +313,17 @@ async def _refresh_searchable(runtime: GatewayRuntime, thread_id: str) -> None:
         await runtime.store.set_thread_state_values(thread_id, searchable_values(snapshot.values))
 
 
-async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery) -> list[dict[str, Any]]:
+async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery) -> Response:
+    """The states as one JSON array, each rendered on its own with a turn of the event loop
+    between them: a history is as long as a client asks (1,000 states of a long thread took
+    the loop for seconds, built into dicts, walked by FastAPI's encoder and then rendered).
+    The checkpoints themselves are read off the loop (``threaded_saver``). Rendered whole
+    before the first byte goes (a state that cannot be rendered is a 500, not a cut answer),
+    then sent part by part, never joined."""
     await _thread(runtime, thread_id)
     states = _states(runtime)
     if states is None:
-        return []
+        return Response(b"[]", media_type="application/json")
     snapshots = await states.history(
         thread_id,
         limit=query.limit,
@@ -309,22 +331,38 @@ async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery)
         metadata=query.metadata,
         checkpoint_ns=query.checkpoint.checkpoint_ns if query.checkpoint is not None else "",
     )
-    return [selected(_state_out(s, thread_id), query.select) for s in snapshots]
+    parts = [b"["]
+    for index, snapshot in enumerate(snapshots):
+        parts.append(json_bytes(selected(_state_out(snapshot, thread_id), query.select)))
+        parts.append(b"]" if index == len(snapshots) - 1 else b",")
+        await asyncio.sleep(0)
+    if not snapshots:
+        parts.append(b"]")
+    del snapshots
+    return StreamingResponse(_sent(parts), media_type="application/json")
 
 
-@router.post("/{thread_id}/history")
-async def history(
-    request: Request, thread_id: str, body: Annotated[HistoryQuery | None, Body()] = None
-) -> list[dict[str, Any]]:
+async def _sent(parts: list[bytes]) -> AsyncIterator[bytes]:
+    """``parts`` in order, each let go once sent: the answer is never joined into one copy."""
+    parts.reverse()
+    while parts:
+        yield parts.pop()
+
+
+_HISTORY: dict[int | str, dict[str, Any]] = {200: {"model": list[dict[str, Any]]}}
+
+
+@router.post("/{thread_id}/history", response_model=None, responses=_HISTORY)
+async def history(request: Request, thread_id: str, body: Annotated[HistoryQuery | None, Body()] = None) -> Response:
     """The thread's states, newest first (``limit``, ``before`` a checkpoint, ``metadata``)."""
     return await _history(runtime_of(request), thread_id, body or HistoryQuery())
 
 
-@router.get("/{thread_id}/history")
+@router.get("/{thread_id}/history", response_model=None, responses=_HISTORY)
 async def history_get(
     request: Request,
     thread_id: str,
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     before: str | None = None,
-) -> list[dict[str, Any]]:
+) -> Response:
     return await _history(runtime_of(request), thread_id, HistoryQuery(limit=limit, before=before))

@@ -96,10 +96,10 @@ class HostStore:
 
     async def search_threads(self, query: ThreadQuery) -> list[ThreadRecord]:
         """Threads matching ``query``, in its order (``thread_search``: filtered in SQL)."""
-        return [ThreadRecord.of(r) for r in await self._tx.read(thread_search.search_threads, query)]
+        return [ThreadRecord.of(r) for r in await self._tx.read_aside(thread_search.search_threads, query)]
 
     async def count_threads(self, query: ThreadQuery) -> int:
-        return await self._tx.read(thread_search.count_threads, query)
+        return await self._tx.read_aside(thread_search.count_threads, query)
 
     async def set_thread_state_values(self, thread_id: str, state_values: Mapping[str, Any]) -> None:
         """What a values filter reads of the thread, after its state changed outside a run
