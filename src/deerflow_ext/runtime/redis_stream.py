@@ -37,6 +37,7 @@ from .stream import (
     RunStreamWriter,
     StreamBatch,
     StreamEvent,
+    cut_by_size,
     position_of,
 )
 from .wire import dumps
@@ -185,9 +186,9 @@ class RedisStreamBridge:
             if wait <= 0 or missed is not None:
                 return StreamBatch(missed=missed)
             found = await self._redis.xread({key: f"{position}-0"}, count=MAX_BATCH, block=max(1, int(wait * 1000)))
-            return StreamBatch(tuple(_entry(raw) for _, entries in found or () for raw in entries))
+            return StreamBatch(tuple(cut_by_size([_entry(raw) for _, entries in found or () for raw in entries])))
         entries = await self._redis.xrange(key, f"({position}-0", "+", count=MAX_BATCH)
-        return StreamBatch(tuple(_entry(raw) for raw in entries), missed)
+        return StreamBatch(tuple(cut_by_size([_entry(raw) for raw in entries])), missed)
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):
