@@ -24,7 +24,8 @@ events) — never its newest event, so a stream keeps its ``end``. A state holdi
 incompressible message is repeated in nearly every ``values``/``updates``/``debug``/``events``
 event, which the event count alone let grow to ~100 MiB a run.
 
-Reads are cut by size (:data:`MAX_BATCH_BYTES`) as well as by count, and an event of at
+Reads are cut by size (:data:`MAX_BATCH_BYTES`, from sealed blocks at the end of the block
+the cut falls in) as well as by count, and an event of at
 least :data:`SHARED_MIN` bytes read from a sealed block is the same object for every reader
 (a weak table of the log's large events): readers that stop reading in the middle of one
 pin one copy of it between them, not one each.
@@ -209,7 +210,9 @@ class RunLog:
 
     def since(self, position: int, count: int, max_bytes: int = MAX_BATCH_BYTES) -> Sequence[StreamEvent]:
         """Up to ``count`` events after sequence number ``position`` (``first_seq - 1`` or
-        later), cut once their data reaches ``max_bytes`` (:func:`cut_by_size`)."""
+        later), cut once their data reaches ``max_bytes`` (:func:`cut_by_size`) — from sealed
+        blocks, at the end of the block where it did: the next read starts at a block's
+        first event instead of decompressing that block again."""
         tail_first = self.next_seq - len(self._tail)
         if position + 1 >= tail_first:
             start = position + 1 - tail_first
@@ -219,9 +222,10 @@ class RunLog:
         size = 0
         while len(found) < count + skip and index < len(self._blocks) and size < max_bytes:
             events = _unseal(self._blocks[index], self.first_seq + index * BLOCK, self._dictionary)
-            size += sum(len(event.data) for event in events[skip if not found else 0 :])
+            for event in events[0 if found else skip :]:
+                size += len(event.data)
             found += events
             index += 1
         if len(found) < count + skip and size < max_bytes:
-            found += self._tail
-        return cut_by_size(self._share(found[skip : skip + count]), max_bytes)
+            found += cut_by_size(self._tail, max_bytes - size)
+        return self._share(found[skip : skip + count])
