@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from conftest import GatewayProcess, parse_sse, start_gateway_process, write_config
 
 MODES = ["values", "updates", "debug", "events"]

@@ -3,18 +3,19 @@
 A run publishes its events once, through a :class:`RunStreamWriter`; any number of readers
 follow them by cursor (the id of the last event they saw), which is what makes a dropped
 SSE connection resumable: the client sends ``Last-Event-ID`` and gets exactly the events
-after it. Publishing never waits on a reader, and a reader holds little of its own: a read returns at
-most :data:`MAX_BATCH` events and stops once their data reaches
-``run_log.MAX_BATCH_BYTES`` (64 KiB), so a reader that stops reading pins one batch, not the
-stream.
+after it. Publishing never waits on a reader, and a reader holds little of its own: a read
+returns at most :data:`MAX_BATCH` events and stops once their data reaches
+``run_log.MAX_BATCH_BYTES`` (64 KiB), so a reader that stops reading pins one batch, not
+the stream.
 
 Retention is bounded, and a reader is told when it asks for more than is kept: a run keeps
-its last ``retain_events`` events (a few more between trims), and once it ended the whole stream is dropped
-``retain_seconds`` later. The in-memory bridge bounds bytes as well: a run keeps at most
-``retain_bytes`` of events and the process ``retain_total_bytes`` over all its runs (the
-oldest events of finished runs go first, then those of live runs, oldest run first). A cursor older than the oldest retained event yields a
-:class:`Missed` marker before the retained events — the SSE layer turns it into an explicit
-``not_retained`` event, never a silent gap.
+its last ``retain_events`` events (a few more between trims), and once it ended the whole
+stream is dropped ``retain_seconds`` later. The in-memory bridge bounds bytes as well: a run
+keeps at most ``retain_bytes`` of events and the process ``retain_total_bytes`` over all its
+runs (the oldest events of finished runs go first, then those of live runs, oldest run
+first). A cursor older than the oldest retained event yields a :class:`Missed` marker
+before the retained events — the SSE layer turns it into an explicit ``not_retained``
+event, never a silent gap.
 
 Two bridges implement the protocol: :class:`MemoryStreamBridge` (one process; the default)
 and ``redis_stream.RedisStreamBridge`` (Redis Streams, so every Gateway process can serve
@@ -39,9 +40,9 @@ __all__ = [
     "DEFAULT_RETAIN_EVENTS",
     "DEFAULT_RETAIN_SECONDS",
     "DEFAULT_RETAIN_TOTAL_BYTES",
-    "MAX_BATCH_BYTES",
     "END_EVENT",
     "IDLE",
+    "MAX_BATCH_BYTES",
     "MemoryStreamBridge",
     "Missed",
     "RunStreamWriter",
