@@ -90,9 +90,12 @@ def cut_by_size(events: Sequence[StreamEvent], max_bytes: int = MAX_BATCH_BYTES)
     return events
 
 
-def _unseal(block: bytes, first: int, dictionary: bytes) -> list[StreamEvent]:
-    records = zlib.decompressobj(_WBITS, zdict=dictionary).decompress(block).decode().split(_RECORD)
-    return [StreamEvent(str(first + i), *record.split(_FIELD, 1)) for i, record in enumerate(records)]
+def _unseal(block: bytes, first: int, dictionary: bytes) -> tuple[list[StreamEvent], int]:
+    """The block's events, and the length of their text (what a read counts against its
+    byte cut, without a pass over the events)."""
+    text = zlib.decompressobj(_WBITS, zdict=dictionary).decompress(block).decode()
+    records = text.split(_RECORD)
+    return [StreamEvent(str(first + i), *record.split(_FIELD, 1)) for i, record in enumerate(records)], len(text)
 
 
 class RunLog:
@@ -193,7 +196,7 @@ class RunLog:
                 drop += 1
             self._drop_tail(drop)
         if self.size > max_bytes and len(self._blocks) == 1 and not self._tail:
-            events = _unseal(self._blocks[0], self.first_seq, self._dictionary)
+            events, _ = _unseal(self._blocks[0], self.first_seq, self._dictionary)
             if len(events) > 1:  # keep the end alone
                 block = _seal(events[-1:], self._dictionary)
                 self.size += len(block) - len(self._blocks[0])
@@ -219,13 +222,14 @@ class RunLog:
             return cut_by_size(self._tail[start : start + count], max_bytes)
         index, skip = divmod(position + 1 - self.first_seq, BLOCK)
         found: list[StreamEvent] = []
-        size = 0
+        size = largest = 0
         while len(found) < count + skip and index < len(self._blocks) and size < max_bytes:
-            events = _unseal(self._blocks[index], self.first_seq + index * BLOCK, self._dictionary)
-            for event in events[0 if found else skip :]:
-                size += len(event.data)
+            events, length = _unseal(self._blocks[index], self.first_seq + index * BLOCK, self._dictionary)
+            size += length  # the skipped events count too: the cut is by block here
+            largest = max(largest, length)
             found += events
             index += 1
         if len(found) < count + skip and size < max_bytes:
             found += cut_by_size(self._tail, max_bytes - size)
-        return self._share(found[skip : skip + count])
+        batch = found[skip : skip + count]
+        return self._share(batch) if largest >= SHARED_MIN else batch  # no large event otherwise
