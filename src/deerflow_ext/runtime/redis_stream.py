@@ -6,7 +6,10 @@ by that one writer), so an SSE id is the same ``n`` whichever bridge issued it a
 retention arithmetic is the in-memory bridge's: ``XADD ... MAXLEN ~ retain_events`` trims
 the oldest entries, and a cursor below the first retained entry is reported as missed.
 A stream expires a day after its first event (a run whose process died never ends it) and
-``retain_seconds`` after its ``end``.
+``retain_seconds`` after its ``end``. Retention here is bounded in events only (the byte
+budgets are the in-memory bridge's; Redis's ``maxmemory`` bounds the rest), but a read is
+cut at ``run_log.MAX_BATCH_BYTES`` like the in-memory bridge's, so a reader holds one
+bounded batch.
 
 Publishing does not wait on Redis: events queue in the process and a background task writes
 them in pipelined batches, in order (only the first event and the ``end`` are awaited). If
