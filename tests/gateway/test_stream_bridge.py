@@ -180,3 +180,18 @@ async def _publish_payload(bridge: StreamBridge, run_id: str, payload: Any, coun
     for _ in range(count):
         await writer.publish("values", payload)
     await writer.close({"status": "success"})
+
+
+async def test_redis_reads_of_large_events_fetch_few_entries(redis_prefix: str) -> None:
+    """Redis cannot cut a read by size: once a run's events were seen to be large, a read
+    asks for about four batches' bytes of them, not 256 entries of whatever size."""
+    bridge = RedisStreamBridge(REDIS_URL, prefix=redis_prefix)
+    try:
+        await _publish_payload(bridge, "big", {"m": "x" * 100_000}, 20)
+        assert bridge._count("big") == 256  # nothing seen yet
+        first = await bridge.read("big", None)
+        assert [e.id for e in first.events] == ["1"]
+        assert bridge._count("big") == 2
+        assert [e.id for e in await _all(bridge, "big")] == [str(i) for i in range(1, 22)]
+    finally:
+        await bridge.aclose()
