@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -140,3 +141,57 @@ async def test_an_unreachable_redis_is_named_by_its_variable() -> None:
     ):
         await bridge.start()
     await bridge.aclose()
+
+
+async def test_a_batch_is_cut_by_size(make: Make) -> None:
+    """A reader holds at most one batch of its own: it stops once the events' data reaches
+    64 KiB, whatever their count (both bridges)."""
+    bridge = make()
+    writer = bridge.writer("big")
+    for _ in range(6):
+        await writer.publish("values", {"m": "x" * 40_000})
+    assert (await bridge.read("big", "5", wait=5)).events  # Redis writes in the background
+    batch = await bridge.read("big", None)  # a live run: its newest events
+    assert [e.id for e in batch.events] == ["1", "2"]
+    await writer.close()
+    assert [e.id for e in await _all(bridge, "big")] == [str(i) for i in range(1, 8)]
+
+
+async def test_the_memory_bridge_bounds_retained_bytes_per_run_and_per_process() -> None:
+    """Per run: the oldest events past ``retain_bytes`` are dropped and a reader from the
+    start is told (``Missed``) before the rest. Per process: past ``retain_total_bytes``
+    finished runs lose their oldest events first, and each run keeps its ``end``."""
+    bridge = MemoryStreamBridge(retain_bytes=300_000, retain_total_bytes=500_000)
+    payload = {"m": secrets.token_urlsafe(40_000)}  # ~53 KB, nearly incompressible
+    for run_id in ("a", "b", "c"):
+        await _publish_payload(bridge, run_id, payload, 20)
+        assert bridge.size == sum(log.size for log in bridge._logs.values())
+        assert bridge._logs[run_id].size <= 300_000
+    assert bridge.size <= 500_000
+    items = await _all(bridge, "a")
+    assert isinstance(items[0], Missed) and items[-1].event == "end"
+    assert [e.event for e in (await _all(bridge, "c"))[1:]][-1] == "end"
+    await bridge.aclose()
+    assert bridge.size == 0
+
+
+async def _publish_payload(bridge: StreamBridge, run_id: str, payload: Any, count: int) -> None:
+    writer = bridge.writer(run_id)
+    for _ in range(count):
+        await writer.publish("values", payload)
+    await writer.close({"status": "success"})
+
+
+async def test_redis_reads_of_large_events_fetch_few_entries(redis_prefix: str) -> None:
+    """Redis cannot cut a read by size: once a run's events were seen to be large, a read
+    asks for about four batches' bytes of them, not 256 entries of whatever size."""
+    bridge = RedisStreamBridge(REDIS_URL, prefix=redis_prefix)
+    try:
+        await _publish_payload(bridge, "big", {"m": "x" * 100_000}, 20)
+        assert bridge._count("big") == 256  # nothing seen yet
+        first = await bridge.read("big", None)
+        assert [e.id for e in first.events] == ["1"]
+        assert bridge._count("big") == 2
+        assert [e.id for e in await _all(bridge, "big")] == [str(i) for i in range(1, 22)]
+    finally:
+        await bridge.aclose()

@@ -164,15 +164,22 @@ class GatewayProcess:
 
 
 def start_gateway_process(
-    tmp_path: Path, *, wait: bool = True, tag: str = "gw", extra_path: Sequence[str] = ()
+    tmp_path: Path,
+    *,
+    wait: bool = True,
+    tag: str = "gw",
+    extra_path: Sequence[str] = (),
+    extra_env: dict[str, str] | None = None,
 ) -> GatewayProcess:
     """``deerflow-ext serve`` with ``tmp_path/config.yaml`` and the test's SQLite file;
-    ``extra_path`` goes on its ``PYTHONPATH`` (example packages' ``src``, say)."""
+    ``extra_path`` goes on its ``PYTHONPATH`` (example packages' ``src``, say), ``extra_env``
+    into its environment (``DEERFLOW_*`` settings)."""
     port = free_port()
     env = subprocess_env()
     env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], *extra_path])
     env["DEERFLOW_CONFIG"] = str(tmp_path / "config.yaml")
     env["DEERFLOW_DATABASE_URL"] = sqlite_url(tmp_path)
+    env.update(extra_env or {})
     log = tmp_path / f"{tag}-{port}.log"
     handle = log.open("w")
     proc = subprocess.Popen(

@@ -64,3 +64,59 @@ def test_an_ended_stream_keeps_nothing_as_it_is() -> None:
     assert sum(len(b) for b in log._blocks) < raw / 10
     assert [(e.id, e.event) for e in log.since(198, 5)] == [("199", "messages"), ("200", "messages"), ("201", "end")]
     assert [e.data for e in log.since(0, 300)] == [*(_data(i) for i in range(200)), "{}"]
+
+
+def _actual_size(log: RunLog) -> int:
+    return sum(len(b) for b in log._blocks) + sum(len(e.data) for e in log._tail)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=3000), max_size=6 * BLOCK),
+    max_bytes=st.integers(min_value=1, max_value=20_000),
+    ended=st.booleans(),
+    position=st.integers(min_value=0, max_value=8 * BLOCK),
+)
+def test_a_byte_budget_drops_the_oldest_events_and_keeps_the_newest(
+    sizes: list[int], max_bytes: int, ended: bool, position: int
+) -> None:
+    """Over ``max_bytes`` the oldest events go (whole sealed blocks, then tail events), never
+    the newest; what is kept reads back exactly, and ``size`` is what the log holds."""
+    log = RunLog(10_000, max_bytes)
+    everything = [("e", json.dumps("x" * n)) for n in sizes]
+    for event, data in everything:
+        log.append(event, data)
+    if ended:
+        log.append("end", "{}")
+        log.end()
+        log.trim(max_bytes)
+        everything.append(("end", "{}"))
+    assert log.size == _actual_size(log)
+    retained = log.next_seq - log.first_seq
+    assert retained >= min(len(everything), 1)
+    assert log.size <= max_bytes or retained == 1  # over it only by the newest event
+    position = max(position, log.first_seq - 1)
+    got = [(int(e.id), e.event, e.data) for e in log.since(position, 10 * BLOCK, 10**9)]
+    want = [(i, *everything[i - 1]) for i in range(position + 1, len(everything) + 1)]
+    assert got == want
+
+
+def test_reads_are_cut_by_size_and_large_events_are_shared() -> None:
+    log = RunLog(10_000)
+    big = json.dumps("m" * 300_000)
+    for _ in range(3 * BLOCK):
+        log.append("values", big)
+    assert len(log.since(log.next_seq - 3, 256)) == 1  # the tail: one 300 KB event passes 64 KiB
+    log.append("end", "{}")
+    log.end()
+    first = log.since(0, 256)
+    assert len(first) == BLOCK  # sealed: the cut falls in the first block, which is read whole
+    again = log.since(0, 256)
+    assert all(a is b for a, b in zip(first, again, strict=True))  # one copy between two readers
+    assert [e.id for e in log.since(BLOCK, 256)] == [str(BLOCK + i) for i in range(1, BLOCK + 1)]
+    small = RunLog(10_000)
+    for i in range(100):
+        small.append("messages", _data(i))
+    batch = small.since(small.next_seq - 1 - LIVE, 256, 300)  # from the tail
+    assert 1 < len(batch) < LIVE
+    assert sum(len(e.data) for e in batch[:-1]) < 300 <= sum(len(e.data) for e in batch)

@@ -148,6 +148,10 @@ class Settings(BaseSettings):
     #: Events kept per run for replay (``Last-Event-ID``), and how long after its end.
     stream_retain_events: int = Field(default=10_000, ge=1)
     stream_retain_seconds: float = Field(default=600.0, gt=0)
+    #: MiB of events kept per run, and over all runs of this process (in-memory bridge): the
+    #: oldest are dropped first (a reader asking for them is told ``not_retained``).
+    stream_retain_mib: float = Field(default=16.0, gt=0)
+    stream_retain_total_mib: float = Field(default=256.0, gt=0)
     #: Seconds of silence after which an SSE response sends a ``: heartbeat`` comment.
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
 

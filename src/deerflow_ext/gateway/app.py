@@ -252,7 +252,12 @@ async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBrid
         return opts.streams
     events, seconds = settings.stream_retain_events, settings.stream_retain_seconds
     if not settings.redis_url:
-        return MemoryStreamBridge(retain_events=events, retain_seconds=seconds)
+        return MemoryStreamBridge(
+            retain_events=events,
+            retain_seconds=seconds,
+            retain_bytes=max(1, round(settings.stream_retain_mib * 2**20)),
+            retain_total_bytes=max(1, round(settings.stream_retain_total_mib * 2**20)),
+        )
     bridge = RedisStreamBridge(
         settings.redis_url, prefix=settings.redis_prefix, retain_events=events, retain_seconds=seconds
     )

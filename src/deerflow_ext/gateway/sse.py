@@ -13,13 +13,21 @@ running it died, or the stream's retention ran out — the run's persisted statu
 once it is final (on two consecutive heartbeats, so a run still finalizing is not cut
 short) the response ends with an ``end`` event of its own. While the database cannot be
 asked, the stream keeps its heartbeats and asks again.
+
+A reader that stops reading holds a bounded number of bytes (issue 54). uvicorn waits for a
+connection's transport buffer to drain below its high-water mark (64 KiB) before each write,
+so what a stalled response holds of its own is the chunk being written and the batch it came
+from: batches stop at ``run_log.MAX_BATCH_BYTES`` (64 KiB of data), and an event larger than
+:data:`PIECE_CHARS` is written in pieces sliced from the one text every reader shares, never
+framed whole per reader. Before, a batch of up to 256 events — each carrying a 1 MiB message
+the state held — was joined into one chunk per reader: 100 stalled readers held 9.4 GB.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from typing import Any
 
 from ..persistence.models import RunStatus
@@ -32,6 +40,7 @@ from .streaming import ListeningStreamingResponse
 __all__ = [
     "HEARTBEAT",
     "NOT_RETAINED_EVENT",
+    "PIECE_CHARS",
     "SSE_HEADERS",
     "frame",
     "run_events",
@@ -40,6 +49,9 @@ __all__ = [
 
 NOT_RETAINED_EVENT = "not_retained"
 HEARTBEAT = b": heartbeat\n\n"
+PIECE_CHARS = 16 * 1024
+"""An event's data longer than this is written in pieces of this many characters (at most
+64 KiB of UTF-8 each)."""
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _LIVE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 
@@ -51,6 +63,27 @@ def frame(event: str, data: str, event_id: str) -> bytes:
 
 def _frame_of(item: StreamEvent) -> bytes:
     return frame(item.event, item.data, item.id)
+
+
+def _chunks(events: tuple[StreamEvent, ...], modes: Collection[str] | None) -> Iterator[bytes]:
+    """The SSE text of ``events`` (those ``modes`` wants): small events joined into one chunk,
+    an event over :data:`PIECE_CHARS` in pieces of its shared data."""
+    small: list[bytes] = []
+    for e in events:
+        if not _wanted(e, modes):
+            continue
+        if len(e.data) <= PIECE_CHARS:
+            small.append(_frame_of(e))
+            continue
+        if small:
+            yield b"".join(small)
+            small = []
+        yield f"event: {e.event}\ndata: ".encode()
+        for start in range(0, len(e.data), PIECE_CHARS):
+            yield e.data[start : start + PIECE_CHARS].encode()
+        yield f"\nid: {e.id}\n\n".encode()
+    if small:
+        yield b"".join(small)
 
 
 def _wanted(event: StreamEvent, modes: Collection[str] | None) -> bool:
@@ -121,9 +154,13 @@ async def run_events(
                     continue
                 cursor = item[-1].id
                 sent_end = item[-1].event == END_EVENT
-                chunk = b"".join(_frame_of(e) for e in item if _wanted(e, modes))
-                if chunk:
-                    yield chunk
+                if all(len(e.data) <= PIECE_CHARS for e in item):
+                    chunk = b"".join(_frame_of(e) for e in item if _wanted(e, modes))
+                    if chunk:
+                        yield chunk
+                else:
+                    for chunk in _chunks(item, modes):
+                        yield chunk
             if sent_end:
                 return
             # The bridge keeps nothing (more) for this run.

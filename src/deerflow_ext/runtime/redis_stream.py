@@ -6,7 +6,10 @@ by that one writer), so an SSE id is the same ``n`` whichever bridge issued it a
 retention arithmetic is the in-memory bridge's: ``XADD ... MAXLEN ~ retain_events`` trims
 the oldest entries, and a cursor below the first retained entry is reported as missed.
 A stream expires a day after its first event (a run whose process died never ends it) and
-``retain_seconds`` after its ``end``.
+``retain_seconds`` after its ``end``. Retention here is bounded in events only (the byte
+budgets are the in-memory bridge's; Redis's ``maxmemory`` bounds the rest), but a read is
+cut at ``run_log.MAX_BATCH_BYTES`` like the in-memory bridge's, so a reader holds one
+bounded batch, and asks for fewer entries once a run's events were seen to be large.
 
 Publishing does not wait on Redis: events queue in the process and a background task writes
 them in pipelined batches, in order (only the first event and the ``end`` are awaited). If
@@ -33,10 +36,12 @@ from .stream import (
     DEFAULT_RETAIN_SECONDS,
     END_EVENT,
     MAX_BATCH,
+    MAX_BATCH_BYTES,
     Missed,
     RunStreamWriter,
     StreamBatch,
     StreamEvent,
+    cut_by_size,
     position_of,
 )
 from .wire import dumps
@@ -120,6 +125,7 @@ class RedisStreamBridge:
         self.retain_events = retain_events
         self.retain_seconds = retain_seconds
         self._redis: Any = Redis.from_url(url, decode_responses=True)
+        self._event_bytes: dict[str, int] = {}  # per run: the largest event a read has seen
         self._read_failing = False  # one log line per outage, not one per reader and heartbeat
 
     def key(self, run_id: str) -> str:
@@ -184,10 +190,27 @@ class RedisStreamBridge:
                 return StreamBatch(missed=missed, ended=True)
             if wait <= 0 or missed is not None:
                 return StreamBatch(missed=missed)
-            found = await self._redis.xread({key: f"{position}-0"}, count=MAX_BATCH, block=max(1, int(wait * 1000)))
-            return StreamBatch(tuple(_entry(raw) for _, entries in found or () for raw in entries))
-        entries = await self._redis.xrange(key, f"({position}-0", "+", count=MAX_BATCH)
-        return StreamBatch(tuple(_entry(raw) for raw in entries), missed)
+            count = self._count(run_id)
+            found = await self._redis.xread({key: f"{position}-0"}, count=count, block=max(1, int(wait * 1000)))
+            return StreamBatch(self._cut(run_id, [_entry(raw) for _, entries in found or () for raw in entries]))
+        entries = await self._redis.xrange(key, f"({position}-0", "+", count=self._count(run_id))
+        return StreamBatch(self._cut(run_id, [_entry(raw) for raw in entries]), missed)
+
+    def _count(self, run_id: str) -> int:
+        """Entries to ask Redis for: :data:`MAX_BATCH`, fewer once the run's events were seen
+        to be large, so a read fetches about four times ``MAX_BATCH_BYTES``, not 256 events of
+        a megabyte each (Redis cannot cut a read by size)."""
+        largest = self._event_bytes.get(run_id, 0)
+        return max(1, min(MAX_BATCH, 4 * MAX_BATCH_BYTES // largest)) if largest else MAX_BATCH
+
+    def _cut(self, run_id: str, events: list[StreamEvent]) -> tuple[StreamEvent, ...]:
+        if events:
+            largest = max(len(event.data) for event in events)
+            if largest > self._event_bytes.get(run_id, 0):
+                if len(self._event_bytes) >= 10_000:  # forget old runs now and then
+                    self._event_bytes.clear()
+                self._event_bytes[run_id] = largest
+        return tuple(cut_by_size(events))
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):

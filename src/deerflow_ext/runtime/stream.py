@@ -3,13 +3,19 @@
 A run publishes its events once, through a :class:`RunStreamWriter`; any number of readers
 follow them by cursor (the id of the last event they saw), which is what makes a dropped
 SSE connection resumable: the client sends ``Last-Event-ID`` and gets exactly the events
-after it. Publishing never waits on a reader.
+after it. Publishing never waits on a reader, and a reader holds little of its own: a read
+returns at most :data:`MAX_BATCH` events and stops once their data reaches
+``run_log.MAX_BATCH_BYTES`` (64 KiB), so a reader that stops reading pins one batch, not
+the stream.
 
 Retention is bounded, and a reader is told when it asks for more than is kept: a run keeps
-its last ``retain_events`` events (a few more between trims), and once it ended the whole stream is dropped
-``retain_seconds`` later. A cursor older than the oldest retained event yields a
-:class:`Missed` marker before the retained events — the SSE layer turns it into an explicit
-``not_retained`` event, never a silent gap.
+its last ``retain_events`` events (a few more between trims), and once it ended the whole
+stream is dropped ``retain_seconds`` later. The in-memory bridge bounds bytes as well: a run
+keeps at most ``retain_bytes`` of events and the process ``retain_total_bytes`` over all its
+runs (the oldest events of finished runs go first, then those of live runs, oldest run
+first). A cursor older than the oldest retained event yields a :class:`Missed` marker
+before the retained events — the SSE layer turns it into an explicit ``not_retained``
+event, never a silent gap.
 
 Two bridges implement the protocol: :class:`MemoryStreamBridge` (one process; the default)
 and ``redis_stream.RedisStreamBridge`` (Redis Streams, so every Gateway process can serve
@@ -27,20 +33,24 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .run_log import RunLog, StreamEvent
+from .run_log import MAX_BATCH_BYTES, RunLog, StreamEvent, cut_by_size
 from .wire import dumps
 
 __all__ = [
+    "DEFAULT_RETAIN_BYTES",
     "DEFAULT_RETAIN_EVENTS",
     "DEFAULT_RETAIN_SECONDS",
+    "DEFAULT_RETAIN_TOTAL_BYTES",
     "END_EVENT",
     "IDLE",
+    "MAX_BATCH_BYTES",
     "MemoryStreamBridge",
     "Missed",
     "RunStreamWriter",
     "StreamBatch",
     "StreamBridge",
     "StreamEvent",
+    "cut_by_size",
     "follow",
     "follow_batches",
     "position_of",
@@ -49,6 +59,8 @@ __all__ = [
 END_EVENT = "end"
 DEFAULT_RETAIN_EVENTS = 10_000
 DEFAULT_RETAIN_SECONDS = 600.0
+DEFAULT_RETAIN_BYTES = 16 * 1024 * 1024
+DEFAULT_RETAIN_TOTAL_BYTES = 256 * 1024 * 1024
 MAX_BATCH = 256
 
 
@@ -190,36 +202,64 @@ class MemoryStreamBridge:
     shared = False
 
     def __init__(
-        self, *, retain_events: int = DEFAULT_RETAIN_EVENTS, retain_seconds: float = DEFAULT_RETAIN_SECONDS
+        self,
+        *,
+        retain_events: int = DEFAULT_RETAIN_EVENTS,
+        retain_seconds: float = DEFAULT_RETAIN_SECONDS,
+        retain_bytes: int = DEFAULT_RETAIN_BYTES,
+        retain_total_bytes: int = DEFAULT_RETAIN_TOTAL_BYTES,
     ) -> None:
         if retain_events < 1:
             raise ValueError("retain_events must be at least 1")
+        if retain_bytes < 1 or retain_total_bytes < 1:
+            raise ValueError("retain_bytes and retain_total_bytes must be at least 1")
         self.retain_events = retain_events
         self.retain_seconds = retain_seconds
+        self.retain_bytes = retain_bytes
+        self.retain_total_bytes = retain_total_bytes
+        self.size = 0  # every log's ``size``
         self._logs: dict[str, RunLog] = {}
         self._expiries: dict[str, asyncio.TimerHandle] = {}
 
     def writer(self, run_id: str) -> RunStreamWriter:
-        self._logs[run_id] = RunLog(self.retain_events)
+        old = self._logs.pop(run_id, None)
+        if old is not None:
+            self.size -= old.size
+        self._logs[run_id] = RunLog(self.retain_events, self.retain_bytes)
         return _MemoryWriter(self, run_id)
 
     def append(self, run_id: str, event: str, data: str) -> None:
         log = self._logs.get(run_id)
         if log is None or log.ended:
             return
+        before = log.size
         log.append(event, data)
         if event == END_EVENT:
             log.end()
             self._expire_later(run_id, log)
+        self.size += log.size - before
+        if self.size > self.retain_total_bytes:
+            self._shrink()
         # Wake every reader waiting on this run, then arm a fresh event for the next wait.
         log.changed.set()
         log.changed = asyncio.Event()
+
+    def _shrink(self) -> None:
+        """Back under ``retain_total_bytes``: the oldest events of finished runs first, then
+        those of live runs, oldest run first; each run keeps at least its newest event."""
+        for ended in (True, False):
+            for log in [log for log in self._logs.values() if log.ended is ended]:
+                excess = self.size - self.retain_total_bytes
+                if excess <= 0:
+                    return
+                self.size -= log.trim(max(log.size - excess, 0))
 
     def _expire_later(self, run_id: str, log: RunLog) -> None:
         def expire() -> None:
             self._expiries.pop(run_id, None)
             if self._logs.get(run_id) is log:
                 del self._logs[run_id]
+                self.size -= log.size
 
         with contextlib.suppress(RuntimeError):  # no running loop: keep it until aclose()
             self._expiries[run_id] = asyncio.get_running_loop().call_later(self.retain_seconds, expire)
@@ -246,10 +286,11 @@ class MemoryStreamBridge:
             if position < log.first_seq - 1:  # the buffer wrapped while we waited
                 missed = Missed(after, str(log.first_seq - 1))
                 position = log.first_seq - 1
-        return StreamBatch(tuple(log.since(position, MAX_BATCH)), missed)
+        return StreamBatch(tuple(log.since(position, MAX_BATCH, MAX_BATCH_BYTES)), missed)
 
     async def aclose(self) -> None:
         for handle in self._expiries.values():
             handle.cancel()
         self._expiries.clear()
         self._logs.clear()
+        self.size = 0
