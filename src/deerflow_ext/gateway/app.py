@@ -243,7 +243,11 @@ async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBrid
     if not settings.redis_url:
         return MemoryStreamBridge(retain_events=events, retain_seconds=seconds)
     bridge = RedisStreamBridge(
-        settings.redis_url, prefix=settings.redis_prefix, retain_events=events, retain_seconds=seconds
+        settings.redis_url,
+        prefix=settings.redis_prefix,
+        retain_events=events,
+        retain_seconds=seconds,
+        max_connections=settings.redis_max_connections,
     )
     await bridge.start()
     return bridge
