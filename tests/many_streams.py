@@ -50,15 +50,25 @@ def model_config(fake: FakeOpenAI) -> dict[str, Any]:
 
 @dataclass
 class Outcome:
-    """What every reader of every run saw: the text of its token chunks, the events' names."""
+    """What every reader of every run saw: the text of its token chunks, and who it was
+    followed by the names of the events it got (``end`` with its data)."""
 
     texts: list[str] = field(default_factory=list)
     names: list[list[str]] = field(default_factory=list)
     seconds: float = 0.0
 
-    def complete(self) -> int:
+    def short(self) -> list[tuple[int, list[str]]]:
+        """The readers that missed tokens: words received, and their first and last events."""
         expected = answer([])
-        return sum(text == expected for text in self.texts)
+        return [
+            (len(text.split()), names[:3] + names[-2:])
+            for text, names in zip(self.texts, self.names, strict=True)
+            if text != expected
+        ]
+
+    def ended_cleanly(self) -> bool:
+        """Every reader got an ``end`` last, and no ``not_retained``."""
+        return all(names[-1].startswith("end") and "not_retained" not in names for names in self.names)
 
 
 def _read(body: str) -> tuple[str, list[str]]:
@@ -94,7 +104,7 @@ async def _conversation(client: httpx.AsyncClient, n: int, joiners: int, outcome
         join = [_join(client, thread, run_id, outcome) for _ in range(joiners)]
         tasks = [asyncio.create_task(j) for j in join]
         text, names = _read((await response.aread()).decode())
-        names.insert(0, f"creator {run_id}")
+        names.insert(0, f"creator of {run_id}")
     outcome.texts.append(text)
     outcome.names.append(names)
     await asyncio.gather(*tasks)
@@ -104,7 +114,7 @@ async def _join(client: httpx.AsyncClient, thread: str, run_id: str, outcome: Ou
     url = f"/api/threads/{thread}/runs/{run_id}/stream"
     response = await client.get(url, params={"stream_mode": "messages-tuple"}, headers={"Last-Event-ID": "-1"})
     text, names = _read(response.text)
-    names.insert(0, f"joiner {run_id} {response.status_code} {response.headers} {response.text[:1500]!r}")
+    names.insert(0, f"joiner of {run_id}")
     outcome.texts.append(text)
     outcome.names.append(names)
 

@@ -3,10 +3,10 @@
 At 64 conversations through ``ChatOpenAI`` the process ran out of Redis connections (one
 blocked ``XREAD`` per waiting reader, plus the writes, past redis-py's pool of 100): writes
 failed with ``Too many connections``, 4,206 warnings, and live readers got 65-203 of 200
-token chunks with a normal ``end``. Here 32 conversations, each read by its creator and two
-joiners (96 readers), run on a deliberately small pool of 4 connections: every reader gets
-every token, and the log stays quiet. ``nox -s chaos`` runs 128 conversations
-(``tests/chaos/test_many_streams.py``).
+token chunks with a normal ``end``. Here 16 conversations, each read by its creator and six
+joiners (112 readers, past that pool), run on a deliberately small pool of 4 connections:
+every reader gets every token, and the log stays quiet. ``nox -s chaos`` runs 128
+conversations (``tests/chaos/test_many_streams.py``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from many_streams import answer, converse, model_config
-from redis_support import REDIS_URL, REDIS_UNREACHABLE
+from redis_support import REDIS_UNREACHABLE, REDIS_URL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(REDIS_UNREACHABLE is not None, reason=str(REDIS_UNREACHABLE))]
 
-CONVERSATIONS = 32
-JOINERS = int(__import__("os").environ.get("J", "2"))
+CONVERSATIONS = 16
+JOINERS = 6
 
 
 def test_every_reader_of_every_concurrent_stream_gets_every_token(cluster_of: object, redis_prefix: str) -> None:
@@ -39,14 +39,9 @@ def test_every_reader_of_every_concurrent_stream_gets_every_token(cluster_of: ob
         outcome = converse(gateway.base_url, CONVERSATIONS, joiners=JOINERS)
     readers = CONVERSATIONS * (1 + JOINERS)
     assert len(outcome.texts) == readers
-    short = [
-        (len(t.split()), n[:3], n[-3:]) for t, n in zip(outcome.texts, outcome.names, strict=True) if t != answer([])
-    ]
-    print(f"{readers} readers in {outcome.seconds:.1f} s")
-    assert not short, (
-        f"{len(short)} of {readers} readers missed tokens (words, events): {short[:5]}\n{gateway.log()[-3000:]}"
-    )
-    assert all(names[-1].startswith("end") and "not_retained" not in names for names in outcome.names)
+    short = outcome.short()
+    assert not short, f"{len(short)} of {readers} readers missed tokens (words, events): {short[:5]}"
+    assert outcome.ended_cleanly()
     log = gateway.log()
-    assert "Too many connections" not in log and "could not write" not in log, log[-2000:]
-    assert log.count("WARNING") < 10, log[-2000:]
+    assert "Too many connections" not in log, log[-2000:]
+    assert log.count(" WARNING ") < 5, log[-2000:]

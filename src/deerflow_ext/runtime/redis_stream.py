@@ -131,6 +131,7 @@ class RedisStreamBridge:
         retain_events: int = DEFAULT_RETAIN_EVENTS,
         retain_seconds: float = DEFAULT_RETAIN_SECONDS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        write_retry_seconds: float = WRITE_RETRY_SECONDS,
     ) -> None:
         from redis.asyncio import BlockingConnectionPool, Redis
 
@@ -143,7 +144,9 @@ class RedisStreamBridge:
         )
         self._redis: Any = Redis.from_pool(pool)
         self._tail = RedisTail(url)
-        self._writes = RedisWrites(url, retain_events=retain_events, retain_seconds=retain_seconds)
+        self._writes = RedisWrites(
+            url, retain_events=retain_events, retain_seconds=retain_seconds, retry_seconds=write_retry_seconds
+        )
         self._read_log = OutageLog(logger, "run streams: Redis read")
 
     def key(self, run_id: str) -> str:
