@@ -66,9 +66,13 @@ class Outcome:
             if text != expected
         ]
 
-    def ended_cleanly(self) -> bool:
-        """Every reader got an ``end`` last, and no ``not_retained``."""
-        return all(names[-1].startswith("end") and "not_retained" not in names for names in self.names)
+    def unclean(self) -> list[list[str]]:
+        """The readers whose stream did not end with ``end``, or told of ``not_retained``."""
+        return [
+            [n for n in names if n != "messages"]
+            for names in self.names
+            if not names[-1].startswith("end") or "not_retained" in names
+        ]
 
 
 def _read(body: str) -> tuple[str, list[str]]:

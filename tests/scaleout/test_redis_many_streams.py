@@ -41,7 +41,7 @@ def test_every_reader_of_every_concurrent_stream_gets_every_token(cluster_of: ob
     assert len(outcome.texts) == readers
     short = outcome.short()
     assert not short, f"{len(short)} of {readers} readers missed tokens (words, events): {short[:5]}"
-    assert outcome.ended_cleanly()
+    assert not outcome.unclean(), outcome.unclean()[:5]
     log = gateway.log()
     assert "Too many connections" not in log, log[-2000:]
     assert log.count(" WARNING ") < 5, log[-2000:]

@@ -64,7 +64,10 @@ logger = logging.getLogger("deerflow_ext.runtime")
 
 DEFAULT_MAX_CONNECTIONS = 16
 _PENDING_LIMIT = 10_000
-_POOL_WAIT_SECONDS = 20.0
+# A read waits for a pooled connection as long as it takes (each command is bounded by the
+# socket timeout): under a burst, failing it would end a finished run's stream with
+# not_retained although its events are all in Redis.
+_POOL_WAIT_SECONDS = None
 
 
 class RedisUnavailableError(RuntimeError):

@@ -67,7 +67,7 @@ class _Watch:
     seen: int
     waiters: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
-    start: int = 0  # the last delivery: the entries after ``start``
+    start: int = 0  # the recent entries read: those after ``start``, consecutive
     entries: Sequence[RawEntry] = ()
     error: BaseException | None = None
     last_wait: float = 0.0
@@ -216,7 +216,13 @@ class RedisTail:
             watch = self._watched.get(key)
             if watch is None or not entries:
                 continue
-            watch.start, watch.entries = _seq(streams[key]), entries
+            start = _seq(streams[key])
+            if watch.entries and watch.start < start and _seq(watch.entries[-1][0]) == start:
+                # Keep up to MAX_BATCH recent entries, so that a reader a few deliveries
+                # behind (its loop was busy sending) is served from here too.
+                entries = (*watch.entries, *entries)[-MAX_BATCH:]
+                start = _seq(entries[0][0]) - 1
+            watch.start, watch.entries = start, entries
             watch.seen = max(watch.seen, _seq(entries[-1][0]))
             watch.error = None
             watch.changed.set()
