@@ -11,7 +11,10 @@ conversations (``tests/chaos/test_many_streams.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from scaleout_cluster import Cluster
 
 from fake_openai import FakeOpenAI
 from many_streams import answer, converse, model_config
@@ -23,9 +26,11 @@ CONVERSATIONS = 16
 JOINERS = 6
 
 
-def test_every_reader_of_every_concurrent_stream_gets_every_token(cluster_of: object, redis_prefix: str) -> None:
+def test_every_reader_of_every_concurrent_stream_gets_every_token(
+    cluster_of: Callable[..., Cluster], redis_prefix: str
+) -> None:
     with FakeOpenAI(reply=answer, token_delay=0.002) as fake:
-        cluster = cluster_of(  # type: ignore[operator]
+        cluster = cluster_of(
             1,
             extra_env={
                 "DEERFLOW_REDIS_URL": REDIS_URL,
