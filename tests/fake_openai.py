@@ -74,12 +74,14 @@ class FakeOpenAI:
         delay: float = 0.0,
         fail_when: FailWhen | None = None,
         stall_when: StallWhen | None = None,
+        token_delay: float = 0.0,
     ) -> None:
         self.reply = reply
         self.fail_when = fail_when
         self.stall_when = stall_when
         self.api_key = api_key
         self.delay = delay  # seconds before each completion answers (a slow provider)
+        self.token_delay = token_delay  # seconds between streamed tokens (a model generating)
         self.requests: list[dict[str, Any]] = []
         self._failures: list[tuple[int, str]] = []
         self._lock = threading.Lock()
@@ -229,6 +231,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
             send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
             for token in _tokens(text):
+                if fake.token_delay:
+                    time.sleep(fake.token_delay)
                 send([{"index": 0, "delta": {"content": token}, "finish_reason": None}])
             send([{"index": 0, "delta": {}, "finish_reason": "stop"}])
             if usage is not None:

@@ -67,12 +67,14 @@ def spawn_gateways(
     extra_env: dict[str, str] | None = None,
     extra_plugins: tuple[dict[str, Any], ...] = (),
     extra_args: tuple[str, ...] = (),
+    extra_config: dict[str, Any] | None = None,
 ) -> Cluster:
     """Start ``count`` Gateways at once (their migrations race on purpose) and wait for /health.
 
     ``extra_plugins`` come after the scale-out extension; modules under ``tests/gateway`` are
     importable too (the SDK suite's gate extension). ``extra_args`` go to ``serve``
-    (``--workers 2``)."""
+    (``--workers 2``); ``extra_config`` adds top-level keys of config.yaml (``models:``,
+    ``title:``...)."""
     hook_log = directory / "hooks.jsonl"
     config = directory / "config.yaml"
     document = {
@@ -82,6 +84,7 @@ def spawn_gateways(
         ],
         # No compaction: the thread's checkpoint must keep every message the runs produced.
         "summarization": {"enabled": False},
+        **(extra_config or {}),
     }
     config.write_text(json.dumps(document), encoding="utf-8")  # JSON is YAML
     env = {

@@ -30,6 +30,7 @@ from .lead import ModelFactory, make_lead_agent, subagent_task_tool
 from .messages import final_answer
 from .models import model_name_for, shared_model_factory
 from .reuse import CompiledGraphs
+from .system_calls import SYSTEM_CALL_TAG
 from .thread_state import ThreadStates
 
 __all__ = [
@@ -348,8 +349,14 @@ async def _stream_with_events(
     """The graph's stream items, run through LangChain's ``astream_events`` (v2) so that every
     callback event is emitted as an ``events`` chunk on the way, as LangGraph Platform's
     ``events`` stream mode sends them. The graph's own stream items are the root run's
-    ``on_chain_stream`` chunks (the root has no parent)."""
-    async for event in graph.astream_events(inputs, run_config, version="v2", **options):
+    ``on_chain_stream`` chunks (the root has no parent).
+
+    The host's own model calls (title, goal, summarization, memory) are left out: their
+    prompts quote the conversation and are not the client's (README). Each carries
+    ``SYSTEM_CALL_TAG``, which its child runs inherit, and LangChain drops every event of a
+    run whose tags it excludes."""
+    events = graph.astream_events(inputs, run_config, version="v2", exclude_tags=[SYSTEM_CALL_TAG], **options)
+    async for event in events:
         if emit is not None:
             pending = emit("events", event)
             if inspect.isawaitable(pending):

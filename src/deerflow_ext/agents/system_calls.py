@@ -5,7 +5,9 @@ graph node, a model call inherits the run's callbacks, so LangGraph's ``messages
 mode would forward its tokens to the client next to the agent's answer (a chat UI then shows
 the title prompt's reply as a message). LangGraph skips any call tagged ``nostream``
 (``langgraph.constants.TAG_NOSTREAM``); every system call carries that tag, plus its kind in
-the metadata and the run name, so traces still show what it was.
+the metadata and the run name, so traces still show what it was. The ``events`` mode
+(LangChain's callback events) excludes every run tagged ``SYSTEM_CALL_TAG`` and its children
+(``agents/host.py``), so neither the calls nor their prompts reach it either.
 
 They are also the host's *aids*: a title, a summary, a goal verdict, remembered facts. The
 user's answer exists (or, for a summary, can be had without one) whatever they do, so a

@@ -145,6 +145,10 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     #: Prefix of every Redis key the Gateway writes (several deployments can share a Redis).
     redis_prefix: str = "deerflow:"
+    #: Redis connections a process opens for run streams' writes and reads (a command waits
+    #: for one when all are busy), plus one for every reader's wait for new entries. Not per
+    #: stream: 16 carried 128 concurrent streams (docs/SCALE-OUT.md).
+    redis_max_connections: int = Field(default=16, ge=1)
     #: Events kept per run for replay (``Last-Event-ID``), and how long after its end.
     stream_retain_events: int = Field(default=10_000, ge=1)
     stream_retain_seconds: float = Field(default=600.0, gt=0)

@@ -259,7 +259,11 @@ async def _stream_bridge(settings: Settings, opts: GatewayOptions) -> StreamBrid
             retain_total_bytes=max(1, round(settings.stream_retain_total_mib * 2**20)),
         )
     bridge = RedisStreamBridge(
-        settings.redis_url, prefix=settings.redis_prefix, retain_events=events, retain_seconds=seconds
+        settings.redis_url,
+        prefix=settings.redis_prefix,
+        retain_events=events,
+        retain_seconds=seconds,
+        max_connections=settings.redis_max_connections,
     )
     await bridge.start()
     return bridge
