@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "JSON_DEPTH_CEILING",
@@ -57,6 +67,10 @@ class PluginEntry(_Strict):
     intercept: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
     table_prefix: str | None = None
+    # Values for the settings fields of the full-stack plugins this entry registers, by plugin
+    # namespace then field key (docs/SPEC.md, "Full-stack plugins"). Types are strict here,
+    # and each value is checked against its field when the plugin registers.
+    settings: dict[str, dict[str, StrictBool | StrictInt | StrictStr]] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
