@@ -76,7 +76,7 @@ from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .front import GatewayFront
 from .principal import install_principal_resolver
-from .routes import HOST_ROUTERS, plugins_router
+from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
 from .state import GatewayRuntime
@@ -213,9 +213,6 @@ def create_app(
     install_error_handlers(app)
     for router in HOST_ROUTERS:
         app.include_router(router, dependencies=[Depends(door)])
-    # Without the door: it reads the body, and a plugin action's body is read only once the
-    # action is admitted (routes/plugins.py).
-    app.include_router(plugins_router)
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
     # One layer outside the extension-route errors: CORS, the JSON 500, access, body limits,
     # JSON bodies, in that order (front.py).

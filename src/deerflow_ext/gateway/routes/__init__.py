@@ -39,4 +39,6 @@ HOST_ROUTERS = (
     extensions_config_router,
     operator_router,
     crons_router,
+    # Last: nothing hot is under /api/plugins. The door leaves its bodies to the route.
+    plugins_router,
 )

@@ -18,8 +18,8 @@ Four routes, DeerFlow's (digest §4.3, §4.6), every one for an authenticated pr
   status, and any other failure 502 without detail (the handler's text may be private).
 
 Assets are served even when the plugin is disabled, as in DeerFlow: listed files are public
-to every authenticated user. This router is included without the host's ``door`` dependency:
-the door reads the body, and an action's body must not be read before it is admitted.
+to every authenticated user. The host's ``door`` dependency checks these routes' parameters
+but leaves the body to the action route: it must not be read before the action is admitted.
 """
 
 from __future__ import annotations
