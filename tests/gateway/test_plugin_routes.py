@@ -16,7 +16,7 @@ from gw_fixtures import FakeAgentHost
 
 import deerflow_ext.gateway.routes.plugins as plugins_routes
 from conftest import live_server
-from deerflow_ext.config.schema import AppConfig
+from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.extensions.contract.registry import HostRegistry
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 from deerflow_ext.gateway import create_app
@@ -308,3 +308,14 @@ async def test_there_is_no_settings_write_route(client: Any) -> None:
         response = await client.request(method, "/api/plugins/acme.page", json={"enabled": False})
         assert response.status_code in (404, 405)
     assert (await client.post("/api/plugins/acme.page/reset", json={})).status_code in (404, 405)
+
+
+def test_a_bad_setting_names_the_gateways_own_config_file(settings_for: Any) -> None:
+    settings = settings_for()
+    record = PluginEntry(
+        name="notes", use="extensions.fixtures_full_stack:install", settings={"acme.notes": {"limit": "ten"}}
+    )
+    app = create_app(settings, config=AppConfig(plugins=[record]), agent_host_factory=lambda c, k: FakeAgentHost())
+    (problem,) = [d for d in app.state.extension_diagnostics if d.phase == "load"]
+    expected = f"{settings.config}: plugins[notes].settings['acme.notes'].limit: expected integer, got str 'ten'"
+    assert expected in problem.message and app.state.extensions.plugins == ()

@@ -128,13 +128,18 @@ def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
 
 
 def load_gateway_extensions(
-    config: AppConfig, diagnostics: DiagnosticsList, entry_points: EntryPointIndex | None = None
+    config: AppConfig,
+    diagnostics: DiagnosticsList,
+    entry_points: EntryPointIndex | None = None,
+    *,
+    config_file: str = "config.yaml",
 ) -> LoadedExtensions:
     """Load ``config.plugins`` once; load errors propagate to stop startup.
 
     The loader itself logs the summary line, so the Gateway does not repeat it.
+    ``config_file`` names the file in a record's ``settings:`` errors.
     """
-    return load_extensions(config, entry_points=entry_points, diagnostics=diagnostics)
+    return load_extensions(config, entry_points=entry_points, diagnostics=diagnostics, config_file=config_file)
 
 
 async def _scale_out(
@@ -186,7 +191,7 @@ def create_app(
     entry_points: EntryPointIndex | None = None
     if extensions is None:
         entry_points = EntryPointIndex.scan()
-        extensions = load_gateway_extensions(config, DiagnosticsList(), entry_points)
+        extensions = load_gateway_extensions(config, DiagnosticsList(), entry_points, config_file=str(settings.config))
     set_loaded_extensions(extensions)
     diagnostics = extensions.diagnostics  # the list its loading recorded into
 
