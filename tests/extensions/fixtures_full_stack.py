@@ -59,3 +59,27 @@ def swallows_refusal(registry: Any, config: Mapping[str, Any]) -> None:
         registry.plugin(make_plugin("acme.swallowed", tools=(), backend=(), frontend=None))
     except ValueError:
         pass
+
+
+class InvokingService:
+    """A service that keeps what the host lent it, for the model-invocation tests."""
+
+    def __init__(self) -> None:
+        self.deps: Any = None
+        self.stopped = False
+
+    async def start(self, deps: Any) -> None:
+        self.deps = deps
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+SERVICES: list[InvokingService] = []
+
+
+@extension(api="0.2.6")
+def install_service(registry: Any, config: Mapping[str, Any]) -> None:
+    service = InvokingService()
+    SERVICES.append(service)
+    registry.service(service)

@@ -27,8 +27,10 @@ __all__ = [
     "AppConfig",
     "GatewayConfig",
     "GoalConfig",
+    "HostAccess",
     "MemoryConfig",
     "ModelEntry",
+    "ModelInvocationGrant",
     "ModelPurpose",
     "PluginEntry",
     "RequestLimits",
@@ -42,6 +44,35 @@ __all__ = [
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelInvocationGrant(_Strict):
+    """The models an extension's services may call (``deps.model_invoker``), by logical role.
+
+    ``roles`` maps a role the extension asks for (``classifier``) to a configured model's
+    name; the limits bound every call of that extension (one concurrency pool per record).
+    """
+
+    roles: dict[str, str] = Field(min_length=1)
+    max_concurrency: int = Field(default=2, ge=1, le=64)
+    timeout_seconds: float = Field(default=60, gt=0, le=600)
+    max_input_chars: int = Field(default=262_144, ge=1, le=1_048_576)
+    max_output_chars: int = Field(default=65_536, ge=1, le=1_048_576)
+
+    @field_validator("roles")
+    @classmethod
+    def _plain_names(cls, roles: dict[str, str]) -> dict[str, str]:
+        for role, model in roles.items():
+            for text in (role, model):
+                if not text.strip() or text != text.strip():
+                    raise ValueError(f"role {role!r} -> {model!r}: names must be non-blank, without surrounding spaces")
+        return roles
+
+
+class HostAccess(_Strict):
+    """Host capabilities an operator grants one record; nothing is granted by default."""
+
+    model_invocation: ModelInvocationGrant | None = None
 
 
 class PluginEntry(_Strict):
@@ -71,6 +102,8 @@ class PluginEntry(_Strict):
     # namespace then field key (docs/SPEC.md, "Full-stack plugins"). Types are strict here,
     # and each value is checked against its field when the plugin registers.
     settings: dict[str, dict[str, StrictBool | StrictInt | StrictStr]] = Field(default_factory=dict)
+    # Host capabilities granted to this record's services (docs/SPEC.md, "Model invocation").
+    host_access: HostAccess = Field(default_factory=HostAccess)
 
     @model_validator(mode="before")
     @classmethod

@@ -35,9 +35,10 @@ from fastapi_offline import FastAPIOffline
 from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
 from ..agents.host import AgentHost
+from ..agents.model_access import GrantedModelInvoker
 from ..agents.policy import project_policy
 from ..config.loading import load_app_config
-from ..config.schema import AppConfig
+from ..config.schema import AppConfig, PluginEntry
 from ..config.settings import Settings
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
@@ -137,9 +138,17 @@ def load_gateway_extensions(
     """Load ``config.plugins`` once; load errors propagate to stop startup.
 
     The loader itself logs the summary line, so the Gateway does not repeat it.
-    ``config_file`` names the file in a record's ``settings:`` errors.
+    ``config_file`` names the file in a record's ``settings:`` errors. A record granted model
+    invocation gets its invoker here, for its services.
     """
-    return load_extensions(config, entry_points=entry_points, diagnostics=diagnostics, config_file=config_file)
+
+    def invoker(entry: PluginEntry) -> GrantedModelInvoker | None:
+        grant = entry.host_access.model_invocation
+        return None if grant is None else GrantedModelInvoker(grant, config, source=entry.name)
+
+    return load_extensions(
+        config, entry_points=entry_points, diagnostics=diagnostics, config_file=config_file, model_invokers=invoker
+    )
 
 
 async def _scale_out(

@@ -19,6 +19,7 @@ stands in for its validation.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import os
@@ -28,14 +29,14 @@ from typing import Any
 
 import pluggy
 
-from deerflow_extension_api import ExtensionData
+from deerflow_extension_api import ExtensionData, ExtensionRuntimeDeps
 
 from ..boundary.diagnostics import DiagnosticsList
 from ..full_stack.registration import RegisteredPlugin, check_plugin
 from .hookspecs import KINDS, PROJECT_NAME, SPEC_ARGNAMES, ContributionKind, ContributionSpecs, hookimpl
 from .snapshot import Contribution, LoadedExtensions, TablePrefix
 
-__all__ = ["HostRegistry", "PluginSettingsError", "RegistrationError", "RegistrationMark"]
+__all__ = ["GrantedService", "HostRegistry", "PluginSettingsError", "RegistrationError", "RegistrationMark"]
 
 logger = logging.getLogger("deerflow_ext.extensions")
 
@@ -59,6 +60,36 @@ class RegistrationMark:
     intercept: bool = False
     plugins_start: int = 0
     settings: Mapping[str, Mapping[str, Any]] | None = None
+    model_invoker: Any = None
+
+
+class GrantedService:
+    """A service of a record granted model invocation: its ``deps`` carry the invoker.
+
+    The invoker is opened for the service's start and closed (calls in flight cancelled,
+    later ones refused) when the service stops or its start fails.
+    """
+
+    def __init__(self, inner: Any, invoker: Any) -> None:
+        self.inner = inner
+        self.invoker = invoker
+
+    def __repr__(self) -> str:
+        return f"GrantedService({self.inner!r})"
+
+    async def start(self, deps: ExtensionRuntimeDeps) -> None:
+        self.invoker.open()
+        try:
+            await self.inner.start(dataclasses.replace(deps, model_invoker=self.invoker))
+        except BaseException:
+            self.invoker.close()
+            raise
+
+    async def stop(self) -> None:
+        self.invoker.close()
+        stop = getattr(self.inner, "stop", None)
+        if callable(stop):
+            await stop()
 
 
 class _ContributionPlugin:
@@ -144,14 +175,17 @@ class HostRegistry:
         *,
         intercept: bool = False,
         settings: Mapping[str, Mapping[str, Any]] | None = None,
+        model_invoker: Any = None,
     ) -> RegistrationMark:
         """Start attributing registrations to one ``plugins:`` entry.
 
         ``settings`` is the record's ``settings:`` map (plugin namespace -> field -> value),
         applied by :meth:`plugin` and checked by :meth:`check_settings_claimed`.
+        ``model_invoker`` is the record's granted invoker (``host_access.model_invocation``):
+        its services get it on ``deps.model_invoker``.
         """
         self._mark = RegistrationMark(
-            position, label, extension, len(self._plugins), intercept, len(self._full_stack), settings
+            position, label, extension, len(self._plugins), intercept, len(self._full_stack), settings, model_invoker
         )
         self._per_entry = 0
         return self._mark
@@ -223,6 +257,9 @@ class HostRegistry:
         self._register(KINDS["context_compaction_observer"], observer)
 
     def service(self, service: Any) -> None:
+        invoker = self._mark.model_invoker if self._mark is not None else None
+        if invoker is not None and callable(getattr(service, "start", None)):
+            service = GrantedService(service, invoker)
         self._register(KINDS["service"], service)
 
     def routers(self, routers: Sequence[Any]) -> None:
