@@ -46,6 +46,52 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class PluginEntry(_Strict):
+    """One ``plugins:`` record. ``use`` is an entry-point name or ``module:attr``.
+
+    Records in DeerFlow's shape load unchanged: ``name`` may be left out (it is then the
+    ``use`` value, and must still be unique), and ``package`` names the distribution that
+    provides the extension. ``package`` is informational: ``extensions list`` shows it and
+    ``enable``/``disable``/``remove`` accept it as a name; loading never reads it, because
+    ``use`` alone says what to import.
+
+    ``intercept: true`` is the operator's opt-in (beyond DeerFlow) for middlewares that make
+    decisions: they may rewrite a request, short-circuit the call or replace its result, and
+    they fail *closed* (an exception fails the run, attributed). Without it every contributed
+    middleware is observe-only and fails open (``deerflow_ext.extensions.composition.isolation``).
+    """
+
+    name: str = Field(min_length=1)
+    use: str = Field(min_length=1)
+    package: str | None = Field(default=None, min_length=1)
+    enabled: bool = True
+    required: bool = False
+    intercept: bool = False
+    config: dict[str, Any] = Field(default_factory=dict)
+    table_prefix: str | None = None
+    # Values for the settings fields of the full-stack plugins this entry registers, by plugin
+    # namespace then field key (docs/SPEC.md, "Full-stack plugins"). Types are strict here,
+    # and each value is checked against its field when the plugin registers.
+    settings: dict[str, dict[str, StrictBool | StrictInt | StrictStr]] = Field(default_factory=dict)
+    # Host capabilities granted to this record's services (docs/SPEC.md, "Model invocation").
+    host_access: HostAccess = Field(default_factory=lambda: HostAccess())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_defaults_to_use(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("name") is None and isinstance(data.get("use"), str):
+            return {**data, "name": data["use"]}
+        return data
+
+    @field_validator("table_prefix")
+    @classmethod
+    def _prefix_not_empty(cls, value: str | None) -> str | None:
+        # An empty prefix would claim every table in the database, host tables included.
+        if value is not None and not value.strip():
+            raise ValueError("table_prefix must not be empty; omit the key if the extension owns no tables")
+        return value
+
+
 class ModelInvocationGrant(_Strict):
     """The models an extension's services may call (``deps.model_invoker``), by logical role.
 
@@ -75,50 +121,8 @@ class HostAccess(_Strict):
     model_invocation: ModelInvocationGrant | None = None
 
 
-class PluginEntry(_Strict):
-    """One ``plugins:`` record. ``use`` is an entry-point name or ``module:attr``.
-
-    Records in DeerFlow's shape load unchanged: ``name`` may be left out (it is then the
-    ``use`` value, and must still be unique), and ``package`` names the distribution that
-    provides the extension. ``package`` is informational: ``extensions list`` shows it and
-    ``enable``/``disable``/``remove`` accept it as a name; loading never reads it, because
-    ``use`` alone says what to import.
-
-    ``intercept: true`` is the operator's opt-in (beyond DeerFlow) for middlewares that make
-    decisions: they may rewrite a request, short-circuit the call or replace its result, and
-    they fail *closed* (an exception fails the run, attributed). Without it every contributed
-    middleware is observe-only and fails open (``deerflow_ext.extensions.composition.isolation``).
-    """
-
-    name: str = Field(min_length=1)
-    use: str = Field(min_length=1)
-    package: str | None = Field(default=None, min_length=1)
-    enabled: bool = True
-    required: bool = False
-    intercept: bool = False
-    config: dict[str, Any] = Field(default_factory=dict)
-    table_prefix: str | None = None
-    # Values for the settings fields of the full-stack plugins this entry registers, by plugin
-    # namespace then field key (docs/SPEC.md, "Full-stack plugins"). Types are strict here,
-    # and each value is checked against its field when the plugin registers.
-    settings: dict[str, dict[str, StrictBool | StrictInt | StrictStr]] = Field(default_factory=dict)
-    # Host capabilities granted to this record's services (docs/SPEC.md, "Model invocation").
-    host_access: HostAccess = Field(default_factory=HostAccess)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _name_defaults_to_use(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("name") is None and isinstance(data.get("use"), str):
-            return {**data, "name": data["use"]}
-        return data
-
-    @field_validator("table_prefix")
-    @classmethod
-    def _prefix_not_empty(cls, value: str | None) -> str | None:
-        # An empty prefix would claim every table in the database, host tables included.
-        if value is not None and not value.strip():
-            raise ValueError("table_prefix must not be empty; omit the key if the extension owns no tables")
-        return value
+# PluginEntry names HostAccess, defined after it.
+PluginEntry.model_rebuild()
 
 
 ModelPurpose = Literal["lead", "subagent", "title", "memory", "summarization", "goal"]
