@@ -9,17 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from .plugin_values import SettingValueIn
 
 __all__ = [
     "JSON_DEPTH_CEILING",
@@ -72,7 +64,7 @@ class PluginEntry(_Strict):
     # Values for the settings fields of the full-stack plugins this entry registers, by plugin
     # namespace then field key (docs/SPEC.md, "Full-stack plugins"). Types are strict here,
     # and each value is checked against its field when the plugin registers.
-    settings: dict[str, dict[str, StrictBool | StrictInt | StrictStr]] = Field(default_factory=dict)
+    settings: dict[str, dict[str, SettingValueIn]] = Field(default_factory=dict)
     # Host capabilities granted to this record's services (docs/SPEC.md, "Model invocation").
     host_access: HostAccess = Field(default_factory=lambda: HostAccess())
 
