@@ -250,7 +250,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         runtime_logger.setLevel(logging.INFO)
     verdict: str | None = None
     try:
-        load_extensions(config, entry_points=EntryPointIndex.scan(), diagnostics=diagnostics)
+        load_extensions(config, entry_points=EntryPointIndex.scan(), diagnostics=diagnostics, config_file=str(path))
     except (ExtensionLoadError, TablePrefixCollisionError) as exc:
         verdict = f"{type(exc).__name__}: {exc}"
     finally:

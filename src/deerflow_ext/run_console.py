@@ -235,7 +235,7 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         set_metrics_enabled(settings.metrics)
         config = load_startup_config(settings, config_path=args.config)
         check_database(settings.database_url)
-        extensions = load_extensions(config)  # logs the summary line
+        extensions = load_extensions(config, config_file=str(args.config or settings.config))  # logs the summary line
     except refusals() as exc:  # SettingsError among them
         print(error_line(exc), file=sys.stderr)
         return EXIT_STARTUP

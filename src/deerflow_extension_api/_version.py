@@ -8,4 +8,4 @@ from __future__ import annotations
 
 __all__ = ["API_VERSION"]
 
-API_VERSION = "0.2.1"
+API_VERSION = "0.2.6"

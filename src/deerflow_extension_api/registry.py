@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .compaction import ContextCompactionObserver
     from .lifecycle import TaskLifecycleContributor
     from .middleware import MiddlewareContributor
+    from .plugins import PluginContribution
     from .services import ExtensionService
     from .system import SystemModelCallObserver
 
@@ -21,7 +22,7 @@ __all__ = ["ExtensionRegistry"]
 
 # The registration methods of the contract's first release (DeerFlow's 0.1): every registry
 # has them. Later releases add methods (0.2: agent_assembly_observer,
-# context_compaction_observer) that a registry written earlier lacks.
+# context_compaction_observer; 0.2.2: plugin) that a registry written earlier lacks.
 _FIRST_RELEASE = ("middlewares", "task_lifecycle", "system_model_observer", "service", "routers")
 
 
@@ -29,7 +30,8 @@ _FIRST_RELEASE = ("middlewares", "task_lifecycle", "system_model_observer", "ser
 class ExtensionRegistry(Protocol):
     """Where ``install(registry, config)`` registers contributions.
 
-    Every method has a default body that returns ``None``, like every other protocol of
+    Every method has a default body that returns ``None`` (``plugin`` returns ``False``:
+    "this host does not take plugins", which an extension may test), like every other protocol of
     the contract and as DeerFlow's contract has it: adding a registration method in a
     later release stays additive for code that subclasses this protocol (a test double,
     say). The host does not inherit these defaults: its registry implements every
@@ -49,6 +51,15 @@ class ExtensionRegistry(Protocol):
             return True
         undecided: bool = NotImplemented  # the usual checks decide (nominal subclasses, registration)
         return undecided
+
+    def plugin(self, contribution: PluginContribution) -> bool:
+        """Register a full-stack plugin (tools, actions, browser parts, settings).
+
+        A host that runs plugins returns ``True`` once it accepted the contribution and
+        raises ``ValueError`` for one it refuses; this default, a host without plugin
+        support, returns ``False``.
+        """
+        return False
 
     def middlewares(self, contributor: MiddlewareContributor) -> None:
         return None

@@ -12,9 +12,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["canonical_hash", "canonical_json", "collect_release_policies"]
+__all__ = ["ReleasePolicyProvider", "canonical_hash", "canonical_json", "collect_release_policies"]
+
+
+@runtime_checkable
+class ReleasePolicyProvider(Protocol):
+    """A middleware whose behaviour depends on parameters a release should record.
+
+    :func:`collect_release_policies` reads the declaration of every middleware in a stack
+    and the host hashes them into the agent's fingerprint, so changing a parameter shows
+    up as a new release. Values must be JSON-serialisable; hash long text rather than
+    embedding it. The default declares nothing.
+    """
+
+    def release_policy_parameters(self) -> dict[str, object]:
+        return None  # type: ignore[return-value]  # DeerFlow's default: declares nothing
 
 
 def canonical_json(value: object) -> str:

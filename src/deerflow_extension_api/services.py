@@ -13,6 +13,8 @@ from .policy import HostPolicySnapshot
 
 if TYPE_CHECKING:
     from .data import ExtensionData
+    from .model_invocation import ModelInvoker
+    from .run_evidence import RunEvidenceReader
 
 __all__ = ["ExtensionRuntimeDeps", "ExtensionService"]
 
@@ -23,12 +25,17 @@ class ExtensionRuntimeDeps:
 
     ``session_factory`` is the host's SQLAlchemy async session factory, typed ``Any``
     so the contract does not depend on SQLAlchemy; it is ``None`` when the host runs
-    without a database.
+    without a database. ``run_evidence_reader`` reads every run (it is for trusted
+    services; a route asks for a caller-bound reader instead) and ``model_invoker`` is
+    present only when the operator granted this extension model roles; both are ``None``
+    on a host that does not provide them.
     """
 
     app_store: ExtensionData | None = None
     policy: HostPolicySnapshot = field(default_factory=HostPolicySnapshot)
     session_factory: Any = None
+    run_evidence_reader: RunEvidenceReader | None = None
+    model_invoker: ModelInvoker | None = None
 
 
 @runtime_checkable

@@ -48,7 +48,11 @@ ARGUMENTS: dict[str, object] = {
     "observer": object(),
     "service": object(),
     "routers": (),
+    "contribution": object(),
 }
+
+# A method whose "nothing" is another value: ``plugin`` answers "this host takes no plugins".
+EMPTY_DEFAULTS: dict[str, object] = {"plugin": False}
 
 
 class Bare:
@@ -66,7 +70,8 @@ def _methods(protocol: type) -> list[tuple[str, Callable[..., Any]]]:
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.__name__)
 def test_every_protocol_method_has_a_body_that_returns_an_empty_default(protocol: type) -> None:
     """Called on an object that implements nothing, each method returns ``None`` (or ``()`` for
-    a contribution list): adding a method in a later release never breaks old code."""
+    a contribution list, ``False`` for ``plugin``): adding a method in a later release never
+    breaks old code."""
     methods = _methods(protocol)
     assert methods, f"{protocol.__name__} declares no methods"
     for name, method in methods:
@@ -74,7 +79,10 @@ def test_every_protocol_method_has_a_body_that_returns_an_empty_default(protocol
         returned = method(Bare(), *(ARGUMENTS[p] for p in parameters))
         if inspect.iscoroutine(returned):
             returned = asyncio.run(returned)
-        assert returned in (None, ()), f"{protocol.__name__}.{name} returned {returned!r}"
+        if name in EMPTY_DEFAULTS:
+            assert returned is EMPTY_DEFAULTS[name], f"{protocol.__name__}.{name} returned {returned!r}"
+        else:
+            assert returned in (None, ()), f"{protocol.__name__}.{name} returned {returned!r}"
 
 
 @pytest.mark.parametrize(
@@ -120,8 +128,8 @@ def test_the_contracts_enumerations_compare_as_their_strings() -> None:
     assert {k.value for k in api.SystemOperationKind} == {"goal", "memory", "title", "summarization"}
 
 
-def test_the_version_is_0_2_1() -> None:
-    assert api.API_VERSION == "0.2.1"
+def test_the_version_is_0_2_6() -> None:
+    assert api.API_VERSION == "0.2.6"
 
 
 @dataclass

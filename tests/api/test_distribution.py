@@ -33,7 +33,7 @@ def _files(distribution: str) -> set[str]:
 def test_the_contract_project_is_stdlib_only_at_the_contracts_version() -> None:
     project = _pyproject(ROOT / "contract" / "pyproject.toml")["project"]
     assert project["name"] == CONTRACT
-    assert project["version"] == API_VERSION == "0.2.1"
+    assert project["version"] == API_VERSION == "0.2.6"
     assert project["dependencies"] == []
 
 

@@ -9,7 +9,7 @@ from deerflow_extension_api import API_VERSION, ExtensionInstall, ExtensionRegis
 
 
 def test_api_version() -> None:
-    assert API_VERSION == "0.2.1"
+    assert API_VERSION == "0.2.6"
 
 
 def test_marker_stamps_and_returns_same_function() -> None:

@@ -7,6 +7,11 @@ import pytest
 
 import deerflow_extension_api as api
 
+
+async def _handler(payload: Any, context: Any) -> None:
+    return None
+
+
 INSTANCES: list[Any] = [
     api.TaskInfo("t", "r", "th", "lead"),
     api.SystemModelRequest(["m"]),
@@ -19,6 +24,26 @@ INSTANCES: list[Any] = [
     api.MiddlewareDescriptor("n", "m"),
     api.AgentAssemblyDescriptor("ns", "a", None, "m", {}, False, None, "h", (), (), (), (), {}),
     api.CompactionEvent("summarization", "1", ("h1",), "out", 1, 0),
+    # 0.2.2 to 0.2.6
+    api.ExtensionPrincipal("u"),
+    api.ActionContext(api.ExtensionPrincipal("u"), {}),
+    api.ToolContext(api.ExtensionPrincipal("u"), {}, "thread"),
+    api.BackendAction("act", _handler),
+    api.ModelTool("tool", "d", {"type": "object"}, _handler),
+    api.BrowserModule("acme.page", "export default {}"),
+    api.BrowserAssets("acme.page", "/tmp"),
+    api.PluginContribution("acme.ns", "Acme"),
+    api.SettingsField("limit", "Limit", "integer", 3),
+    api.MessageProvenance("memory", "dynamic_context_memory"),
+    api.RunStatusView(),
+    api.RunEventView(),
+    api.RunPage(),
+    api.RunEventPage(),
+    api.AgentRun("th", "r", "running"),
+    api.ModelMessage("user", "hi"),
+    api.ModelInvocationRequest([api.ModelMessage("user", "hi")]),
+    api.ModelInvocationResult("answer"),
+    api.ModelUsage(),
 ]
 
 

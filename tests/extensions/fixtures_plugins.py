@@ -84,7 +84,13 @@ def older_patch(registry: Any, config: Mapping[str, Any]) -> None:
     registry.agent_assembly_observer(Observer(("older_patch",)))
 
 
-@extension(api="0.2.2")
+@extension(api="0.2.6")
+def deerflow_current(registry: Any, config: Mapping[str, Any]) -> None:
+    """Marked as an extension written against DeerFlow's newest contract is."""
+    registry.agent_assembly_observer(Observer(("deerflow_current",)))
+
+
+@extension(api="0.2.7")
 def newer_patch(registry: Any, config: Mapping[str, Any]) -> None:
     registry.agent_assembly_observer(Observer(("newer_patch",)))
 

@@ -59,12 +59,20 @@ def test_summary_and_failure_lines_verbatim(caplog: pytest.LogCaptureFixture) ->
     assert messages == [
         (
             logging.ERROR,
-            f"Extension {M}:newer_patch: extension requires extension-api 0.2.2, host provides 0.2.1. "
-            "Install a matching version: pip install 'deerflow-extension-api>=0.2.2,<0.3'",
+            f"Extension {M}:newer_patch: extension requires extension-api 0.2.7, host provides 0.2.6. "
+            "Install a matching version: pip install 'deerflow-extension-api>=0.2.7,<0.3'",
         ),
         (logging.INFO, f"Extensions loaded: 2/3 ({M}:good, {M}:unmarked); 2 loaded, 1 failed"),
     ]
     assert ext.summary == f"Extensions loaded: 2/3 ({M}:good, {M}:unmarked); 2 loaded, 1 failed"
+
+
+def test_extensions_marked_for_deerflows_newest_and_oldest_0_2_both_load() -> None:
+    """Pinned ``>=0.2.6,<0.3`` (DeerFlow's current examples) or ``>=0.2.0,<0.3``: both install."""
+    ext = load(config({"name": "new", "use": f"{M}:deerflow_current"}, {"name": "old", "use": f"{M}:older_patch"}))
+    assert ext.loaded == (f"{M}:deerflow_current", f"{M}:older_patch")
+    assert [c.contributor.tag for c in ext.assembly_observers] == [("deerflow_current",), ("older_patch",)]
+    assert not ext.diagnostics
 
 
 def test_summary_counts_disabled_entries_in_the_total(caplog: pytest.LogCaptureFixture) -> None:

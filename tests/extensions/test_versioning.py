@@ -125,6 +125,19 @@ def test_malformed_markers_are_refused_clearly(marker: object) -> None:
 
 
 def test_host_version_is_the_contracts() -> None:
-    assert str(V(API_VERSION)) == "0.2.1"
-    assert V(API_VERSION).parts == (0, 2, 1)
+    assert str(V(API_VERSION)) == "0.2.6"
+    assert V(API_VERSION).parts == (0, 2, 6)
     assert V("0.2").parts == (0, 2, 0)
+
+
+@pytest.mark.parametrize(
+    ("marker", "accepted"), [("0.2.6", True), ("0.2.0", True), ("0.2", True), ("0.2.1", True), ("0.2.7", False)]
+)
+def test_this_host_admits_deerflows_newest_contract_and_every_earlier_0_2(marker: str, accepted: bool) -> None:
+    """An extension pinned ``>=0.2.6,<0.3`` marks itself 0.2.6; one pinned ``>=0.2.0,<0.3`` 0.2.0."""
+    install = extension(api=marker)(lambda registry, config: None)
+    if accepted:
+        check_marker(install)
+    else:
+        with pytest.raises(ApiVersionError, match=r"host provides 0\.2\.6"):
+            check_marker(install)

@@ -20,7 +20,13 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions
 from deerflow_ext.extensions.notifications.observe import observe_system_call
-from deerflow_extension_api import ExtensionData, SystemModelRequest, SystemOperationKind
+from deerflow_extension_api import (
+    ContentKind,
+    ExtensionData,
+    SystemModelRequest,
+    SystemOperationKind,
+    provenance_kwargs,
+)
 
 from .models import effective_model_name
 from .prompts import GOAL_CONTINUATION_PROMPT, render_goal_prompt, render_transcript
@@ -48,7 +54,11 @@ def parse_verdict(raw: object) -> GoalVerdict:
 
 
 def continuation_message(goal: str, verdict: GoalVerdict) -> HumanMessage:
-    return HumanMessage(content=GOAL_CONTINUATION_PROMPT.format(goal=goal, reason=verdict.reason or "no reason"))
+    # Stamped as the host's own (provenance): the user never wrote this message.
+    return HumanMessage(
+        content=GOAL_CONTINUATION_PROMPT.format(goal=goal, reason=verdict.reason or "no reason"),
+        additional_kwargs=provenance_kwargs(ContentKind.MIDDLEWARE_INJECTION, "goal"),
+    )
 
 
 async def evaluate_goal(

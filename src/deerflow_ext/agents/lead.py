@@ -29,6 +29,7 @@ from deerflow_ext.extensions.composition.assembly import (
     emit_agent_assembled,
     text_hash,
 )
+from deerflow_ext.extensions.composition.plugin_tools import merge_tools, plugin_tools, tool_source
 from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, bound_extensions, build_extensions
 from deerflow_ext.memo import DescriptorMemo
@@ -223,6 +224,8 @@ def build_agent(
     ext = extensions if extensions is not None else build_extensions()
     factory = model_factory or (lambda name: create_chat_model(config, name))
     with bound_extensions(ext):
+        # Plugin model tools join the host's, after them: a host tool keeps its name.
+        tools = merge_tools(tools, plugin_tools(ext)) if ext.plugins else tools
         model = factory(model_name)
         policy = project_policy(config, scope, agent_name)
         host = build_host_stack(
@@ -274,7 +277,7 @@ def build_agent(
 
         def describe() -> AgentAssemblyDescriptor:
             all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]
-            described_tools = tuple(describe_tool(t) for t in all_tools)
+            described_tools = tuple(describe_tool(t, tool_source(t)) for t in all_tools)
             middlewares = _describe_stack(stack, layers, config, scope, policy, memory)
             effective_model = effective_model_name(model)
             build = build_info()

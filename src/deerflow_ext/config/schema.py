@@ -14,6 +14,8 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from .plugin_values import SettingValueIn
+
 __all__ = [
     "JSON_DEPTH_CEILING",
     "MIN_TOKEN_CHARS",
@@ -21,8 +23,10 @@ __all__ = [
     "AppConfig",
     "GatewayConfig",
     "GoalConfig",
+    "HostAccess",
     "MemoryConfig",
     "ModelEntry",
+    "ModelInvocationGrant",
     "ModelPurpose",
     "PluginEntry",
     "RequestLimits",
@@ -93,6 +97,12 @@ class PluginEntry(_Strict):
     intercept: bool = False
     config: dict[str, Any] = Field(default_factory=dict)
     table_prefix: str | None = None
+    # Values for the settings fields of the full-stack plugins this entry registers, by plugin
+    # namespace then field key (docs/SPEC.md, "Full-stack plugins"). Types are strict here,
+    # and each value is checked against its field when the plugin registers.
+    settings: dict[str, dict[str, SettingValueIn]] = Field(default_factory=dict)
+    # Host capabilities granted to this record's services (docs/SPEC.md, "Model invocation").
+    host_access: HostAccess = Field(default_factory=lambda: HostAccess())
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +118,39 @@ class PluginEntry(_Strict):
         if value is not None and not value.strip():
             raise ValueError("table_prefix must not be empty; omit the key if the extension owns no tables")
         return value
+
+
+class ModelInvocationGrant(_Strict):
+    """The models an extension's services may call (``deps.model_invoker``), by logical role.
+
+    ``roles`` maps a role the extension asks for (``classifier``) to a configured model's
+    name; the limits bound every call of that extension (one concurrency pool per record).
+    """
+
+    roles: dict[str, str] = Field(min_length=1)
+    max_concurrency: int = Field(default=2, ge=1, le=64)
+    timeout_seconds: float = Field(default=60, gt=0, le=600)
+    max_input_chars: int = Field(default=262_144, ge=1, le=1_048_576)
+    max_output_chars: int = Field(default=65_536, ge=1, le=1_048_576)
+
+    @field_validator("roles")
+    @classmethod
+    def _plain_names(cls, roles: dict[str, str]) -> dict[str, str]:
+        for role, model in roles.items():
+            for text in (role, model):
+                if not text.strip() or text != text.strip():
+                    raise ValueError(f"role {role!r} -> {model!r}: names must be non-blank, without surrounding spaces")
+        return roles
+
+
+class HostAccess(_Strict):
+    """Host capabilities an operator grants one record; nothing is granted by default."""
+
+    model_invocation: ModelInvocationGrant | None = None
+
+
+# PluginEntry names HostAccess, defined after it.
+PluginEntry.model_rebuild()
 
 
 ModelPurpose = Literal["lead", "subagent", "title", "memory", "summarization", "goal"]

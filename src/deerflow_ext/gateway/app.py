@@ -36,9 +36,10 @@ from fastapi_offline import FastAPIOffline
 from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
 from ..agents.host import AgentHost
+from ..agents.model_access import GrantedModelInvoker
 from ..agents.policy import project_policy
 from ..config.loading import load_app_config
-from ..config.schema import AppConfig
+from ..config.schema import AppConfig, PluginEntry
 from ..config.settings import Settings
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
@@ -79,6 +80,7 @@ from .door import door
 from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .front import GatewayFront
+from .principal import install_principal_resolver
 from .routes import HOST_ROUTERS
 from .routes.crons import fire_cron
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
@@ -136,13 +138,26 @@ def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
 
 
 def load_gateway_extensions(
-    config: AppConfig, diagnostics: DiagnosticsList, entry_points: EntryPointIndex | None = None
+    config: AppConfig,
+    diagnostics: DiagnosticsList,
+    entry_points: EntryPointIndex | None = None,
+    *,
+    config_file: str = "config.yaml",
 ) -> LoadedExtensions:
     """Load ``config.plugins`` once; load errors propagate to stop startup.
 
     The loader itself logs the summary line, so the Gateway does not repeat it.
+    ``config_file`` names the file in a record's ``settings:`` errors. A record granted model
+    invocation gets its invoker here, for its services.
     """
-    return load_extensions(config, entry_points=entry_points, diagnostics=diagnostics)
+
+    def invoker(entry: PluginEntry) -> GrantedModelInvoker | None:
+        grant = entry.host_access.model_invocation
+        return None if grant is None else GrantedModelInvoker(grant, config, source=entry.name)
+
+    return load_extensions(
+        config, entry_points=entry_points, diagnostics=diagnostics, config_file=config_file, model_invokers=invoker
+    )
 
 
 async def _scale_out(
@@ -194,7 +209,7 @@ def create_app(
     entry_points: EntryPointIndex | None = None
     if extensions is None:
         entry_points = EntryPointIndex.scan()
-        extensions = load_gateway_extensions(config, DiagnosticsList(), entry_points)
+        extensions = load_gateway_extensions(config, DiagnosticsList(), entry_points, config_file=str(settings.config))
     set_loaded_extensions(extensions)
     diagnostics = extensions.diagnostics  # the list its loading recorded into
 
@@ -234,6 +249,7 @@ def create_app(
     )
     if policy.token is not None:
         declare_token(app)
+    install_principal_resolver(app, token_required=policy.token is not None)
     return app
 
 

@@ -32,6 +32,9 @@ __all__ = ["door", "first_problem", "readable", "text_problem"]
 logger = logging.getLogger("deerflow_ext.gateway")
 
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+# Routes that read their own body, bounded and only once the request is admitted: a plugin
+# action is refused (404, 403) before its body is read, and stores nothing (routes/plugins.py).
+_OWN_BODY_PREFIXES = ("/api/plugins/",)
 
 
 def text_problem(text: str) -> str | None:
@@ -124,7 +127,8 @@ def _parameter_problem(request: Request) -> str | None:
 async def door(request: Request) -> None:
     """Refuse (422) a request whose parameters or JSON body the Gateway must not store."""
     problem = _parameter_problem(request)
-    if problem is None and request.method in _WITH_BODY and await request.body():
+    own_body = request.url.path.startswith(_OWN_BODY_PREFIXES)
+    if problem is None and request.method in _WITH_BODY and not own_body and await request.body():
         try:
             document = await request.json()
         except (ValueError, RecursionError):

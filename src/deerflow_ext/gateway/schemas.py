@@ -39,6 +39,7 @@ from ..persistence.records import RunRecord, ThreadRecord
 from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
 from ..runtime.wire import UNSEARCHED_STATE_KEYS
 from .door import readable
+from .server_owned import strip_server_owned, strip_server_owned_message
 
 __all__ = [
     "ASSISTANT_ID",
@@ -110,7 +111,7 @@ class MessageIn(BaseModel):
 
     def for_graph(self) -> dict[str, Any]:
         """The dict LangChain's message coercion expects (``type`` set, no ``None`` id)."""
-        message = self.model_dump(exclude_none=True)
+        message = strip_server_owned_message(self.model_dump(exclude_none=True))
         message.pop("role", None)
         message["type"] = self.kind
         return message
@@ -160,8 +161,14 @@ class RunCommand(_Request):
         return "resume" in self.model_fields_set
 
     def as_mapping(self) -> dict[str, Any]:
-        """The keys the client set (``resume: null`` is a resume with None)."""
-        return {key: getattr(self, key) for key in ("resume", "update", "goto") if key in self.model_fields_set}
+        """The keys the client set (``resume: null`` is a resume with None); an update's
+        messages lose the keys only the host writes (``server_owned.py``)."""
+        mapping: dict[str, Any] = {
+            key: getattr(self, key) for key in ("resume", "update", "goto") if key in self.model_fields_set
+        }
+        if "update" in mapping:
+            mapping["update"] = strip_server_owned(mapping["update"])
+        return mapping
 
 
 _Nodes = Literal["*"] | list[str] | None

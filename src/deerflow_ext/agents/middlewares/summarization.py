@@ -28,9 +28,11 @@ from deerflow_ext.extensions.contract.snapshot import resolve_run_extensions
 from deerflow_ext.extensions.notifications.observe import observe_system_call, submit_compaction, wants_compaction
 from deerflow_extension_api import (
     CompactionEvent,
+    ContentKind,
     SystemModelRequest,
     SystemOperationKind,
     canonical_hash,
+    provenance_kwargs,
     task_store_from_runtime,
 )
 
@@ -82,7 +84,11 @@ class SummarizationMiddleware(SystemModelMiddleware[SummarizationConfig]):
 
     @staticmethod
     def _summary_message(response: Any) -> HumanMessage:
-        return HumanMessage(content=f"{SUMMARY_MESSAGE_PREFIX}\n{content_text(getattr(response, 'content', response))}")
+        # Stamped as the host's own (provenance): the user never wrote this message.
+        return HumanMessage(
+            content=f"{SUMMARY_MESSAGE_PREFIX}\n{content_text(getattr(response, 'content', response))}",
+            additional_kwargs=provenance_kwargs(ContentKind.MIDDLEWARE_INJECTION, "summarization"),
+        )
 
     def _not_compacted(self, exc: Exception) -> None:
         log_failed_system_call(

@@ -19,28 +19,34 @@ stands in for its validation.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
-from deerflow_extension_api import ExtensionData
+from deerflow_extension_api import ExtensionData, ExtensionRuntimeDeps
 
 from ..boundary.diagnostics import DiagnosticsList
+from ..full_stack.registration import RegisteredPlugin, check_plugin
 from .hookspecs import KINDS, PROJECT_NAME, SPEC_ARGNAMES, ContributionKind, ContributionSpecs, hookimpl
 from .snapshot import Contribution, LoadedExtensions, TablePrefix
 
-__all__ = ["HostRegistry", "RegistrationError", "RegistrationMark"]
+__all__ = ["GrantedService", "HostRegistry", "PluginSettingsError", "RegistrationError", "RegistrationMark"]
 
 logger = logging.getLogger("deerflow_ext.extensions")
 
 
 class RegistrationError(TypeError):
     """A contribution the host cannot accept; raised inside ``install()``, so it rolls back."""
+
+
+class PluginSettingsError(ValueError):
+    """The operator's ``settings:`` on a record name a plugin its ``install()`` never registered."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,38 @@ class RegistrationMark:
     extension: str
     start: int
     intercept: bool = False
+    plugins_start: int = 0
+    settings: Mapping[str, Mapping[str, Any]] | None = None
+    model_invoker: Any = None
+
+
+class GrantedService:
+    """A service of a record granted model invocation: its ``deps`` carry the invoker.
+
+    The invoker is opened for the service's start and closed (calls in flight cancelled,
+    later ones refused) when the service stops or its start fails.
+    """
+
+    def __init__(self, inner: Any, invoker: Any) -> None:
+        self.inner = inner
+        self.invoker = invoker
+
+    def __repr__(self) -> str:
+        return f"GrantedService({self.inner!r})"
+
+    async def start(self, deps: ExtensionRuntimeDeps) -> None:
+        self.invoker.open()
+        try:
+            await self.inner.start(dataclasses.replace(deps, model_invoker=self.invoker))
+        except BaseException:
+            self.invoker.close()
+            raise
+
+    async def stop(self) -> None:
+        self.invoker.close()
+        stop = getattr(self.inner, "stop", None)
+        if callable(stop):
+            await stop()
 
 
 class _ContributionPlugin:
@@ -109,13 +147,17 @@ class HostRegistry:
     rolls back) instead of being silently ignored.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, config_file: str = "config.yaml") -> None:
+        self._config_file = config_file
         self._pm = pluggy.PluginManager(PROJECT_NAME)
         self._pm.add_hookspecs(ContributionSpecs)
         if os.environ.get("DEERFLOW_TRACE_EXTENSIONS") == "1":
             self._pm.trace.root.setwriter(logger.info)
             self._pm.enable_tracing()
         self._plugins: list[_ContributionPlugin] = []
+        # Full-stack plugins are not pluggy hooks (the host calls them by namespace), so they
+        # are kept beside pluggy's registrations, with their own start in each mark.
+        self._full_stack: list[Contribution[RegisteredPlugin]] = []
         self._mark: RegistrationMark | None = None
         self._per_entry = 0
         self._sequence = 0
@@ -125,8 +167,26 @@ class HostRegistry:
         return self._pm
 
     # -- install bracketing -------------------------------------------------------------
-    def begin(self, position: int, label: str, extension: str, *, intercept: bool = False) -> RegistrationMark:
-        self._mark = RegistrationMark(position, label, extension, len(self._plugins), intercept)
+    def begin(
+        self,
+        position: int,
+        label: str,
+        extension: str,
+        *,
+        intercept: bool = False,
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+        model_invoker: Any = None,
+    ) -> RegistrationMark:
+        """Start attributing registrations to one ``plugins:`` entry.
+
+        ``settings`` is the record's ``settings:`` map (plugin namespace -> field -> value),
+        applied by :meth:`plugin` and checked by :meth:`check_settings_claimed`.
+        ``model_invoker`` is the record's granted invoker (``host_access.model_invocation``):
+        its services get it on ``deps.model_invoker``.
+        """
+        self._mark = RegistrationMark(
+            position, label, extension, len(self._plugins), intercept, len(self._full_stack), settings, model_invoker
+        )
         self._per_entry = 0
         return self._mark
 
@@ -138,9 +198,49 @@ class HostRegistry:
         for plugin in self._plugins[mark.start :]:
             self._pm.unregister(plugin)
         del self._plugins[mark.start :]
+        del self._full_stack[mark.plugins_start :]
         self._mark = None
 
+    def check_settings_claimed(self, mark: RegistrationMark) -> None:
+        """Refuse a record whose ``settings:`` name a namespace its install did not register.
+
+        A misspelt namespace would otherwise leave the operator's values silently unused.
+        """
+        if not mark.settings:
+            return
+        registered = {c.contributor.namespace for c in self._full_stack[mark.plugins_start :]}
+        for namespace in mark.settings:
+            if namespace not in registered:
+                known = ", ".join(sorted(registered)) or "none"
+                raise PluginSettingsError(
+                    f"{self._config_file}: plugins[{mark.label}].settings[{namespace!r}]: this extension registered "
+                    f"no plugin of that namespace (it registered: {known})"
+                )
+
     # -- the ExtensionRegistry protocol ---------------------------------------------------
+    def plugin(self, contribution: Any) -> bool:
+        """Accept a full-stack plugin after every check of ``full_stack.registration``.
+
+        ``ValueError`` (first rule broken) leaves nothing recorded; ``True`` otherwise.
+        """
+        mark = self._mark
+        if mark is None:
+            raise RegistrationError("extensions may register only while their install() runs")
+        namespace = getattr(contribution, "namespace", None)
+        overrides = (mark.settings or {}).get(namespace) if isinstance(namespace, str) else None
+        accepted = check_plugin(
+            contribution,
+            (c.contributor for c in self._full_stack),
+            overrides=overrides,
+            where=f"{self._config_file}: plugins[{mark.label}].settings[{namespace!r}]",
+        )
+        self._per_entry += 1
+        plugin_name = f"{mark.position}:{mark.extension}#{self._per_entry}"
+        self._full_stack.append(
+            Contribution(mark.extension, mark.label, mark.position, plugin_name, accepted, intercept=mark.intercept)
+        )
+        return True
+
     def middlewares(self, contributor: Any) -> None:
         self._register(KINDS["middlewares"], contributor)
 
@@ -157,6 +257,9 @@ class HostRegistry:
         self._register(KINDS["context_compaction_observer"], observer)
 
     def service(self, service: Any) -> None:
+        invoker = self._mark.model_invoker if self._mark is not None else None
+        if invoker is not None and callable(getattr(service, "start", None)):
+            service = GrantedService(service, invoker)
         self._register(KINDS["service"], service)
 
     def routers(self, routers: Sequence[Any]) -> None:
@@ -169,7 +272,7 @@ class HostRegistry:
             self._register(KINDS["routers"], router)
 
     def __getattr__(self, name: str) -> Any:
-        supported = ", ".join(sorted(KINDS))
+        supported = ", ".join(sorted([*KINDS, "plugin"]))
         raise AttributeError(
             f"this host's extension registry has no {name!r} (it supports: {supported}); "
             "the extension needs a newer deerflow-ext"
@@ -244,6 +347,7 @@ class HostRegistry:
             fields[plugin.kind.field].append(plugin.contribution)
         return LoadedExtensions(
             **{name: tuple(values) for name, values in fields.items()},
+            plugins=tuple(self._full_stack),
             table_prefixes=tuple(table_prefixes),
             loaded=tuple(loaded),
             total=total,

@@ -34,6 +34,7 @@ from deerflow_extension_api import (
 )
 
 from ..boundary.diagnostics import DiagnosticsList
+from ..full_stack.registration import RegisteredPlugin
 
 __all__ = [
     "CONTRIBUTION_KINDS",
@@ -89,6 +90,7 @@ CONTRIBUTION_KINDS: tuple[str, ...] = (
     "compaction_observers",
     "services",
     "routers",
+    "plugins",
 )
 
 
@@ -103,6 +105,8 @@ class LoadedExtensions:
     compaction_observers: tuple[Contribution[ContextCompactionObserver], ...] = ()
     services: tuple[Contribution[ExtensionService], ...] = ()
     routers: tuple[Contribution[Any], ...] = ()
+    # Full-stack plugins (``registry.plugin``), as accepted: settings resolved, assets snapshotted.
+    plugins: tuple[Contribution[RegisteredPlugin], ...] = ()
     table_prefixes: tuple[TablePrefix, ...] = ()
     loaded: tuple[str, ...] = ()
     total: int = 0

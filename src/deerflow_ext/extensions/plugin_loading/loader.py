@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from deerflow_ext.config.schema import AppConfig, PluginEntry
 from deerflow_ext.exception_text import exception_text
@@ -97,6 +98,8 @@ def load_extensions(
     entry_points: EntryPointIndex | None = None,
     diagnostics: DiagnosticsList | None = None,
     host_tables: Iterable[str] | None = None,
+    config_file: str = "config.yaml",
+    model_invokers: Callable[[PluginEntry], Any] | None = None,
 ) -> LoadedExtensions:
     """Load ``config.plugins`` into a frozen :class:`LoadedExtensions` (not published).
 
@@ -106,7 +109,10 @@ def load_extensions(
     ``KeyboardInterrupt``/``SystemExit`` the extension raised is its load failure.
 
     Problems are recorded in ``diagnostics`` (a new list when not given), which the snapshot
-    keeps as its own: ``LoadedExtensions.diagnostics``.
+    keeps as its own: ``LoadedExtensions.diagnostics``. ``config_file`` names the file in
+    messages about a record's ``settings:``. ``model_invokers`` makes a record's granted model
+    invoker (``host_access.model_invocation``), which its services receive; the Gateway passes
+    it, since only the Gateway runs services.
     """
     index = entry_points if entry_points is not None else EntryPointIndex.scan()
     diags = diagnostics if diagnostics is not None else DiagnosticsList()
@@ -117,7 +123,7 @@ def load_extensions(
         host_tables=HOST_TABLE_NAMES if host_tables is None else host_tables,
         diagnostics=diags,
     )
-    registry = HostRegistry()
+    registry = HostRegistry(config_file=config_file)
     loaded: list[str] = []
 
     with InterruptWatch() as operator:
@@ -140,9 +146,18 @@ def load_extensions(
                 _fail(diags, entry, attribution, f"{step} {attribution}: {exception_text(exc)}", exc)
                 continue
 
-            mark = registry.begin(position, entry.name, attribution, intercept=entry.intercept)
+            invoker = model_invokers(entry) if model_invokers is not None else None
+            mark = registry.begin(
+                position,
+                entry.name,
+                attribution,
+                intercept=entry.intercept,
+                settings=entry.settings,
+                model_invoker=invoker,
+            )
             try:
                 _install(resolved, registry, entry)  # 2.5
+                registry.check_settings_claimed(mark)
             except EXTENSION_FAILURES as exc:
                 registry.rollback(mark)
                 if operator.sent(exc):

@@ -5,6 +5,7 @@ from .crons import router as crons_router
 from .extensions_config import router as extensions_config_router
 from .health import router as health_router
 from .operator import router as operator_router
+from .plugins import router as plugins_router
 from .runs import router as runs_router
 from .stateless import router as stateless_router
 from .store import router as store_router
@@ -17,6 +18,7 @@ __all__ = [
     "extensions_config_router",
     "health_router",
     "operator_router",
+    "plugins_router",
     "runs_router",
     "stateless_router",
     "store_router",
@@ -37,4 +39,6 @@ HOST_ROUTERS = (
     extensions_config_router,
     operator_router,
     crons_router,
+    # Last: nothing hot is under /api/plugins. The door leaves its bodies to the route.
+    plugins_router,
 )

@@ -29,6 +29,7 @@ from ..schemas import (
     ThreadSearch,
     selected,
 )
+from ..server_owned import strip_server_owned
 from ..state import GatewayRuntime, runtime_of
 
 __all__ = ["router"]
@@ -299,7 +300,9 @@ async def update_state(request: Request, thread_id: str, body: StateUpdate) -> d
         raise HTTPException(status_code=501, detail="this Gateway's agent host keeps no thread state")
     checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint is not None else body.checkpoint_id
     try:
-        configurable = await states.update(thread_id, body.values, as_node=body.as_node, checkpoint_id=checkpoint_id)
+        # Provenance keys are the host's: a client cannot stamp a message as the host's own.
+        values = strip_server_owned(body.values)
+        configurable = await states.update(thread_id, values, as_node=body.as_node, checkpoint_id=checkpoint_id)
     except (ValueError, LookupError, InvalidUpdateError) as exc:  # a node or values the graph refuses
         raise HTTPException(status_code=422, detail=f"cannot update the state of thread {thread_id}: {exc}") from exc
     await _refresh_searchable(runtime, thread_id)
