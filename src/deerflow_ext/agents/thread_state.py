@@ -20,6 +20,8 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..persistence.checkpoint_copy import copy_of
+
 __all__ = ["ThreadStates"]
 
 
@@ -128,22 +130,9 @@ class ThreadStates:
             pass
         tuples = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
         for found in reversed(tuples):  # alist is newest first; a parent must exist first
-            configurable = found.config["configurable"]
-            parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            into: dict[str, Any] = {"thread_id": target, "checkpoint_ns": configurable.get("checkpoint_ns", "")}
-            if parent:
-                into["checkpoint_id"] = parent
-            checkpoint = found.checkpoint
-            written = await saver.aput(
-                {"configurable": into},
-                checkpoint,
-                {**(found.metadata or {}), "thread_id": target},
-                dict(checkpoint.get("channel_versions", {})),
-            )
-            by_task: dict[str, list[tuple[str, Any]]] = {}
-            for task_id, channel, value in found.pending_writes or ():
-                by_task.setdefault(task_id, []).append((channel, value))
-            for task_id, writes in by_task.items():
+            copy = copy_of(found, target)
+            written = await saver.aput(copy.config, copy.checkpoint, copy.metadata, copy.versions)
+            for task_id, writes in copy.writes:
                 await saver.aput_writes(written, writes, task_id)
 
     async def delete(self, thread_id: str) -> None:
