@@ -17,6 +17,7 @@ __all__ = [
     "AppConfig",
     "GatewayConfig",
     "GoalConfig",
+    "HttpConfig",
     "MemoryConfig",
     "ModelEntry",
     "ModelPurpose",
@@ -192,6 +193,16 @@ class GatewayConfig(_Strict):
     limits: RequestLimits = Field(default_factory=RequestLimits)
 
 
+class HttpConfig(_Strict):
+    """Which of the Gateway's agent-protocol endpoints are served (``langgraph.json``'s
+    ``http`` keys): ``/api/mcp`` (Model Context Protocol) and ``/api/a2a/{assistant_id}``
+    (Agent-to-Agent). Both are on by default, as on LangGraph's server; switched off, their
+    paths answer 404 like any unknown path."""
+
+    disable_mcp: bool = False
+    disable_a2a: bool = False
+
+
 class AppConfig(_Strict):
     """The whole file. Every section is optional: an empty file is a working Gateway."""
 
@@ -205,6 +216,7 @@ class AppConfig(_Strict):
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
 
     @field_validator("plugins", "models")
     @classmethod

@@ -20,6 +20,7 @@ under ``serve`` the process also ends within the shutdown bound (``exit_bound.py
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import logging
@@ -31,6 +32,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
+from starlette.routing import Route
 
 from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
@@ -64,6 +66,7 @@ from ..persistence import (
     upgrade_head,
 )
 from ..persistence.item_store import ItemStore
+from ..protocols import McpEndpoint
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
@@ -75,6 +78,7 @@ from .door import door
 from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .front import GatewayFront
+from .protocol_runs import GatewayServedRuns
 from .routes import HOST_ROUTERS
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
@@ -213,6 +217,7 @@ def create_app(
     for router in HOST_ROUTERS:
         app.include_router(router, dependencies=[Depends(door)])
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics)
+    app.state.protocol_endpoints = _mount_protocols(app, config)
     # One layer outside the extension-route errors: CORS, the JSON 500, access, body limits,
     # JSON bodies, in that order (front.py).
     origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
@@ -224,6 +229,24 @@ def create_app(
     if policy.token is not None:
         declare_token(app)
     return app
+
+
+def _mount_protocols(app: FastAPI, config: AppConfig) -> tuple[Any, ...]:
+    """The agent-protocol endpoints (``protocols/``) under the API prefix, as LangGraph
+    mounts them, after every other route: a request to any other path never reaches them.
+    Each serves while the lifespan runs (``serving()``); ``http.disable_*`` leaves it out."""
+    endpoints: list[Any] = []
+    runs = GatewayServedRuns(app)
+    if not config.http.disable_mcp:
+        mcp = McpEndpoint(
+            runs,
+            name="deerflow-ext",
+            version=package_version("deerflow-ext"),
+            max_body_bytes=config.gateway.limits.max_body_bytes,
+        )
+        app.router.routes.append(Route("/api/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
+        endpoints.append(mcp)
+    return tuple(endpoints)
 
 
 def _access_policy(settings: Settings, config: AppConfig, origins: tuple[str, ...]) -> AccessPolicy:
@@ -345,9 +368,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         attempted=services,
                     )
                     state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items)
-                    if opts.freeze_startup_heap:
-                        _freeze_startup_heap()
-                    yield
+                    async with contextlib.AsyncExitStack() as protocols:
+                        for endpoint in state.protocol_endpoints:
+                            await protocols.enter_async_context(endpoint.serving())
+                        if opts.freeze_startup_heap:
+                            _freeze_startup_heap()
+                        yield
                 finally:
                     if opts.freeze_startup_heap:
                         gc.unfreeze()

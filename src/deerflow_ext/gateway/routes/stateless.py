@@ -27,9 +27,9 @@ from ..schemas import ASSISTANT_ID, GRAPH_ID, RunCreate, RunOut
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
-from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _new_run, _paths, _run_out
+from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _paths, _run_out, following, start_run
 
-__all__ = ["router"]
+__all__ = ["forget_after", "router", "start_stateless"]
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 logger = logging.getLogger("deerflow_ext.gateway")
@@ -38,19 +38,29 @@ _FORGETTING: set[asyncio.Task[None]] = set()
 """Deletions waiting for their run's end (held so the loop does not drop them)."""
 
 
-async def _start(
-    request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
-) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
-    """The run on a new thread; a run refused (bad assistant, shutting down) takes it along."""
-    runtime = runtime_of(request)
+async def start_stateless(
+    runtime: GatewayRuntime, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+) -> tuple[str, RunHandle]:
+    """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
+
+    The routes below and the agent protocols (``protocols/``: an MCP tool call, an A2A
+    message) start a stateless run through this one function."""
     thread_id = str(uuid.uuid4())
     await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)
     try:
-        runtime, handle, following = await _new_run(request, thread_id, body, default_modes)
+        handle = await start_run(runtime, thread_id, body, default_modes)
     except BaseException:
         await runtime.store.delete_thread(thread_id)
         raise
-    return thread_id, runtime, handle, following
+    return thread_id, handle
+
+
+async def _start(
+    request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
+    runtime = runtime_of(request)
+    thread_id, handle = await start_stateless(runtime, body, default_modes)
+    return thread_id, runtime, handle, following(request, runtime, handle, body)
 
 
 async def _forget(runtime: GatewayRuntime, thread_id: str, handle: RunHandle) -> None:
@@ -64,7 +74,8 @@ async def _forget(runtime: GatewayRuntime, thread_id: str, handle: RunHandle) ->
         logger.warning("stateless run %s: its thread %s could not be deleted: %s", handle.run_id, thread_id, exc)
 
 
-def _forget_after(runtime: GatewayRuntime, thread_id: str, handle: RunHandle, body: RunCreate) -> None:
+def forget_after(runtime: GatewayRuntime, thread_id: str, handle: RunHandle, body: RunCreate) -> None:
+    """Delete a stateless run's thread once the run ended, unless ``on_completion`` is ``keep``."""
     if body.on_completion == "keep":
         return
     task = asyncio.get_running_loop().create_task(_forget(runtime, thread_id, handle))
@@ -79,7 +90,7 @@ async def _then_forget(
         async for chunk in chunks:
             yield chunk
     finally:
-        _forget_after(runtime, thread_id, handle, body)
+        forget_after(runtime, thread_id, handle, body)
 
 
 @router.post("/stream", responses=SSE_DOC, response_class=StreamingResponse)
@@ -109,6 +120,6 @@ async def create_stateless_run(request: Request, body: RunCreate, response: Resp
     """Run on a thread of its own in the background."""
     thread_id, runtime, handle, _ = await _start(request, body)
     out = await _run_out(runtime, thread_id, handle.run_id)
-    _forget_after(runtime, thread_id, handle, body)
+    forget_after(runtime, thread_id, handle, body)
     response.headers.update(_paths(thread_id, handle.run_id))
     return out
