@@ -66,7 +66,7 @@ from ..persistence import (
     upgrade_head,
 )
 from ..persistence.item_store import ItemStore
-from ..protocols import McpEndpoint
+from ..protocols import A2aEndpoint, McpEndpoint
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
@@ -235,7 +235,7 @@ def _mount_protocols(app: FastAPI, config: AppConfig) -> tuple[Any, ...]:
     """The agent-protocol endpoints (``protocols/``) under the API prefix, as LangGraph
     mounts them, after every other route: a request to any other path never reaches them.
     Each serves while the lifespan runs (``serving()``); ``http.disable_*`` leaves it out."""
-    endpoints: list[Any] = []
+    endpoints: list[Any] = []  # those with a lifespan of their own
     runs = GatewayServedRuns(app)
     if not config.http.disable_mcp:
         mcp = McpEndpoint(
@@ -246,6 +246,12 @@ def _mount_protocols(app: FastAPI, config: AppConfig) -> tuple[Any, ...]:
         )
         app.router.routes.append(Route("/api/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
         endpoints.append(mcp)
+    if not config.http.disable_a2a:
+        a2a = A2aEndpoint(runs, version=package_version("deerflow-ext"))
+        app.router.routes += [
+            Route("/api/a2a/{assistant_id}", a2a.rpc, methods=["POST"], include_in_schema=False),
+            Route("/api/.well-known/agent-card.json", a2a.card, methods=["GET"], include_in_schema=False),
+        ]
     return tuple(endpoints)
 
 

@@ -89,3 +89,10 @@ class GatewayServedRuns:
     def release(self, run: StartedRun) -> None:
         if run.stateless:
             forget_after(self.serving(), run.thread_id, run.handle, _FORGOTTEN)
+
+    async def awaits_input(self, thread_id: str) -> bool:
+        states = getattr(self.serving().agent_host, "thread_states", None)
+        snapshot = await states.get(thread_id) if states is not None else None
+        if snapshot is None:
+            return False
+        return bool(getattr(snapshot, "interrupts", ())) or any(task.interrupts for task in snapshot.tasks)

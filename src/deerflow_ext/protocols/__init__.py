@@ -15,7 +15,8 @@ package sits below the Gateway in the layering (it imports nothing of it), and t
 mounts it unless ``config.yaml`` says ``http: {disable_mcp: true}`` / ``disable_a2a``.
 """
 
+from .a2a import A2aEndpoint
 from .mcp import McpEndpoint
 from .runs import RunCall, RunRefused, ServedRuns, StartedRun, answer_text
 
-__all__ = ["McpEndpoint", "RunCall", "RunRefused", "ServedRuns", "StartedRun", "answer_text"]
+__all__ = ["A2aEndpoint", "McpEndpoint", "RunCall", "RunRefused", "ServedRuns", "StartedRun", "answer_text"]

@@ -82,6 +82,11 @@ class ServedRuns(Protocol):
         """A stateless run's thread goes once the run ended (nothing for a run on a thread)."""
         ...
 
+    async def awaits_input(self, thread_id: str) -> bool:
+        """Whether the thread is paused on an interrupt its graph raised (a human-in-the-loop
+        question), as opposed to idle, or stopped by a cancel."""
+        ...
+
 
 def _text(content: Any) -> str:
     if isinstance(content, str):
