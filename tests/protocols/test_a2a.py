@@ -158,3 +158,24 @@ async def test_disable_a2a_leaves_the_paths_unserved(tmp_path: Path, database_ur
         assert card.status_code == 404
         rpc = await http.post("/api/a2a/lead_agent", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"})
         assert rpc.status_code == 404
+
+
+async def test_the_0_3_wire_methods_langgraph_documents_are_served(tmp_path: Path, database_url: str) -> None:
+    """``message/send`` and ``tasks/get`` as a 0.3 client (LangGraph's documented examples) sends them."""
+    async with gateway(tmp_path, database_url) as served, served.client() as http:
+        message = {"role": "user", "parts": [{"kind": "text", "text": "hello"}], "messageId": str(uuid.uuid4())}
+        sent = await http.post(
+            "/api/a2a/lead_agent",
+            json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}},
+        )
+        task = sent.json()["result"]
+        assert task["kind"] == "task" and task["status"]["state"] == "completed", sent.text
+        assert task["artifacts"][0]["parts"][0]["text"] == await _wait_answer(http, "hello")
+        got = await http.post(
+            "/api/a2a/lead_agent", json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}
+        )
+        assert got.json()["result"]["status"]["state"] == "completed"
+        unknown = await http.post(
+            "/api/a2a/nobody", json={"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": task["id"]}}
+        )
+        assert unknown.status_code == 404
