@@ -20,7 +20,6 @@ under ``serve`` the process also ends within the shutdown bound (``exit_bound.py
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import logging
@@ -32,7 +31,6 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
-from starlette.routing import Route
 
 from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 
@@ -66,7 +64,7 @@ from ..persistence import (
     upgrade_head,
 )
 from ..persistence.item_store import ItemStore
-from ..protocols import A2aEndpoint, McpEndpoint
+from ..protocols import ProtocolEndpoints
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import PostgresRunSignals
@@ -231,28 +229,19 @@ def create_app(
     return app
 
 
-def _mount_protocols(app: FastAPI, config: AppConfig) -> tuple[Any, ...]:
+def _mount_protocols(app: FastAPI, config: AppConfig) -> ProtocolEndpoints:
     """The agent-protocol endpoints (``protocols/``) under the API prefix, as LangGraph
     mounts them, after every other route: a request to any other path never reaches them.
-    Each serves while the lifespan runs (``serving()``); ``http.disable_*`` leaves it out."""
-    endpoints: list[Any] = []  # those with a lifespan of their own
-    runs = GatewayServedRuns(app)
-    if not config.http.disable_mcp:
-        mcp = McpEndpoint(
-            runs,
-            name="deerflow-ext",
-            version=package_version("deerflow-ext"),
-            max_body_bytes=config.gateway.limits.max_body_bytes,
-        )
-        app.router.routes.append(Route("/api/mcp", mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False))
-        endpoints.append(mcp)
-    if not config.http.disable_a2a:
-        a2a = A2aEndpoint(runs, version=package_version("deerflow-ext"))
-        app.router.routes += [
-            Route("/api/a2a/{assistant_id}", a2a.rpc, methods=["POST"], include_in_schema=False),
-            Route("/api/.well-known/agent-card.json", a2a.card, methods=["GET"], include_in_schema=False),
-        ]
-    return tuple(endpoints)
+    They serve while the lifespan runs; ``http.disable_*`` leaves a protocol's paths out."""
+    endpoints = ProtocolEndpoints(
+        GatewayServedRuns(app),
+        version=package_version("deerflow-ext"),
+        max_body_bytes=config.gateway.limits.max_body_bytes,
+        mcp=not config.http.disable_mcp,
+        a2a=not config.http.disable_a2a,
+    )
+    app.router.routes.extend(endpoints.routes())
+    return endpoints
 
 
 def _access_policy(settings: Settings, config: AppConfig, origins: tuple[str, ...]) -> AccessPolicy:
@@ -374,9 +363,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         attempted=services,
                     )
                     state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items)
-                    async with contextlib.AsyncExitStack() as protocols:
-                        for endpoint in state.protocol_endpoints:
-                            await protocols.enter_async_context(endpoint.serving())
+                    async with state.protocol_endpoints.serving():
                         if opts.freeze_startup_heap:
                             _freeze_startup_heap()
                         yield

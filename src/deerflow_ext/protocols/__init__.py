@@ -13,10 +13,11 @@ a normal run to extensions (lifecycle hooks, observers), and the endpoints sit b
 Gateway's front layer (token, Host/Origin checks, body limits) like every route. This
 package sits below the Gateway in the layering (it imports nothing of it), and the Gateway
 mounts it unless ``config.yaml`` says ``http: {disable_mcp: true}`` / ``disable_a2a``.
+Each protocol's SDK is imported by the first request to it (``endpoints.py``): a Gateway
+nobody calls over MCP or A2A pays neither their memory nor their import time.
 """
 
-from .a2a import A2aEndpoint
-from .mcp import McpEndpoint
+from .endpoints import ProtocolEndpoints
 from .runs import RunCall, RunRefused, ServedRuns, StartedRun, answer_text
 
-__all__ = ["A2aEndpoint", "McpEndpoint", "RunCall", "RunRefused", "ServedRuns", "StartedRun", "answer_text"]
+__all__ = ["ProtocolEndpoints", "RunCall", "RunRefused", "ServedRuns", "StartedRun", "answer_text"]
