@@ -27,6 +27,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from ..persistence.assistant_tables import BUILT_IN_ASSISTANT_ID
 from ..persistence.assistants import AssistantQuery, AssistantStore
 from .runs import RunCall, RunRefused, ServedRuns, answer_text
 
@@ -157,13 +158,18 @@ class McpEndpoint:
         return mcp_types.ListToolsResult(tools=tools)
 
     async def _call_tool(self, ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
-        try:
-            assistants = await self._assistants()
-        except RunRefused as exc:
-            return _refusal(exc.message)
-        row = assistants.get(params.name)
-        if row is None:
-            return _refusal(f"no tool named {params.name!r}; tools/list names this Gateway's assistants")
+        if params.name == BUILT_IN_ASSISTANT_ID:
+            # The built-in assistant's row is the oldest, so it always holds its own name: the
+            # common call reads no assistant, as a run addressed to it does not.
+            assistant_id = BUILT_IN_ASSISTANT_ID
+        else:
+            try:
+                row = (await self._assistants()).get(params.name)
+            except RunRefused as exc:
+                return _refusal(exc.message)
+            if row is None:
+                return _refusal(f"no tool named {params.name!r}; tools/list names this Gateway's assistants")
+            assistant_id = str(row["assistant_id"])
         arguments = dict(params.arguments or {})
         messages = arguments.get("messages")
         if isinstance(messages, str):  # a model calling the tool may hand over the question alone
@@ -173,7 +179,7 @@ class McpEndpoint:
         thread_id = arguments.get("thread_id")
         if thread_id is not None and not isinstance(thread_id, str):
             return _refusal("arguments.thread_id: a string is required")
-        call = RunCall(assistant_id=str(row["assistant_id"]), messages=tuple(messages), thread_id=thread_id or None)
+        call = RunCall(assistant_id=assistant_id, messages=tuple(messages), thread_id=thread_id or None)
         return await self._run(call)
 
     async def _run(self, call: RunCall) -> mcp_types.CallToolResult:
