@@ -119,6 +119,25 @@ async def test_a_langchain_agent_in_another_process_uses_the_gateway_as_a_tool(
         assert report["tool_results"] == [await _wait_answer(http, "lead_agent", "hello there")]
 
 
+async def test_a_call_whose_client_goes_away_cancels_its_run(tmp_path: Path, database_url: str) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    plugins = [{"name": "gate", "use": "gateway.sdk_gate_ext:install", "config": {"gate_dir": str(gates)}}]
+    async with gateway(tmp_path, database_url, plugins=plugins) as served, served.client() as http:
+        messages = [{"role": "user", "content": "hold at gate:mcp-gone"}]
+        call = {"name": "lead_agent", "arguments": {"messages": messages, "thread_id": "mcp-gone"}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+        with pytest.raises(httpx.TimeoutException):  # the run holds at the gate; the client gives up
+            await http.post("/api/mcp", json=body, headers=headers, timeout=2)
+        for _ in range(300):
+            [run] = (await http.get("/api/threads/mcp-gone/runs")).json()
+            if run["status"] not in ("pending", "running"):
+                break
+            await asyncio.sleep(0.05)
+        assert run["status"] == "interrupted"
+
+
 async def test_disable_mcp_leaves_the_path_unserved(tmp_path: Path, database_url: str) -> None:
     async with gateway(tmp_path, database_url, http={"disable_mcp": True}) as served, served.client() as http:
         answer = await http.post("/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})

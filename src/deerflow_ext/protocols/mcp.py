@@ -15,6 +15,7 @@ notification can reach the client while a run is in flight.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -36,6 +37,7 @@ __all__ = ["MESSAGES_INPUT", "McpEndpoint", "tool_names"]
 logger = logging.getLogger("deerflow_ext.protocols")
 
 _PAGE = 100
+_DISCONNECT_POLL = 1.0  # seconds between asking whether the caller of a running call is still there
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 MESSAGES_INPUT: dict[str, Any] = {
@@ -180,23 +182,24 @@ class McpEndpoint:
         if thread_id is not None and not isinstance(thread_id, str):
             return _refusal("arguments.thread_id: a string is required")
         call = RunCall(assistant_id=assistant_id, messages=tuple(messages), thread_id=thread_id or None)
-        return await self._run(call)
+        return await self._run(call, getattr(ctx, "request", None))
 
-    async def _run(self, call: RunCall) -> mcp_types.CallToolResult:
+    async def _run(self, call: RunCall, request: Any) -> mcp_types.CallToolResult:
         try:
             started = await self._runs.start(call)
         except RunRefused as exc:
             return _refusal(exc.message)
         finished = False
         try:
-            await started.handle.wait()
-            finished = True
+            finished = await _ended_or_left(started.handle.finished, request)
+            if not finished:
+                return _refusal("the caller went away; the run was cancelled")
             values = await self._runs.final_values(started)
         finally:
-            if not finished:  # the client cancelled the call or went away: so does the run
-                with contextlib.suppress(RunRefused):
+            with contextlib.suppress(RunRefused):  # the Gateway is shutting down: it stops the run
+                if not finished:  # the client cancelled the call or went away: so does the run
                     self._runs.serving().runs.cancel_soon(started.run_id)
-            self._runs.release(started)
+                self._runs.release(started)
         error = values.get("__error__")
         if isinstance(error, Mapping):
             return _refusal(f"the run failed: {error.get('error')}: {error.get('message')}")
@@ -204,3 +207,25 @@ class McpEndpoint:
         if text is None:
             return _refusal("the run ended without an answer")
         return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)])
+
+
+async def _ended_or_left(finished: asyncio.Event, request: Any) -> bool:
+    """Wait for the run's end (True), or for the caller to go away first (False).
+
+    With JSON responses nothing of the SDK reads the connection while a call runs, so a
+    client that dropped it would leave its run going to the end, and the server's graceful
+    shutdown waiting for the request. The HTTP request the SDK hands the handler says
+    whether its client is still there."""
+    if not hasattr(request, "is_disconnected"):
+        await finished.wait()
+        return True
+    waiting = asyncio.ensure_future(finished.wait())
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiting}, timeout=_DISCONNECT_POLL)
+            if done:
+                return True
+            if await request.is_disconnected():
+                return False
+    finally:
+        waiting.cancel()
