@@ -5,16 +5,18 @@ Importing the MCP SDK costs a Gateway process about 22 MiB and the A2A SDK about
 a Gateway nobody calls over these protocols should pay neither. So the routes here are thin:
 the first request to ``/api/mcp`` imports ``mcp.py`` and starts its session manager (in a
 task of its own, which ends with the Gateway's lifespan), the first to ``/api/a2a/...`` or
-the agent card imports ``a2a.py``. The function-level imports are that deferral, not a
-dodge: both modules sit below this one.
+the agent card imports ``a2a.py``. Each import runs in a worker thread, so it does not stall
+the event loop; both modules sit below this one (the ``TYPE_CHECKING`` imports name them, so
+the layering contract sees the edges).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,6 +32,13 @@ if TYPE_CHECKING:
 __all__ = ["ProtocolEndpoints"]
 
 _NOT_SERVING = "the Gateway is not serving (starting up or shutting down)"
+
+
+async def _imported(protocol: str) -> Any:
+    """``protocols.<protocol>``, imported in a worker thread: an SDK's import takes from a
+    fraction of a second to seconds on a loaded machine, which on the event loop would
+    stall every run the process serves (the loop watchdog saw 3 s)."""
+    return await asyncio.to_thread(importlib.import_module, f"{__package__}.{protocol}")
 
 
 class _Asgi:
@@ -85,18 +94,17 @@ class ProtocolEndpoints:
                 await task
 
     # -- A2A ---------------------------------------------------------------------------
-    def _a2a_endpoint(self) -> A2aEndpoint:
+    async def _a2a_endpoint(self) -> A2aEndpoint:
         if self._a2a is None:
-            from .a2a import A2aEndpoint
-
-            self._a2a = A2aEndpoint(self._runs, version=self._version)
+            module = await _imported("a2a")
+            self._a2a = module.A2aEndpoint(self._runs, version=self._version)
         return self._a2a
 
     async def _serve_a2a(self, request: Request) -> Response:
-        return await self._a2a_endpoint().rpc(request)
+        return await (await self._a2a_endpoint()).rpc(request)
 
     async def _serve_card(self, request: Request) -> Response:
-        return await self._a2a_endpoint().card(request)
+        return await (await self._a2a_endpoint()).card(request)
 
     # -- MCP ---------------------------------------------------------------------------
     async def _serve_mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -112,9 +120,8 @@ class ProtocolEndpoints:
         async with self._mcp_lock:
             if self._mcp is not None or self._closing is None:
                 return self._mcp
-            from .mcp import McpEndpoint
-
-            endpoint = McpEndpoint(
+            module = await _imported("mcp")
+            endpoint: McpEndpoint = module.McpEndpoint(
                 self._runs, name="deerflow-ext", version=self._version, max_body_bytes=self._max_body_bytes
             )
             started = asyncio.Event()
