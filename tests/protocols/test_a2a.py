@@ -23,6 +23,7 @@ from a2a.types import (
     StreamResponse,
     TaskState,
 )
+from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 from protocol_support import gateway
 
@@ -138,7 +139,12 @@ async def test_an_interrupt_is_input_required_and_a_follow_up_resumes_it(tmp_pat
         [paused] = await _events(client.send_message(_message("delegate: count the stars")))
         task = paused.task
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert (await client.get_task(GetTaskRequest(id=task.id))).status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        got = await client.get_task(GetTaskRequest(id=task.id))
+        assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        # What the graph asks comes as data: HumanInTheLoopMiddleware's request for the task call.
+        [asked] = [MessageToDict(p.data) for p in task.status.message.parts if p.HasField("data")]
+        [request] = asked["interrupts"][0]["action_requests"]
+        assert request["name"] == "task"
         decision = {"decisions": [{"type": "reject", "message": "not today"}]}
         [resumed] = await _events(
             client.send_message(_message(context_id=task.context_id, task_id=task.id, data=decision))

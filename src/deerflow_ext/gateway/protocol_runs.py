@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..protocols.runs import RunCall, RunRefused, StartedRun
 from ..runtime.stream_modes import WAIT_STREAM_MODES
+from ..runtime.wire import jsonable
 from .door import first_problem
 from .routes.runs import final_values, start_run
 from .routes.stateless import forget_after, start_stateless
@@ -90,9 +91,10 @@ class GatewayServedRuns:
         if run.stateless:
             forget_after(self.serving(), run.thread_id, run.handle, _FORGOTTEN)
 
-    async def awaits_input(self, thread_id: str) -> bool:
+    async def pending_interrupts(self, thread_id: str) -> tuple[Any, ...]:
         states = getattr(self.serving().agent_host, "thread_states", None)
         snapshot = await states.get(thread_id) if states is not None else None
         if snapshot is None:
-            return False
-        return bool(getattr(snapshot, "interrupts", ())) or any(task.interrupts for task in snapshot.tasks)
+            return ()
+        pending = tuple(getattr(snapshot, "interrupts", ())) or tuple(i for t in snapshot.tasks for i in t.interrupts)
+        return tuple(jsonable(getattr(interrupt, "value", None)) for interrupt in pending)

@@ -63,6 +63,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+from google.protobuf.struct_pb2 import Value  # type: ignore[import-untyped]
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -92,6 +93,12 @@ def _resume_value(message: Message) -> Any:
         if part.HasField("data"):
             return MessageToDict(part.data)
     return _text_of(message)
+
+
+def _data_part(data: Mapping[str, Any]) -> Part:
+    value = Value()
+    value.struct_value.update(data)
+    return Part(data=value)
 
 
 def _agent_message(text: str, run_id: str, thread_id: str) -> Message:
@@ -129,7 +136,7 @@ class _Handler(RequestHandler):
             if record.thread_id != thread_id and message.context_id:
                 raise InvalidParamsError(message=f"task {message.task_id} is not in context {message.context_id}")
             thread_id = record.thread_id
-            resumes = await self._input_required(record)
+            resumes = bool(await self._input_required(record))
             if not resumes:
                 raise InvalidParamsError(
                     message=f"task {message.task_id} is {record.status}; only an input-required task takes a follow-up"
@@ -157,17 +164,20 @@ class _Handler(RequestHandler):
             raise TaskNotFoundError(message=f"task {task_id} not found")
         return record
 
-    async def _input_required(self, record: RunRecord) -> bool:
-        """A run that ended by pausing its thread on an interrupt, and the thread's latest run
-        (a pause and a cancel both end a run ``interrupted``: the thread tells them apart)."""
+    async def _input_required(self, record: RunRecord) -> tuple[Any, ...]:
+        """What a run that ended by pausing its thread on an interrupt asks (the interrupts'
+        values), when it is the thread's latest run; empty otherwise (a pause and a cancel
+        both end a run ``interrupted``: the thread tells them apart)."""
         if record.status != RunStatus.INTERRUPTED.value:
-            return False
+            return ()
         store = self._runs.serving().store
         thread = await store.get_thread(record.thread_id)
         if thread is None or thread.status != ThreadStatus.INTERRUPTED.value:
-            return False
+            return ()
         runs = await store.list_runs(record.thread_id, limit=_MOST_RUNS, offset=0)  # oldest first
-        return bool(runs) and runs[-1].id == record.id and await self._runs.awaits_input(record.thread_id)
+        if not runs or runs[-1].id != record.id:
+            return ()
+        return await self._runs.pending_interrupts(record.thread_id)
 
     async def _task(self, record: RunRecord, answer: str | None = None) -> Task:
         state = {
@@ -177,7 +187,8 @@ class _Handler(RequestHandler):
             RunStatus.ERROR.value: TaskState.TASK_STATE_FAILED,
             RunStatus.INTERRUPTED.value: TaskState.TASK_STATE_CANCELED,
         }.get(record.status, TaskState.TASK_STATE_FAILED)
-        if state == TaskState.TASK_STATE_CANCELED and await self._input_required(record):
+        asks = await self._input_required(record) if state == TaskState.TASK_STATE_CANCELED else ()
+        if asks:
             state = TaskState.TASK_STATE_INPUT_REQUIRED
         text = answer if answer is not None else record.answer
         status = TaskStatus(state=state)
@@ -185,9 +196,11 @@ class _Handler(RequestHandler):
         if state == TaskState.TASK_STATE_FAILED and record.error:
             status.message.CopyFrom(_agent_message(record.error, record.id, record.thread_id))
         elif state == TaskState.TASK_STATE_INPUT_REQUIRED:
-            status.message.CopyFrom(
-                _agent_message(text or "The agent needs your answer to go on.", record.id, record.thread_id)
-            )
+            # What the graph asks, as data (a HITL middleware's action requests), to answer
+            # with a follow-up naming this task.
+            question = _agent_message(text or "The agent needs your answer to go on.", record.id, record.thread_id)
+            question.parts.append(_data_part({"interrupts": list(asks)}))
+            status.message.CopyFrom(question)
         elif text and state == TaskState.TASK_STATE_COMPLETED:
             task.artifacts.append(Artifact(artifact_id=f"{record.id}-answer", name="answer", parts=[Part(text=text)]))
         task.status.CopyFrom(status)

@@ -82,9 +82,9 @@ class ServedRuns(Protocol):
         """A stateless run's thread goes once the run ended (nothing for a run on a thread)."""
         ...
 
-    async def awaits_input(self, thread_id: str) -> bool:
-        """Whether the thread is paused on an interrupt its graph raised (a human-in-the-loop
-        question), as opposed to idle, or stopped by a cancel."""
+    async def pending_interrupts(self, thread_id: str) -> tuple[Any, ...]:
+        """The values of the interrupts the thread's graph is paused on (a human-in-the-loop
+        question), as JSON data; empty when it is idle or was stopped by a cancel."""
         ...
 
 
