@@ -5,12 +5,13 @@ The official ``mcp`` SDK speaks the protocol; this module answers two of its req
 as input the messages a run takes plus an optional ``thread_id``). ``tools/call`` runs the
 assistant as ``POST /runs/wait`` does — a stateless run, or a run on the caller's thread —
 and answers with the text of its final AI message; a run that failed answers as a tool
-error with its one line. A call the client cancels (or whose connection drops) cancels the
-run.
+error with its one line. A call whose client goes away (drops the connection) cancels the
+run; so does the call's end at shutdown.
 
 As LangGraph's server does, the transport is stateless with JSON responses: no session is
 kept between requests (any Gateway process answers any request), and so no progress
-notification can reach the client while a run is in flight.
+notification can reach the client while a run is in flight, and a ``notifications/cancelled``
+(a request of its own) cannot reach the call it names: a client stops a call by dropping it.
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ class McpEndpoint:
             values = await self._runs.final_values(started)
         finally:
             with contextlib.suppress(RunRefused):  # the Gateway is shutting down: it stops the run
-                if not finished:  # the client cancelled the call or went away: so does the run
+                if not finished:  # the client went away, or the Gateway stops the call: so does the run
                     self._runs.serving().runs.cancel_soon(started.run_id)
                 self._runs.release(started)
         error = values.get("__error__")
