@@ -24,6 +24,7 @@ __all__ = [
     "GatewayConfig",
     "GoalConfig",
     "HostAccess",
+    "HttpConfig",
     "MemoryConfig",
     "ModelEntry",
     "ModelInvocationGrant",
@@ -314,6 +315,16 @@ class GatewayConfig(_Strict):
         return None if value is None else long_enough_token(value)
 
 
+class HttpConfig(_Strict):
+    """Which of the Gateway's agent-protocol endpoints are served (``langgraph.json``'s
+    ``http`` keys): ``/api/mcp`` (Model Context Protocol) and ``/api/a2a/{assistant_id}``
+    (Agent-to-Agent). Both are on by default, as on LangGraph's server; switched off, their
+    paths answer 404 like any unknown path."""
+
+    disable_mcp: bool = False
+    disable_a2a: bool = False
+
+
 class AppConfig(_Strict):
     """The whole file. Every section is optional: an empty file is a working Gateway."""
 
@@ -327,6 +338,7 @@ class AppConfig(_Strict):
     summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
 
     @field_validator("plugins", mode="before")
     @classmethod

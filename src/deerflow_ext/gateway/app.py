@@ -67,6 +67,7 @@ from ..persistence import (
     upgrade_head,
 )
 from ..persistence.item_store import ItemStore
+from ..protocols import ProtocolEndpoints
 from ..runtime import LocalThreadCoordinator, PostgresThreadCoordinator, RunManager, ThreadCoordinator
 from ..runtime.redis_stream import RedisStreamBridge
 from ..runtime.signals import CHANNEL as SIGNAL_CHANNEL
@@ -81,6 +82,7 @@ from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .front import GatewayFront
 from .principal import install_principal_resolver
+from .protocol_runs import GatewayServedRuns
 from .routes import HOST_ROUTERS
 from .routes.crons import fire_cron
 from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
@@ -239,6 +241,7 @@ def create_app(
     # What the Gateway serves without its token is no place for an extension's route (access.py).
     reserved = ReservedPaths(exact=OPEN_PATHS, prefixes=OPEN_PREFIXES)
     app.state.mounted_routers = mount_routers(app, extensions, diagnostics=diagnostics, reserved=reserved)
+    app.state.protocol_endpoints = _mount_protocols(app, config)
     # One layer outside the extension-route errors: CORS, the JSON 500, access, body limits,
     # JSON bodies, in that order (front.py).
     origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
@@ -251,6 +254,21 @@ def create_app(
         declare_token(app)
     install_principal_resolver(app, token_required=policy.token is not None)
     return app
+
+
+def _mount_protocols(app: FastAPI, config: AppConfig) -> ProtocolEndpoints:
+    """The agent-protocol endpoints (``protocols/``) under the API prefix, as LangGraph
+    mounts them, after every other route: a request to any other path never reaches them.
+    They serve while the lifespan runs; ``http.disable_*`` leaves a protocol's paths out."""
+    endpoints = ProtocolEndpoints(
+        GatewayServedRuns(app),
+        version=package_version("deerflow-ext"),
+        max_body_bytes=config.gateway.limits.max_body_bytes,
+        mcp=not config.http.disable_mcp,
+        a2a=not config.http.disable_a2a,
+    )
+    app.router.routes.extend(endpoints.routes())
+    return endpoints
 
 
 def _access_policy(settings: Settings, config: AppConfig, origins: tuple[str, ...]) -> AccessPolicy:
@@ -389,9 +407,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         signals.subscribe(CRONS_CHANGED["kind"], crons.changed)
                     state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items, crons)
                     await crons.start()  # one query; no wake at all while no cron exists
-                    if opts.freeze_startup_heap:
-                        _freeze_startup_heap()
-                    yield
+                    async with state.protocol_endpoints.serving():
+                        if opts.freeze_startup_heap:
+                            _freeze_startup_heap()
+                        yield
                 finally:
                     if opts.freeze_startup_heap:
                         gc.unfreeze()

@@ -7,7 +7,7 @@ delete``, the default) or stays (``keep``). ``/runs/crons/search``, ``/count``, 
 ``DELETE /runs/crons/{cron_id}`` are as ``langgraph_sdk``'s ``crons`` client calls them.
 
 A tick starts its run through the very functions ``POST /threads/{id}/runs`` and
-``POST /runs`` use (``runs._start``, ``stateless.start_stateless``), so admission,
+``POST /runs`` use (``runs.start_run``, ``stateless.start_stateless``), so admission,
 ``multitask_strategy``, hooks, persistence and streams are a normal run's; the run's
 metadata adds ``cron_id`` and ``cron_tick`` (the tick it fired for). When and how often a
 cron fires is ``deerflow_ext.scheduling``'s (README, "Crons").
@@ -29,7 +29,7 @@ from ..cron_schemas import CronCount, CronCreate, CronOut, CronPatch, CronSearch
 from ..crons import check_cron, checked_payload, create_cron, cron_store_of, scheduler_of
 from ..schemas import RunCreate
 from ..state import GatewayRuntime, runtime_of
-from .runs import _start
+from .runs import start_run
 from .stateless import forget_after, start_stateless
 
 __all__ = ["fire_cron", "router"]
@@ -132,7 +132,7 @@ async def fire_cron(runtime: GatewayRuntime | None, due: Due) -> None:
     }
     body = RunCreate.model_validate(payload)
     if cron.thread_id is not None:
-        await _start(runtime, cron.thread_id, body)
+        await start_run(runtime, cron.thread_id, body)
         return
     body = body.model_copy(update={"on_completion": cron.on_run_completed or "delete"})
     thread_id, handle = await start_stateless(runtime, body)

@@ -43,7 +43,7 @@ from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
 
-__all__ = ["SSE_DOC", "router"]
+__all__ = ["SSE_DOC", "final_values", "following", "router", "start_run"]
 
 router = APIRouter(prefix="/api/threads/{thread_id}/runs", tags=["runs"])
 
@@ -235,6 +235,13 @@ def _cancel_on_disconnect(runtime: GatewayRuntime, run_id: str, cancel: bool) ->
     return (lambda: runtime.runs.cancel_soon(run_id)) if cancel else None
 
 
+def following(request: Request, runtime: GatewayRuntime, handle: RunHandle, body: RunCreate) -> dict[str, Any]:
+    """How a run's response follows it: heartbeat, and what a dropped connection does
+    (``on_disconnect``)."""
+    on_disconnect = _cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel")
+    return {"heartbeat": _heartbeat(request), "on_disconnect": on_disconnect}
+
+
 async def _new_run(
     request: Request,
     thread_id: str,
@@ -243,12 +250,10 @@ async def _new_run(
     *,
     temporary: bool = False,
 ) -> tuple[GatewayRuntime, RunHandle, dict[str, Any]]:
-    """Start the run; the keywords say how its response follows it (heartbeat, and what a
-    dropped connection does: ``on_disconnect``)."""
+    """Start the run; the keywords say how its response follows it."""
     runtime = runtime_of(request)
     handle = await _start(runtime, thread_id, body, default_modes, temporary=temporary)
-    on_disconnect = _cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel")
-    return runtime, handle, {"heartbeat": _heartbeat(request), "on_disconnect": on_disconnect}
+    return runtime, handle, following(request, runtime, handle, body)
 
 
 @router.post("/stream", responses=SSE_DOC, response_class=StreamingResponse)
@@ -467,3 +472,9 @@ async def join_stream(
         on_disconnect=_cancel_on_disconnect(runtime, run_id, cancel_on_disconnect),
     )
     return sse_response(events, _paths(thread_id, run_id))
+
+
+# The run machinery under the routes, by name for the stateless routes and the agent
+# protocols (``protocols/``), which start and answer runs exactly as these routes do.
+start_run = _start
+final_values = _final_values

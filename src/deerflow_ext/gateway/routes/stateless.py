@@ -32,8 +32,7 @@ from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
-from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _cancel_on_disconnect, _heartbeat, _paths, _run_out
-from .runs import _start as _start_run
+from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _paths, _run_out, following, start_run
 
 __all__ = ["delete_left_threads", "forget_after", "router", "start_stateless"]
 
@@ -48,14 +47,17 @@ async def start_stateless(
     runtime: GatewayRuntime, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
 ) -> tuple[str, RunHandle]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
-    A stateless cron's firing starts its runs here too (``crons``)."""
+
+    The routes below, a stateless cron's firing (``crons``) and the agent protocols
+    (``protocols/``: an MCP tool call, an A2A message) start a stateless run through this one
+    function."""
     if body.continues:  # a new thread has nothing to continue
         raise HTTPException(status_code=422, detail=f"{NO_INPUT}; a stateless run has no thread to continue")
     thread_id = str(uuid.uuid4())
     await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
-        handle = await _start_run(runtime, thread_id, body, default_modes, temporary=temporary)
+        handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary)
     except BaseException:
         await runtime.store.delete_thread(thread_id)
         raise
@@ -67,8 +69,7 @@ async def _start(
 ) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
     runtime = runtime_of(request)
     thread_id, handle = await start_stateless(runtime, body, default_modes)
-    on_disconnect = _cancel_on_disconnect(runtime, handle.run_id, body.on_disconnect == "cancel")
-    return thread_id, runtime, handle, {"heartbeat": _heartbeat(request), "on_disconnect": on_disconnect}
+    return thread_id, runtime, handle, following(request, runtime, handle, body)
 
 
 _OTHER_PROCESS_POLL = 0.5
@@ -111,7 +112,7 @@ async def delete_left_threads(store: HostStore, agent_host: Any) -> int:
 
 
 def forget_after(runtime: GatewayRuntime, thread_id: str, handle: RunHandle, body: RunCreate) -> None:
-    """Delete the run's thread once it ended, unless ``on_completion`` is ``keep``."""
+    """Delete a stateless run's thread once the run ended, unless ``on_completion`` is ``keep``."""
     if body.on_completion == "keep":
         return
     task = asyncio.get_running_loop().create_task(_forget(runtime, thread_id, handle))

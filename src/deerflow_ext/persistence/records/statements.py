@@ -36,6 +36,7 @@ __all__ = [
     "LOCK_THREAD",
     "RUNS",
     "SELECT_RUN",
+    "SELECT_RUN_BY_ID",
     "SELECT_THREAD",
     "SET_THREAD_METADATA",
     "START_RUN",
@@ -69,6 +70,7 @@ INSERT_RUN = insert(RUNS)
 SELECT_THREAD = select(THREADS).where(THREADS.c.id == bindparam("thread_id"))
 LOCK_THREAD = SELECT_THREAD.with_for_update()
 SELECT_RUN = select(RUNS).where(RUNS.c.id == bindparam("run_id"), RUNS.c.thread_id == bindparam("thread_id"))
+SELECT_RUN_BY_ID = select(RUNS).where(RUNS.c.id == bindparam("run_id"))
 START_RUN = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.PENDING.value)

@@ -30,7 +30,7 @@ from ..thread_search import ThreadQuery
 from ..transactions import Transactions, transactions_for
 from . import pg_statements, recovery, run_writes, thread_writes
 from .owners import owner_is_dead
-from .statements import INSERT_THREAD, LIVE_RUN_OF_THREAD, SELECT_RUN, SELECT_THREAD, UPDATE_RUN
+from .statements import INSERT_THREAD, LIVE_RUN_OF_THREAD, SELECT_RUN, SELECT_RUN_BY_ID, SELECT_THREAD, UPDATE_RUN
 from .values import RunRecord, ThreadNotFoundError, ThreadRecord
 
 __all__ = ["HostStore"]
@@ -256,6 +256,11 @@ class HostStore:
 
     async def get_run(self, thread_id: str, run_id: str) -> RunRecord | None:
         row = await self._first(SELECT_RUN, {"run_id": run_id, "thread_id": thread_id})
+        return RunRecord.of(row) if row is not None else None
+
+    async def find_run(self, run_id: str) -> RunRecord | None:
+        """The run with this id, on whichever thread: an A2A task is named by its run id alone."""
+        row = await self._first(SELECT_RUN_BY_ID, {"run_id": run_id})
         return RunRecord.of(row) if row is not None else None
 
     async def _first(self, statement: Any, params: dict[str, Any]) -> Any:

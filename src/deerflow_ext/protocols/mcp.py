@@ -1,0 +1,232 @@
+"""``/api/mcp``: every assistant as a Model Context Protocol tool (streamable HTTP).
+
+The official ``mcp`` SDK speaks the protocol; this module answers two of its requests.
+``tools/list`` names one tool per assistant (its name made tool-safe, its description, and
+as input the messages a run takes plus an optional ``thread_id``). ``tools/call`` runs the
+assistant as ``POST /runs/wait`` does — a stateless run, or a run on the caller's thread —
+and answers with the text of its final AI message; a run that failed answers as a tool
+error with its one line. A call whose client goes away (drops the connection) cancels the
+run; so does the call's end at shutdown.
+
+As LangGraph's server does, the transport is stateless with JSON responses: no session is
+kept between requests (any Gateway process answers any request), and so no progress
+notification can reach the client while a run is in flight, and a ``notifications/cancelled``
+(a request of its own) cannot reach the call it names: a client stops a call by dropping it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import mcp.types as mcp_types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from ..persistence.assistant_tables import BUILT_IN_ASSISTANT_ID
+from ..persistence.assistants import AssistantQuery, AssistantStore
+from .runs import RunCall, RunRefused, ServedRuns, answer_text
+
+__all__ = ["MESSAGES_INPUT", "McpEndpoint", "tool_names"]
+
+logger = logging.getLogger("deerflow_ext.protocols")
+
+_PAGE = 100
+_DISCONNECT_POLL = 1.0  # seconds between asking whether the caller of a running call is still there
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+MESSAGES_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "description": "The conversation to answer, oldest first; the last one is usually the user's.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "role": {"type": "string", "enum": ["user", "assistant", "system"]},
+                    "content": {"type": "string"},
+                },
+                "required": ["role", "content"],
+            },
+        },
+        "thread_id": {
+            "type": "string",
+            "description": (
+                "Run on this thread (created when missing) so a later call continues the conversation; "
+                "omitted, the run is stateless and its thread is deleted afterwards."
+            ),
+        },
+    },
+    "required": ["messages"],
+}
+"""A tool's input: the messages input of the assistant's graph, and the thread to run on."""
+
+
+def _safe(name: str) -> str:
+    return _UNSAFE.sub("_", name).strip("_")[:64]
+
+
+def tool_names(assistants: list[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Tool name -> assistant row. A name is the assistant's, made tool-safe (letters,
+    digits, ``_ . -``, 64 at most); an assistant whose name another one already took (or
+    whose name has nothing tool-safe) is named by its id."""
+    named: dict[str, Mapping[str, Any]] = {}
+    for row in assistants:
+        name = _safe(str(row.get("name") or ""))
+        if not name or name in named:
+            name = _safe(str(row["assistant_id"]))
+        named.setdefault(name, row)
+    return named
+
+
+def _refusal(text: str) -> mcp_types.CallToolResult:
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], is_error=True)
+
+
+class McpEndpoint:
+    """The ASGI endpoint the Gateway mounts at ``/api/mcp``; it serves while
+    :meth:`serving` is entered (the Gateway's lifespan) and answers 503 otherwise."""
+
+    def __init__(self, runs: ServedRuns, *, name: str, version: str, max_body_bytes: int) -> None:
+        self._runs = runs
+        self._name = name
+        self._version = version
+        self._max_body_bytes = max_body_bytes
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """A session manager runs once (the SDK's rule), so each lifespan makes its own."""
+        server: Server[Any] = Server(
+            self._name,
+            version=self._version,
+            instructions="Each tool is one of this Gateway's assistants: call it with the conversation to answer.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        manager = StreamableHTTPSessionManager(
+            app=server,
+            json_response=True,
+            stateless=True,
+            # The Gateway's front layer has already checked Host, Origin and the body's size.
+            security_settings=None,
+            max_request_body_size=self._max_body_bytes,
+        )
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        if manager is None:
+            answer = JSONResponse({"detail": "the Gateway is not serving (starting up or shutting down)"}, 503)
+            await answer(scope, receive, send)
+            return
+        await manager.handle_request(scope, receive, send)
+
+    async def _assistants(self) -> dict[str, Mapping[str, Any]]:
+        store = AssistantStore(self._runs.serving().engine)
+        rows: list[Mapping[str, Any]] = []
+        offset = 0
+        while True:
+            page, more = await store.search(
+                AssistantQuery(limit=_PAGE, offset=offset, sort_by="created_at", sort_order="asc")
+            )
+            rows.extend(page)
+            if not more:
+                return tool_names(rows)
+            offset += _PAGE
+
+    async def _list_tools(self, ctx: Any, params: Any) -> mcp_types.ListToolsResult:
+        tools = [
+            mcp_types.Tool(
+                name=name,
+                description=row.get("description")
+                or f"Ask the assistant {row.get('name') or name} (graph {row['graph_id']}).",
+                input_schema=MESSAGES_INPUT,
+            )
+            for name, row in (await self._assistants()).items()
+        ]
+        return mcp_types.ListToolsResult(tools=tools)
+
+    async def _call_tool(self, ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
+        if params.name == BUILT_IN_ASSISTANT_ID:
+            # The built-in assistant's row is the oldest, so it always holds its own name: the
+            # common call reads no assistant, as a run addressed to it does not.
+            assistant_id = BUILT_IN_ASSISTANT_ID
+        else:
+            try:
+                row = (await self._assistants()).get(params.name)
+            except RunRefused as exc:
+                return _refusal(exc.message)
+            if row is None:
+                return _refusal(f"no tool named {params.name!r}; tools/list names this Gateway's assistants")
+            assistant_id = str(row["assistant_id"])
+        arguments = dict(params.arguments or {})
+        messages = arguments.get("messages")
+        if isinstance(messages, str):  # a model calling the tool may hand over the question alone
+            messages = [{"role": "user", "content": messages}]
+        if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
+            return _refusal("arguments.messages: a list of {role, content} messages is required")
+        thread_id = arguments.get("thread_id")
+        if thread_id is not None and not isinstance(thread_id, str):
+            return _refusal("arguments.thread_id: a string is required")
+        call = RunCall(assistant_id=assistant_id, messages=tuple(messages), thread_id=thread_id or None)
+        return await self._run(call, getattr(ctx, "request", None))
+
+    async def _run(self, call: RunCall, request: Any) -> mcp_types.CallToolResult:
+        try:
+            started = await self._runs.start(call)
+        except RunRefused as exc:
+            return _refusal(exc.message)
+        finished = False
+        try:
+            finished = await _ended_or_left(started.handle.finished, request)
+            if not finished:
+                return _refusal("the caller went away; the run was cancelled")
+            values = await self._runs.final_values(started)
+        finally:
+            with contextlib.suppress(RunRefused):  # the Gateway is shutting down: it stops the run
+                if not finished:  # the client went away, or the Gateway stops the call: so does the run
+                    self._runs.serving().runs.cancel_soon(started.run_id)
+                self._runs.release(started)
+        error = values.get("__error__")
+        if isinstance(error, Mapping):
+            return _refusal(f"the run failed: {error.get('error')}: {error.get('message')}")
+        text = answer_text(values)
+        if text is None:
+            return _refusal("the run ended without an answer")
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)])
+
+
+async def _ended_or_left(finished: asyncio.Event, request: Any) -> bool:
+    """Wait for the run's end (True), or for the caller to go away first (False).
+
+    With JSON responses nothing of the SDK reads the connection while a call runs, so a
+    client that dropped it would leave its run going to the end, and the server's graceful
+    shutdown waiting for the request. The HTTP request the SDK hands the handler says
+    whether its client is still there."""
+    if not hasattr(request, "is_disconnected"):
+        await finished.wait()
+        return True
+    waiting = asyncio.ensure_future(finished.wait())
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiting}, timeout=_DISCONNECT_POLL)
+            if done:
+                return True
+            if await request.is_disconnected():
+                return False
+    finally:
+        waiting.cancel()
