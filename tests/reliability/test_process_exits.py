@@ -160,7 +160,8 @@ def test_signals_still_shut_down_in_order(
     assert "KeyboardInterrupt" in log and "FaultyMiddleware.awrap_model_call" in log, log[-3000:]
     gw.proc.send_signal(sig)
     code = gw.proc.wait(30)
-    assert code in (0, -sig), gw.output()[-3000:]  # uvicorn re-raises the signal after shutdown
+    # README's exit codes: Ctrl-C is 130 (an interrupted command), SIGTERM a clean stop.
+    assert code in ((130,) if sig == signal.SIGINT else (0, -sig)), gw.output()[-3000:]
     assert "Application shutdown complete" in gw.output()
     with sqlite3.connect(tmp_path / "deer-flow" / "deerflow.db") as db:
         flushed = {run_id for (run_id,) in db.execute("SELECT run_id FROM bufx_rows")}

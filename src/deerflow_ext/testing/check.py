@@ -36,10 +36,11 @@ CHEAP_FACTOR = 5
 
 
 def plugins_of(config: Any) -> list[Plugin]:
-    """The enabled ``plugins:`` records of an ``AppConfig`` as kit entries, field for field."""
+    """The enabled ``plugins:`` records of an ``AppConfig`` as kit entries, field for field
+    (what the record left at its default, the entry leaves at the kit's)."""
     names = {f.name for f in dataclasses.fields(Plugin)}
     return [
-        Plugin(**{name: value for name, value in entry.model_dump().items() if name in names})
+        Plugin(**{name: value for name, value in entry.model_dump(exclude_defaults=True).items() if name in names})
         for entry in config.plugins
         if entry.enabled
     ]

@@ -55,6 +55,10 @@ class Plugin:
     table_prefix: str | None = None
     package: str | None = None
     intercept: bool = False
+    #: A full-stack plugin's operator values, by plugin namespace (``settings:`` of the record).
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    #: What the entry may reach of the host (``host_access:``: model invocation grants).
+    host_access: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def coerce(cls, item: PluginLike) -> Plugin:
