@@ -67,7 +67,7 @@ def test_existing_work_is_never_overwritten(tmp_path: Path, capsys: pytest.Captu
 
 def test_every_example_shares_the_generated_noxfile() -> None:
     examples = sorted((ROOT / "plugins_examples").iterdir())
-    assert [e.name for e in examples] == ["audit", "costs", "observers", "otel", "tally"]
+    assert [e.name for e in examples] == ["audit", "costs", "fullstack", "observers", "otel", "tally"]
     for example in examples:
         assert (example / NOXFILE).read_bytes() == TEMPLATE_NOXFILE.read_bytes(), example.name
 
