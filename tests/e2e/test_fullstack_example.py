@@ -4,8 +4,10 @@ The package pins ``deerflow-extension-api>=0.2.6,<0.3`` and imports nothing else
 plugin written for DeerFlow today does; it is installed *with* its dependencies (offline:
 the contract built from this tree is already here), enabled by the operator's ``settings:``
 map, and driven over HTTP only: the plugin's card in ``GET /api/plugins``, its packaged
-browser files with their headers, its actions, and its model tool called by the agent (the
-embedded model's ``use <tool> <json>`` rule) under the name DeerFlow derives for it.
+browser files with their headers, its actions, and its model tool called by the agent under
+the name DeerFlow derives for it: by the embedded model (its ``use <tool> <json>`` rule) and
+by a real ``ChatOpenAI`` against the loopback provider (``tests/fake_openai.py``), which
+asks for the tool the way OpenAI's API does once it sees it offered.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pytest
 from deerflow_ext.testing import parse_sse
 from e2e.example_packages import pip
 from e2e.served import Gateway, serve
+from fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.e2e
 
@@ -139,9 +142,8 @@ def test_its_actions_answer_over_http(gateway: Gateway) -> None:
     assert _action(gateway, "nope", {}).status_code == 404
 
 
-def test_the_agent_calls_its_model_tool(gateway: Gateway) -> None:
-    assert _action(gateway, "clear", {}).status_code == 200
-    prompt = f'use {TOOL} {{"text": "buy oat milk"}}'
+def _run_and_read_back(gateway: Gateway, prompt: str) -> tuple[str, list[dict[str, Any]]]:
+    """Run ``prompt`` on a new thread to the end; its id and its messages."""
     with gateway.client() as client:
         thread_id = client.post("/api/threads", json={}).json()["thread_id"]
         body = {"input": {"messages": [{"role": "user", "content": prompt}]}}
@@ -151,7 +153,12 @@ def test_the_agent_calls_its_model_tool(gateway: Gateway) -> None:
         run = client.get(f"/api/threads/{thread_id}/runs/{events[0].data['run_id']}").json()
         state = client.get(f"/api/threads/{thread_id}/state").json()
     assert run["status"] == "success", run
-    messages = state["values"]["messages"]
+    return thread_id, state["values"]["messages"]
+
+
+def test_the_agent_calls_its_model_tool(gateway: Gateway) -> None:
+    assert _action(gateway, "clear", {}).status_code == 200
+    thread_id, messages = _run_and_read_back(gateway, f'use {TOOL} {{"text": "buy oat milk"}}')
     (tool_message,) = [m for m in messages if m["type"] == "tool"]
     assert tool_message["name"] == TOOL and tool_message.get("status", "success") == "success"
     assert json.loads(tool_message["content"])["saved"] == {
@@ -175,3 +182,30 @@ def test_the_installed_packages_own_suite_passes(installed: None) -> None:
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert re.search(r"\d+ passed", done.stdout)
+
+
+def test_a_real_chat_openai_calls_its_model_tool(installed: None, tmp_path: Path) -> None:
+    def call_tools(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | None:
+        offered = {t["function"]["name"] for t in body.get("tools") or ()}
+        last = (body.get("messages") or [{}])[-1]
+        if TOOL in offered and last.get("role") == "user" and "remember" in str(last.get("content")):
+            return [(TOOL, {"text": "call the plumber"})]
+        return None
+
+    with FakeOpenAI(call_tools=call_tools) as fake:
+        model = {"name": "gpt", "use": "langchain_openai:ChatOpenAI", "model": "gpt-x"}
+        config = fullstack_config(tmp_path, models=[{**model, "api_key": "k", "base_url": fake.base_url}])
+        with serve(tmp_path, config) as server:
+            thread_id, messages = _run_and_read_back(server, "please remember to call the plumber")
+            notes = _action(server, "list", {}).json()["notes"]
+        offers = [
+            t["function"] for r in fake.completions() for t in r.get("tools") or () if t["function"]["name"] == TOOL
+        ]
+    # The provider was offered the plugin's own description and schema under DeerFlow's name.
+    assert offers and offers[0]["description"].startswith("Save a short note for the user")
+    assert offers[0]["parameters"]["properties"] == {"text": {"type": "string", "minLength": 1, "maxLength": 2000}}
+    (tool_message,) = [m for m in messages if m["type"] == "tool"]
+    assert tool_message["name"] == TOOL
+    assert json.loads(tool_message["content"])["saved"]["text"] == "call the plumber"
+    assert messages[-1]["type"] == "ai" and messages[-1]["content"].startswith("Echo:")
+    assert notes == [{"text": "call the plumber", "source": "agent", "thread_id": thread_id}]
