@@ -87,6 +87,10 @@ def scaffold(session: nox.Session) -> None:
     session.run("deerflow-ext", "extensions", "new", "acme_counts", "--directory", str(work))
     with session.chdir(work / "acme-counts"):
         session.run("python", "-m", "nox", env={"DEERFLOW_EXT_SOURCE": str(ROOT)})
+    # And a full-stack plugin: its static/ page must reach the wheel the package's nox installs.
+    session.run("deerflow-ext", "extensions", "new", "--full-stack", "acme_notes", "--directory", str(work))
+    with session.chdir(work / "acme-notes"):
+        session.run("python", "-m", "nox", env={"DEERFLOW_EXT_SOURCE": str(ROOT)})
     _scaffold_outside_the_clone(session)
 
 

@@ -14,8 +14,11 @@ set, a request without that bearer token gets 401. ``fail_when(messages)`` picks
 by what they ask (say, only the host's title prompt): it returns an HTTP status to fail
 that request with, ``DROP`` to close the connection without answering (what a provider
 that stops looks like to the client), or None to answer it; ``stall_when(messages)`` returns
-seconds to wait before answering that one. Every completion request body is kept in
-``requests`` (in arrival order) so tests can count attempts.
+seconds to wait before answering that one. ``call_tools(body)`` makes the model call tools:
+given the request (its ``messages`` and the ``tools`` offered), it returns ``[(name,
+arguments)]`` to answer with those tool calls (``finish_reason: tool_calls``), or None to
+answer with text. Every completion request body is kept in ``requests`` (in arrival order)
+so tests can count attempts.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["DROP", "FakeOpenAI", "echo"]
 Reply = Callable[[list[dict[str, Any]]], str]
 FailWhen = Callable[[list[dict[str, Any]]], int | None]
 StallWhen = Callable[[list[dict[str, Any]]], float]
+CallTools = Callable[[dict[str, Any]], list[tuple[str, dict[str, Any]]] | None]
 
 DROP = 0
 """``fail_when``'s answer for "close the connection, send nothing"."""
@@ -75,8 +79,10 @@ class FakeOpenAI:
         fail_when: FailWhen | None = None,
         stall_when: StallWhen | None = None,
         token_delay: float = 0.0,
+        call_tools: CallTools | None = None,
     ) -> None:
         self.reply = reply
+        self.call_tools = call_tools
         self.fail_when = fail_when
         self.stall_when = stall_when
         self.api_key = api_key
@@ -181,7 +187,16 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             if fake.delay:
                 time.sleep(fake.delay)
-            text = fake.reply(messages)
+            calls = fake.call_tools(body) if fake.call_tools is not None else None
+            tool_calls = [
+                {
+                    "id": f"call_{uuid.uuid4().hex[:12]}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for name, arguments in calls or ()
+            ]
+            text = "" if tool_calls else fake.reply(messages)
             prompt_tokens = sum(len(_text(m.get("content")).split()) for m in messages)
             usage = {
                 "prompt_tokens": prompt_tokens,
@@ -190,8 +205,12 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             }
             model = str(body.get("model") or "fake-model")
             if body.get("stream"):
-                self._stream(model, text, usage if (body.get("stream_options") or {}).get("include_usage") else None)
+                include_usage = (body.get("stream_options") or {}).get("include_usage")
+                self._stream(model, text, usage if include_usage else None, tool_calls)
                 return
+            message: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if tool_calls:
+                message["tool_calls"] = tool_calls
             self._json(
                 200,
                 {
@@ -202,15 +221,17 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": text},
-                            "finish_reason": "stop",
+                            "message": message if tool_calls else {"role": "assistant", "content": text},
+                            "finish_reason": "tool_calls" if tool_calls else "stop",
                         }
                     ],
                     "usage": usage,
                 },
             )
 
-        def _stream(self, model: str, text: str, usage: dict[str, int] | None) -> None:
+        def _stream(
+            self, model: str, text: str, usage: dict[str, int] | None, tool_calls: list[dict[str, Any]]
+        ) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
@@ -230,11 +251,13 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
 
             send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-            for token in _tokens(text):
+            for token in () if tool_calls else _tokens(text):
                 if fake.token_delay:
                     time.sleep(fake.token_delay)
                 send([{"index": 0, "delta": {"content": token}, "finish_reason": None}])
-            send([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+            for index, call in enumerate(tool_calls):
+                send([{"index": 0, "delta": {"tool_calls": [{"index": index, **call}]}, "finish_reason": None}])
+            send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if tool_calls else "stop"}])
             if usage is not None:
                 send([], {"usage": usage})
             self.wfile.write(b"data: [DONE]\n\n")

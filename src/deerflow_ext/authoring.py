@@ -50,7 +50,7 @@ def _cmd_new(args: argparse.Namespace) -> int:
     from deerflow_ext.scaffold import Scaffold, ScaffoldError, create_package
 
     try:
-        target = create_package(args.name, Path(args.directory))
+        target = create_package(args.name, Path(args.directory), full_stack=args.full_stack)
     except ScaffoldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -145,4 +145,9 @@ def add_authoring_commands(
     new = commands.add_parser("new", help="scaffold an extension package whose nox passes as generated")
     new.add_argument("name", metavar="NAME", help="the entry-point and import name, e.g. acme_audit")
     new.add_argument("--directory", metavar="DIR", default=".", help="where to create it (default: here)")
+    new.add_argument(
+        "--full-stack",
+        action="store_true",
+        help="a full-stack plugin (contract 0.2.6): a model tool, a backend action, a page, a setting",
+    )
     new.set_defaults(handler=_cmd_new)

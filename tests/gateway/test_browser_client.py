@@ -9,14 +9,19 @@ the gate extension (``sdk_gate_ext``), which holds a run at ``gate:<name>`` unti
 opens it: the page is reloaded while its run is certainly in flight. The human-in-the-loop
 cases run on a second Gateway that also loads ``platform_api.hitl_ext`` (LangChain's
 ``HumanInTheLoopMiddleware`` gating the ``task`` tool): the page shows the paused call in its
-inbox and resumes the run with the user's decision.
+inbox and resumes the run with the user's decision. The full-stack plugin case runs on a third
+Gateway with ``plugins_examples/fullstack`` enabled: the page finds it through ``GET
+/api/plugins``, imports its packaged module from the Gateway, mounts its page, and runs its
+conversation action and its page's actions.
 
 A console error fails a test: that is how a browser reports a CORS refusal.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +44,16 @@ pytestmark = pytest.mark.e2e
 
 WAIT_MS = 60_000
 HITL = [{"name": "hitl", "use": "platform_api.hitl_ext:install"}]
+FULLSTACK_SRC = Path(__file__).resolve().parents[2] / "plugins_examples" / "fullstack" / "src"
+NOTES = "example.notes"
+NOTES_TOOL = "ext_example_notes_remember_" + hashlib.sha256(b"example.notes:remember").hexdigest()[:12]
+FULLSTACK = [
+    {
+        "name": "fullstack",
+        "use": "deerflow_fullstack:install",
+        "settings": {NOTES: {"enabled": True, "max_notes": 5, "heading": "Team notes"}},
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +68,18 @@ def hitl_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer
     require_browser(page=True)
     with sdk_server(tmp_path_factory.mktemp("browser-hitl-gateway"), plugins=HITL) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def notes_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    """The full-stack example, imported from its source tree (the e2e suite pip-installs it)."""
+    require_browser(page=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(FULLSTACK_SRC))
+        with sdk_server(tmp_path_factory.mktemp("browser-notes-gateway"), plugins=FULLSTACK) as running:
+            yield running
+        sys.modules.pop("deerflow_fullstack.notes", None)
+        sys.modules.pop("deerflow_fullstack", None)
 
 
 @pytest.fixture(scope="module")
@@ -368,3 +395,50 @@ def test_a_reload_while_interrupted_brings_the_inbox_back_from_the_server(
     assert client.threads.get(thread_id)["status"] == "idle"
     assert sorted(r["status"] for r in client.runs.list(thread_id)) == ["interrupted", "success"]
     assert_clean(tab)
+
+
+def test_the_page_mounts_a_full_stack_plugin_and_invokes_its_actions(
+    browser: Any, notes_gateway: SdkServer, page_origin: str, tmp_path: Path
+) -> None:
+    with opened_tab(browser, notes_gateway, page_origin, tmp_path) as tab:
+        tab.page.wait_for_selector("[data-testid=plugin-nav][data-loaded]", timeout=WAIT_MS)
+        assert tab.seen()["plugins"] == ["example.notes"]  # found through GET /api/plugins
+
+        # The agent calls the plugin's tool; the conversation action saves the answer.
+        tab.send(f'use {NOTES_TOOL} {{"text": "water the plants"}}')
+        tab.page.wait_for_selector(f"main [data-type=tool][data-name={NOTES_TOOL}]", timeout=WAIT_MS)
+        tab.wait_idle()
+        answer = tab.messages()[-1]
+        assert answer[0] == "ai" and answer[1].startswith(f"Done. {NOTES_TOOL} returned:"), answer
+        tab.page.click("[data-testid=conversation-action][data-action=save-answer]")
+        notice = tab.page.wait_for_selector("[data-testid=plugin-notice]", timeout=WAIT_MS)
+        assert notice.inner_text().strip() == "Saved to Notes."
+
+        # The page: the module's own DOM, drawn from its `list` action, then its `add` action.
+        tab.page.click(f"[data-testid=plugin-page][data-namespace='{NOTES}'][data-surface=notes]")
+        surface = "[data-testid=plugin-surface]"
+        tab.page.wait_for_function(f"document.querySelectorAll('{surface} ul.notes li').length === 2", timeout=WAIT_MS)
+        assert tab.page.locator(f"{surface} h2").inner_text() == "Team notes"  # the public setting
+        notes = tab.page.locator(f"{surface} ul.notes li")
+        assert notes.nth(0).inner_text() == answer[1] and notes.nth(0).get_attribute("data-source") == "user"
+        assert (notes.nth(1).inner_text(), notes.nth(1).get_attribute("data-source")) == ("water the plants", "agent")
+        tab.page.fill(f"{surface} input[name=text]", "from the page")
+        tab.page.click(f"{surface} button[type=submit]")
+        tab.page.wait_for_function(
+            f"document.querySelector('{surface} ul.notes li')?.textContent === 'from the page'", timeout=WAIT_MS
+        )
+        assert tab.page.locator(f"{surface} [role=status]").inner_text() == "3 of 5"
+        # The stylesheet the module loads from its own packaged assets applied.
+        assert tab.page.eval_on_selector(f"{surface} .notes-form", "e => getComputedStyle(e).display") == "flex"
+        tab.shot("plugin-page")
+
+        seen = tab.seen()
+        assert seen["mounted"] == ["example.notes/notes"]
+        assert seen["executed"] == ["example.notes/save-answer"]
+        assert [(a["action"], a["status"]) for a in seen["actions"]] == [
+            ("add", 200),
+            ("list", 200),
+            ("add", 200),
+            ("list", 200),
+        ]
+        assert_clean(tab)

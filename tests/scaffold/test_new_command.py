@@ -67,7 +67,7 @@ def test_existing_work_is_never_overwritten(tmp_path: Path, capsys: pytest.Captu
 
 def test_every_example_shares_the_generated_noxfile() -> None:
     examples = sorted((ROOT / "plugins_examples").iterdir())
-    assert [e.name for e in examples] == ["audit", "costs", "observers", "otel", "tally"]
+    assert [e.name for e in examples] == ["audit", "costs", "fullstack", "observers", "otel", "tally"]
     for example in examples:
         assert (example / NOXFILE).read_bytes() == TEMPLATE_NOXFILE.read_bytes(), example.name
 
@@ -87,3 +87,48 @@ def test_the_generated_tests_pass_against_this_host(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout
+
+
+def test_a_full_stack_package_pins_the_plugin_contract_and_ships_its_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["extensions", "new", "--full-stack", "acme-notes", "--directory", str(tmp_path)]) == 0
+    target = tmp_path / "acme-notes"
+    assert capsys.readouterr().out.startswith(f"created {target} (entry point acme_notes = acme_notes:install)\n")
+    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert files == [
+        "README.md",
+        "noxfile.py",
+        "pyproject.toml",
+        "src/acme_notes/__init__.py",
+        "src/acme_notes/static/page.mjs",
+        "src/acme_notes/static/ui_manifest.json",
+        "tests/test_acme_notes.py",
+    ]
+    assert not [f for f in files if "${" in (target / f).read_text(encoding="utf-8")]
+    project = tomllib.loads((target / "pyproject.toml").read_text(encoding="utf-8"))
+    major, minor, *_ = __version__.split(".")
+    assert project["project"]["dependencies"] == [f"deerflow-extension-api>={API_VERSION},<{major}.{int(minor) + 1}"]
+    assert project["project"]["entry-points"]["deerflow.extensions"] == {"acme_notes": "acme_notes:install"}
+    source = (target / "src/acme_notes/__init__.py").read_text(encoding="utf-8")
+    assert f'@extension(api="{API_VERSION}", name="acme_notes")' in source
+    assert 'NAMESPACE = "acme-notes"' in source and 'MODULE = "acme-notes.v1"' in source
+    assert 'module: "acme-notes.v1"' in (target / "src/acme_notes/static/page.mjs").read_text(encoding="utf-8")
+    assert (target / NOXFILE).read_bytes() == TEMPLATE_NOXFILE.read_bytes()
+
+
+def test_the_generated_full_stack_tests_pass_against_this_host(tmp_path: Path) -> None:
+    # The plugin's tool called by the agent, its action over HTTP, its page served, its switch.
+    target = create_package("acme_hello", tmp_path, full_stack=True)
+    # This tree's host and kit, not whichever deerflow-ext the environment has installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target / "src"), str(ROOT / "src")])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=target,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "3 passed" in done.stdout

@@ -42,8 +42,10 @@ def test_the_example_validates_and_lists_the_examples_disabled() -> None:
         ("costs", "costs", False),
         ("otel", "otel", False),
         ("deerflow_tally:install", "deerflow_tally:install", False),  # named by its use
+        ("deerflow_fullstack:install", "deerflow_fullstack:install", False),
     ]
-    assert config.plugins[-1].package == "deerflow-tally"
+    assert config.plugins[-1].settings == {"example.notes": {"enabled": True, "max_notes": 20, "heading": "Notes"}}
+    assert [p.package for p in config.plugins[-2:]] == ["deerflow-tally", "deerflow-fullstack"]
     assert {p.name: p.table_prefix for p in config.plugins}["audit"] == "audit_"
     assert config == AppConfig.model_validate(config.model_dump())  # defaults written out are the defaults
     assert config.model_dump(exclude={"plugins"}) == AppConfig().model_dump(exclude={"plugins"})

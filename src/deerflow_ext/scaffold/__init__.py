@@ -10,6 +10,12 @@ from (:func:`deerflow_ext.distribution.host_source`: a checkout, a wheel, a VCS 
 package's nox installs that host, not a ``deerflow-ext`` no index has. Files are rendered from
 ``template/`` with :class:`string.Template` (``${module}``, ``${entry_point}``, ...); a path
 part ``__module__`` becomes the import name.
+
+``extensions new --full-stack NAME`` renders ``full_stack/`` instead (with the same
+``noxfile.py``): a plugin of DeerFlow's contract, ``registry.plugin(PluginContribution(...))``
+with a model tool, a backend action, a packaged page (``static/``: an ES module and its
+``ui_manifest.json``, no build step) and a setting, pinned to the contract's patch that has
+them, and tests that drive all three through a real Gateway.
 """
 
 from __future__ import annotations
@@ -65,6 +71,10 @@ class Scaffold:
             "api_line": ".".join(API_VERSION.split(".")[:2]),
             "host_version": __version__,
             "next_minor": f"{major}.{int(minor) + 1}",
+            # A full-stack plugin's names: DeerFlow's namespace and browser module id patterns
+            # take the distribution name as it is ([a-z][a-z0-9.-]: no underscore).
+            "namespace": self.distribution,
+            "module_id": f"{self.distribution}.v1",
         }
 
 
@@ -76,8 +86,8 @@ def _recorded_source() -> str:
         return ""
 
 
-def _template() -> Traversable:
-    return resources.files(__name__).joinpath("template")
+def _template(name: str = "template") -> Traversable:
+    return resources.files(__name__).joinpath(name)
 
 
 NOXFILE = "noxfile.py"
@@ -96,8 +106,9 @@ def _files(root: Traversable, at: tuple[str, ...] = ()) -> list[tuple[tuple[str,
     return found
 
 
-def create_package(name: str, directory: Path) -> Path:
-    """Write the package for *name* into ``directory / <distribution>`` and return that path.
+def create_package(name: str, directory: Path, *, full_stack: bool = False) -> Path:
+    """Write the package for *name* into ``directory / <distribution>`` and return that path;
+    ``full_stack`` makes it a full-stack plugin (``full_stack/``, the shared ``noxfile.py``).
 
     Refuses a target that exists and is not empty: scaffolding never overwrites work.
     """
@@ -106,7 +117,10 @@ def create_package(name: str, directory: Path) -> Path:
     if target.exists() and any(target.iterdir()):
         raise ScaffoldError(f"{target} already exists and is not empty; choose another NAME or --directory")
     values = scaffold.values()
-    for parts, source in _files(_template()):
+    files = _files(_template())
+    if full_stack:
+        files = [((NOXFILE,), _template().joinpath(NOXFILE)), *_files(_template("full_stack"))]
+    for parts, source in files:
         relative = Path(*(part.replace("__module__", scaffold.module) for part in parts))
         text = source.read_text(encoding="utf-8")
         if relative.name.endswith(_TEMPLATE_SUFFIX):

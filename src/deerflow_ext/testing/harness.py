@@ -435,8 +435,10 @@ def start_host(
             options=GatewayOptions(notify_budget=notify_budget),
         )
         # A loopback name: the Gateway answers only the Host names it allows (gateway/access.py),
-        # and TestClient's default ("testserver") is not one of them.
-        client = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=True)
+        # and TestClient's default ("testserver") is not one of them. A loopback caller too: with
+        # no token that is the Gateway's one principal (gateway/principal.py), so a plugin's
+        # /api/plugins routes and actions answer the test as they answer its author's browser.
+        client = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=True, client=("127.0.0.1", 50000))
         client.__enter__()
         cleanup.push(lambda *exc: client.__exit__(None, None, None))
         return HostHarness(app, client, config_path, database_url, entries, cleanup.pop_all())

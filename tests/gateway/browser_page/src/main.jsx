@@ -14,15 +14,30 @@
 // The page records what it saw on `window.__deerflow` for the test that drives it
 // (tests/gateway/test_browser_client.py): which message ids arrived while a run was
 // streaming, the custom events, the runs created, the resumes sent, and any error.
+//
+// It also mounts the Gateway's full-stack plugins (`GET /api/plugins`): their pages in the
+// sidebar and their conversation actions on the open thread (plugins.jsx).
 import { useCallback, useEffect, useRef, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { Client } from "@langchain/langgraph-sdk";
 import { useStream } from "@langchain/langgraph-sdk/react";
+import { ConversationActions, PluginNav, PluginSurface, usePlugins } from "./plugins.jsx";
 
 const params = new URLSearchParams(window.location.search);
 const apiUrl = params.get("api");
 const client = new Client({ apiUrl });
-const seen = (window.__deerflow = { streamed: [], custom: [], created: [], errors: [], resumed: [], finished: 0 });
+const seen = (window.__deerflow = {
+  streamed: [],
+  custom: [],
+  created: [],
+  errors: [],
+  resumed: [],
+  finished: 0,
+  plugins: null,
+  mounted: [],
+  actions: [],
+  executed: [],
+});
 
 // The inbox's look; kept here rather than in index.html so the feature is in one file.
 const INBOX_STYLE = `
@@ -204,6 +219,8 @@ function App() {
   const [threadId, onThreadId] = useThreadIdInUrl();
   const [refreshKey, setRefreshKey] = useState(0);
   const [draft, setDraft] = useState("");
+  const plugins = usePlugins(apiUrl, seen);
+  const [openedPlugin, setOpenedPlugin] = useState(null);
   const stream = useStream({
     apiUrl,
     assistantId: "lead_agent",
@@ -260,6 +277,7 @@ function App() {
           New thread
         </button>
         <ThreadList selected={threadId} onSelect={onThreadId} refreshKey={refreshKey} />
+        <PluginNav plugins={plugins} opened={openedPlugin} onOpen={setOpenedPlugin} />
         <h3>History</h3>
         <ol data-testid="history" data-thread-id={threadId ?? ""}>
           {stream.history.map((state) => (
@@ -275,6 +293,8 @@ function App() {
           <span data-testid="status">{stream.isLoading ? "streaming" : pending.length ? "interrupted" : "idle"}</span>
           {stream.error ? <div data-testid="error">{String(stream.error?.message ?? stream.error)}</div> : null}
         </header>
+        <PluginSurface opened={openedPlugin} seen={seen} />
+        <ConversationActions plugins={plugins} threadId={threadId} messages={stream.messages} seen={seen} />
         {stream.messages.map((message, index) => (
           <Message key={message.id ?? index} message={message} />
         ))}
