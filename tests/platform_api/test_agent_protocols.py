@@ -101,6 +101,22 @@ async def test_the_mcp_client_calls_an_assistant_and_gets_its_answer(
             assert _text(result) == answer
 
 
+async def test_an_mcp_call_asking_for_progress_gets_its_answer(platform: Platform) -> None:
+    heard: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append(message)
+
+    question = f"how far is the moon? ({uuid.uuid4().hex[:6]})"
+    answer = await _answer(platform, question)
+    async with _mcp(platform) as session:
+        result = await session.call_tool("lead_agent", {"messages": question}, progress_callback=progress)
+    assert not result.is_error and answer in _text(result)
+    # A divergence: ours tells each step of the run (an event-stream answer); LangGraph's
+    # server answers JSON only, with no progress.
+    assert (heard == []) if platform.is_peer else ("model" in heard)
+
+
 async def test_an_mcp_call_of_an_unknown_tool_is_refused(platform: Platform) -> None:
     async with _mcp(platform) as session:
         if platform.is_peer:
