@@ -60,7 +60,7 @@ def sdk_server(
     gate_dir = directory / "gates"
     gate_dir.mkdir(parents=True)
     config = directory / "config.yaml"
-    entries = [{"name": "gate", "use": "sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
+    entries = [{"name": "gate", "use": "gateway.sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
     entries += plugins or []
     config.write_text(json.dumps({"plugins": entries}), encoding="utf-8")  # JSON is YAML
     previous = get_loaded_extensions()

@@ -4,12 +4,15 @@ as ``lead_agent``, so the LangGraph Platform suite's cases run against it unchan
 It has the lead agent's shape where the suite looks: a LangChain v1 ``create_agent`` on a
 deterministic offline model that calls the ``task`` tool for ``delegate: <task>`` and answers
 anything else, with LangChain's ``HumanInTheLoopMiddleware`` gating ``task`` as the suite's
-``hitl_ext`` extension does on ours. It imports nothing of deerflow-ext: the peer runs in a
+``hitl_ext`` extension does on ours. A message with ``gate:<name>`` holds the model call (for a
+minute, or until the run is cancelled), as ours holds it at the suite's gate extension, so a case
+can act on a run certainly in progress. It imports nothing of deerflow-ext: the peer runs in a
 virtualenv of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -19,6 +22,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+
+HOLD_SECONDS = 60.0
+"""How long a ``gate:`` message holds the model call: longer than any case waits before it
+cancels the run (the peer has no gate file to open)."""
 
 
 class RuleModel(BaseChatModel):
@@ -47,6 +54,8 @@ class RuleModel(BaseChatModel):
     async def _agenerate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> Any:
+        if messages[-1].type == "human" and "gate:" in str(messages[-1].content):
+            await asyncio.sleep(HOLD_SECONDS)
         return self._reply(messages)
 
 

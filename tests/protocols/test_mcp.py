@@ -97,6 +97,35 @@ async def test_the_official_client_lists_the_assistants_and_calls_one(tmp_path: 
         assert [t["thread_id"] for t in threads] == [thread]
 
 
+async def test_a_call_asking_for_progress_hears_each_step_of_the_run(tmp_path: Path, database_url: str) -> None:
+    async with gateway(tmp_path, database_url) as served, served.client() as http:
+        heard: list[tuple[float, float | None, str | None]] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            heard.append((done, total, message))
+
+        async with (
+            httpx2.AsyncClient(timeout=60) as mcp_http,
+            streamable_http_client(f"{served.base_url}/api/mcp", http_client=mcp_http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            thread = "mcp-progress"
+            result = await session.call_tool(
+                "lead_agent", {"messages": "hello there", "thread_id": thread}, progress_callback=progress
+            )
+            assert not result.is_error, _text(result)
+            assert _text(result) == await _wait_answer(http, "lead_agent", "hello there")
+            quiet = await session.call_tool("lead_agent", {"messages": "and again"})  # no token: a JSON answer
+            assert not quiet.is_error
+        # One notification per node update of the run, in order, told before the result.
+        [run] = (await http.get(f"/api/threads/{thread}/runs")).json()
+        assert heard and [done for done, _, _ in heard] == list(range(1, len(heard) + 1))
+        assert {total for _, total, _ in heard} == {None}
+        assert "model" in {message for _, _, message in heard}
+        assert run["status"] == "success"
+
+
 async def test_a_langchain_agent_in_another_process_uses_the_gateway_as_a_tool(
     tmp_path: Path, database_url: str, adapters_path: str
 ) -> None:
@@ -130,12 +159,17 @@ async def test_a_call_whose_client_goes_away_cancels_its_run(tmp_path: Path, dat
         headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
         with pytest.raises(httpx.TimeoutException):  # the run holds at the gate; the client gives up
             await http.post("/api/mcp", json=body, headers=headers, timeout=2)
-        for _ in range(300):
-            [run] = (await http.get("/api/threads/mcp-gone/runs")).json()
-            if run["status"] not in ("pending", "running"):
-                break
-            await asyncio.sleep(0.05)
-        assert run["status"] == "interrupted"
+        # So does one asking for progress, answered as an event stream.
+        call = {**call, "arguments": {**call["arguments"], "thread_id": "mcp-gone-2"}, "_meta": {"progressToken": 7}}
+        with pytest.raises(httpx.TimeoutException):
+            await http.post("/api/mcp", json={**body, "params": call}, headers=headers, timeout=2)
+        for thread in ("mcp-gone", "mcp-gone-2"):
+            for _ in range(300):
+                [run] = (await http.get(f"/api/threads/{thread}/runs")).json()
+                if run["status"] not in ("pending", "running"):
+                    break
+                await asyncio.sleep(0.05)
+            assert run["status"] == "interrupted", thread
 
 
 async def test_disable_mcp_leaves_the_path_unserved(tmp_path: Path, database_url: str) -> None:

@@ -9,15 +9,20 @@ error with its one line. A call whose client goes away (drops the connection) ca
 run; so does the call's end at shutdown.
 
 As LangGraph's server does, the transport is stateless with JSON responses: no session is
-kept between requests (any Gateway process answers any request), and so no progress
-notification can reach the client while a run is in flight, and a ``notifications/cancelled``
-(a request of its own) cannot reach the call it names: a client stops a call by dropping it.
+kept between requests (any Gateway process answers any request), and a
+``notifications/cancelled`` (a request of its own) cannot reach the call it names: a client
+stops a call by dropping it. A JSON response carries the call's result alone (the SDK drops
+anything else tied to the request), so a ``tools/call`` whose client asks for progress (a
+``_meta.progressToken``) and accepts an event stream is answered as one instead, by a second,
+equally stateless, session manager: a ``notifications/progress`` for each step of the run (a
+node's update: ``model``, ``tools``...), then the result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
@@ -27,11 +32,12 @@ import mcp.types as mcp_types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..persistence.assistant_tables import BUILT_IN_ASSISTANT_ID
 from ..persistence.assistants import AssistantQuery, AssistantStore
-from .runs import RunCall, RunRefused, ServedRuns, answer_text
+from ..runtime.stream import END_EVENT, StreamEvent, follow
+from .runs import RunCall, RunRefused, ServedRuns, StartedRun, answer_text
 
 __all__ = ["MESSAGES_INPUT", "McpEndpoint", "tool_names"]
 
@@ -39,6 +45,7 @@ logger = logging.getLogger("deerflow_ext.protocols")
 
 _PAGE = 100
 _DISCONNECT_POLL = 1.0  # seconds between asking whether the caller of a running call is still there
+_HEARTBEAT = 15.0  # seconds a progress follower waits on a silent run before looking again
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 MESSAGES_INPUT: dict[str, Any] = {
@@ -101,6 +108,7 @@ class McpEndpoint:
         self._version = version
         self._max_body_bytes = max_body_bytes
         self._manager: StreamableHTTPSessionManager | None = None
+        self._stream_manager: StreamableHTTPSessionManager | None = None
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
@@ -112,27 +120,34 @@ class McpEndpoint:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
-        manager = StreamableHTTPSessionManager(
-            app=server,
-            json_response=True,
-            stateless=True,
-            # The Gateway's front layer has already checked Host, Origin and the body's size.
-            security_settings=None,
-            max_request_body_size=self._max_body_bytes,
+        json_manager, stream_manager = (
+            StreamableHTTPSessionManager(
+                app=server,
+                json_response=json_response,
+                stateless=True,
+                # The Gateway's front layer has already checked Host, Origin and the body's size.
+                security_settings=None,
+                max_request_body_size=self._max_body_bytes,
+            )
+            for json_response in (True, False)
         )
-        async with manager.run():
-            self._manager = manager
+        async with json_manager.run(), stream_manager.run():
+            self._manager, self._stream_manager = json_manager, stream_manager
             try:
                 yield
             finally:
-                self._manager = None
+                self._manager = self._stream_manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = self._manager
-        if manager is None:
+        manager, stream_manager = self._manager, self._stream_manager
+        if manager is None or stream_manager is None:
             answer = JSONResponse({"detail": "the Gateway is not serving (starting up or shutting down)"}, 503)
             await answer(scope, receive, send)
             return
+        if _accepts_stream(scope):
+            wants_progress, receive = await _peek_progress(receive)
+            if wants_progress:
+                manager = stream_manager
         await manager.handle_request(scope, receive, send)
 
     async def _assistants(self) -> dict[str, Mapping[str, Any]]:
@@ -182,21 +197,33 @@ class McpEndpoint:
         thread_id = arguments.get("thread_id")
         if thread_id is not None and not isinstance(thread_id, str):
             return _refusal("arguments.thread_id: a string is required")
-        call = RunCall(assistant_id=assistant_id, messages=tuple(messages), thread_id=thread_id or None)
-        return await self._run(call, getattr(ctx, "request", None))
+        wants_progress = bool(params.meta and params.meta.get("progress_token") is not None)
+        call = RunCall(
+            assistant_id=assistant_id,
+            messages=tuple(messages),
+            thread_id=thread_id or None,
+            stream_modes=("updates",) if wants_progress else (),
+        )
+        return await self._run(call, ctx if wants_progress else None, getattr(ctx, "request", None))
 
-    async def _run(self, call: RunCall, request: Any) -> mcp_types.CallToolResult:
+    async def _run(self, call: RunCall, progress_to: Any, request: Any) -> mcp_types.CallToolResult:
         try:
             started = await self._runs.start(call)
         except RunRefused as exc:
             return _refusal(exc.message)
         finished = False
+        reporting = asyncio.ensure_future(self._report_steps(started, progress_to)) if progress_to else None
         try:
             finished = await _ended_or_left(started.handle.finished, request)
+            if reporting is not None and finished:
+                # Every step is told before the result, which the SDK writes last.
+                await asyncio.wait({reporting}, timeout=_HEARTBEAT)
             if not finished:
                 return _refusal("the caller went away; the run was cancelled")
             values = await self._runs.final_values(started)
         finally:
+            if reporting is not None:
+                reporting.cancel()
             with contextlib.suppress(RunRefused):  # the Gateway is shutting down: it stops the run
                 if not finished:  # the client went away, or the Gateway stops the call: so does the run
                     self._runs.serving().runs.cancel_soon(started.run_id)
@@ -208,6 +235,58 @@ class McpEndpoint:
         if text is None:
             return _refusal("the run ended without an answer")
         return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)])
+
+    async def _report_steps(self, started: StartedRun, ctx: Any) -> None:
+        """A progress notification for each node update of the run, numbered from 1 (the
+        total is unknown: an agent decides its steps as it goes), named by its node."""
+        bridge = self._runs.serving().runs.streams
+        step = 0
+        async for item in follow(bridge, started.run_id, None, heartbeat=_HEARTBEAT):
+            if not isinstance(item, StreamEvent):  # a heartbeat, or events no longer retained
+                continue
+            if item.event == END_EVENT:
+                return
+            if item.event != "updates":
+                continue
+            update = json.loads(item.data)
+            if not isinstance(update, Mapping) or not update:
+                continue
+            step += 1
+            try:
+                await ctx.session.report_progress(step, None, ", ".join(str(node) for node in update))
+            except Exception:  # the stream closed (the caller went away): nobody left to tell
+                logger.debug("MCP progress for run %s not delivered", started.run_id, exc_info=True)
+                return
+
+
+def _accepts_stream(scope: Scope) -> bool:
+    if scope.get("method") != "POST":
+        return False
+    accept = b",".join(value for key, value in scope.get("headers", ()) if key == b"accept")
+    return b"text/event-stream" in accept
+
+
+async def _peek_progress(receive: Receive) -> tuple[bool, Receive]:
+    """Whether the request is a ``tools/call`` asking for progress, read from its body; and a
+    ``receive`` that hands the body to the SDK again. The front layer bounds the body's size."""
+    read: list[Message] = []
+    while True:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            break
+
+    async def replay() -> Message:
+        return read.pop(0) if read else await receive()
+
+    body = b"".join(bytes(m.get("body", b"")) for m in read if m["type"] == "http.request")
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return False, replay
+    params = payload.get("params") if isinstance(payload, dict) and payload.get("method") == "tools/call" else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None, replay
 
 
 async def _ended_or_left(finished: asyncio.Event, request: Any) -> bool:
