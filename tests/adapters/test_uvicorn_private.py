@@ -1,14 +1,18 @@
 """uvicorn's protocol class with a request-head deadline (``adapters/uvicorn_private.py``),
 on a real uvicorn: idle and slowloris connections are closed, requests and long streamed
-responses are not. Failures name uvicorn's version."""
+responses are not; and the supervisor of ``serve --workers N``, which tells a SIGINT apart.
+Failures name uvicorn's version."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import AsyncIterator
 from importlib import metadata
 from typing import Any
+
+import pytest
 
 from deerflow_ext.adapters import uvicorn_private
 from live_uvicorn import live_server
@@ -99,3 +103,26 @@ async def test_after_a_response_the_connection_idles_for_keep_alive_before_its_h
         held = asyncio.get_running_loop().time() - began
         assert answer.startswith(b"HTTP/1.1 200"), answer
         assert KEEP_ALIVE - 0.2 <= held < KEEP_ALIVE + DEADLINE + 2, f"{WHERE}: closed after {held:.2f} s"
+
+
+@pytest.mark.parametrize(("signum", "interrupted"), [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_the_supervisor_tells_a_sigint_from_the_other_signals_that_stop_it(
+    signum: signal.Signals, interrupted: bool
+) -> None:
+    """``serve --workers N`` exits 130 on Ctrl-C only if this holds: the signal, delivered to
+    this process, goes through uvicorn's own handler and queue to ``handle_int`` (no worker is
+    started: the supervisor's loop is driven by hand)."""
+    import uvicorn
+
+    assert uvicorn_private.RECORDS_SIGINT, f"{WHERE}: Multiprocess has no handle_int; --workers exits 0 on Ctrl-C"
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        running = uvicorn_private.supervisor(uvicorn.Config("nowhere:app", workers=2, log_config=None), [])
+        assert signal.getsignal(signum) is not saved[signum], f"{WHERE}: the supervisor no longer takes signals over"
+        signal.raise_signal(signum)
+        running.handle_signals()
+        assert running.should_exit.is_set(), f"{WHERE}: the supervisor did not stop for {signum}"
+        assert running.interrupted is interrupted, f"{WHERE}: {signum} recorded as interrupted={running.interrupted}"
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -11,11 +11,13 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+
+from pg_support import PG_UNREACHABLE, fresh_database
 
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
 
@@ -40,14 +42,15 @@ class Served:
         pytest.fail(f"no {pattern!r} in the log:\n{self.text()}")
 
 
-def _serve(tmp_path: Path, config: str, **env: str) -> Iterator[Served]:
+def _serve(tmp_path: Path, config: str, workers: str = "1", **env: str) -> Generator[Served]:
     (tmp_path / "config.yaml").write_text(config)
     log = tmp_path / "serve.log"
     environment = {k: v for k, v in os.environ.items() if not k.startswith("DEERFLOW_")}
-    environment.update(DEERFLOW_DATABASE_URL=f"sqlite:///{tmp_path / 'db' / 'deerflow.db'}", **env)
+    environment["DEERFLOW_DATABASE_URL"] = f"sqlite:///{tmp_path / 'db' / 'deerflow.db'}"
+    environment.update(env)
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "deerflow_ext.cli", "serve", "--port", "0"],
+            [sys.executable, "-m", "deerflow_ext.cli", "serve", "--port", "0", "--workers", workers],
             cwd=tmp_path,
             env=environment,
             stdout=out,
@@ -119,3 +122,24 @@ def test_ctrl_c_stops_serve_in_order_with_exit_130(text_server: Served) -> None:
     assert text_server.process.wait(60) == 130, text_server.text()
     log = text_server.text()
     assert "Application shutdown complete" in log and "Traceback" not in log
+
+
+@pytest.mark.skipif(PG_UNREACHABLE is not None, reason=PG_UNREACHABLE or "")
+def test_ctrl_c_stops_serve_with_workers_with_exit_130(tmp_path: Path) -> None:
+    """The same row under ``--workers 2`` (it exited 0: uvicorn's supervisor kept the SIGINT),
+    serving on the address its startup line names (``--port 0``: it was another port)."""
+    import signal
+
+    with fresh_database("dfx_serve_workers") as name:
+        served = _serve(tmp_path, "", DEERFLOW_DATABASE_URL=f"postgresql://postgres@127.0.0.1:5432/{name}", workers="2")
+        text_server = next(served)
+        try:
+            port = int(text_server.wait_for(r"listening on http://127\.0\.0\.1:(\d+)\n").group(1))
+            text_server.wait_for(r"(?s)Application startup complete.*Application startup complete", timeout=120)
+            assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "ok"
+            text_server.process.send_signal(signal.SIGINT)
+            assert text_server.process.wait(60) == 130, text_server.text()
+            log = text_server.text()
+            assert log.count("Application shutdown complete") == 2 and "Traceback" not in log, log
+        finally:
+            served.close()

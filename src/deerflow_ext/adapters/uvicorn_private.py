@@ -22,14 +22,33 @@ Private: ``uvicorn.protocols.http.auto.AutoHTTPProtocol``, its ``connection_made
 ``response_complete``), ``transport`` and ``timeout_keep_alive`` attributes.
 Fallback: :data:`HeadDeadlineProtocol` is ``None`` and ``serve`` runs uvicorn's own class,
 without a head deadline (keep-alive and every other timeout stay as configured).
+
+:func:`run_workers` is uvicorn's supervisor for ``serve --workers N``, telling whether a
+SIGINT stopped it. uvicorn's ``Multiprocess`` queues every signal it receives, handles it on
+its own loop, and returns normally, so ``uvicorn.run`` gives the caller no way to know it was
+Ctrl-C: ``serve`` exited 0 where README's exit-code table says 130 (one process reports it:
+``uvicorn.Server`` raises the signal again once it has stopped). Private: the supervisor
+handles SIGINT by calling its ``handle_int`` method (``handle_<signal name>``, from
+``handle_signals``). Fallback: uvicorn's own ``Multiprocess``, and ``run_workers`` reports no
+SIGINT (``serve --workers N`` exits 0 on Ctrl-C, as uvicorn does);
+:data:`RECORDS_SIGINT` says which.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
-__all__ = ["DEFAULT_HEAD_DEADLINE", "HeadDeadlineProtocol", "head_deadline", "set_head_deadline"]
+__all__ = [
+    "DEFAULT_HEAD_DEADLINE",
+    "RECORDS_SIGINT",
+    "HeadDeadlineProtocol",
+    "head_deadline",
+    "run_workers",
+    "set_head_deadline",
+    "supervisor",
+]
 
 DEFAULT_HEAD_DEADLINE = 10.0
 _deadline = DEFAULT_HEAD_DEADLINE
@@ -101,3 +120,47 @@ def _make(base: type[Any]) -> type[Any]:
 _base = _auto_protocol()
 HeadDeadlineProtocol: type[Any] | None = None if _base is None else _make(_base)
 """The protocol class ``serve`` hands uvicorn (``http=``); None: uvicorn's own (fallback)."""
+
+
+def _supervisor() -> type[Any] | None:
+    from uvicorn.supervisors import Multiprocess
+
+    if not callable(getattr(Multiprocess, "handle_int", None)):
+        return None
+
+    class SigintRecording(Multiprocess):
+        """uvicorn's supervisor, remembering that SIGINT (not SIGTERM) is what stopped it."""
+
+        interrupted = False
+
+        def handle_int(self) -> None:
+            self.interrupted = True
+            super().handle_int()
+
+    return SigintRecording
+
+
+_supervisor_class = _supervisor()
+RECORDS_SIGINT: bool = _supervisor_class is not None
+"""Whether :func:`run_workers` can tell a SIGINT (False: the fallback, uvicorn's own supervisor)."""
+
+
+def supervisor(config: Any, sockets: list[socket.socket]) -> Any:
+    """uvicorn's ``Multiprocess`` for ``config``, with ``interrupted`` set by a SIGINT.
+
+    Built, it has taken over the signals uvicorn handles (SIGINT, SIGTERM, SIGHUP, ...) in this
+    process, as ``uvicorn.run`` does; ``run()`` serves until one stops it.
+    """
+    from uvicorn.supervisors import Multiprocess
+
+    return (_supervisor_class or Multiprocess)(config, sockets=sockets)
+
+
+def run_workers(config: Any, sock: socket.socket) -> bool:
+    """Serve ``config.workers`` uvicorn worker processes on ``sock`` until a signal stops them.
+
+    Returns True when it was SIGINT (always False in the fallback).
+    """
+    running = supervisor(config, [sock])
+    running.run()
+    return bool(getattr(running, "interrupted", False))

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..adapters.uvicorn_private import HeadDeadlineProtocol, set_head_deadline
+from ..adapters.uvicorn_private import HeadDeadlineProtocol, run_workers, set_head_deadline
 from ..exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_STARTUP
 
 __all__ = ["add_serve_arguments", "build_app_from_env", "serve_command", "startup_line", "uvicorn_options"]
@@ -152,19 +152,24 @@ def serve_command(args: argparse.Namespace | Sequence[str] | None = None) -> int
     import uvicorn
 
     if workers > 1:
-        # Workers import the app themselves and bind through uvicorn's supervisor; the probe
-        # above already proved the port free. The settings travel through the environment.
-        sock.close()
+        # Workers import the app themselves (the settings travel through the environment) and
+        # serve on the socket bound above, the address the startup line names (`--port 0`
+        # included). uvicorn's supervisor swallows the SIGINT that stops it: run_workers
+        # tells it, for the exit code.
         os.environ["DEERFLOW_CONFIG"] = str(settings.config)
         os.environ["DEERFLOW_DATABASE_URL"] = settings.database_url
-        uvicorn.run(
+        supervised = uvicorn.Config(
             "deerflow_ext.gateway.serve:build_app_from_env",
             factory=True,
             workers=workers,
             log_config=log_config,
             **uvicorn_options(settings),
         )
-        return EXIT_OK
+        try:
+            interrupted = run_workers(supervised, sock)
+        finally:
+            sock.close()
+        return EXIT_INTERRUPTED if interrupted else EXIT_OK
     server = uvicorn.Server(uvicorn.Config(app, log_config=log_config, **uvicorn_options(settings)))
     try:
         with _CtrlC() as ctrl_c:
