@@ -20,9 +20,10 @@ from protocol_support import TOKEN, gateway
 
 _AUTH = {"Authorization": f"Bearer {TOKEN}"}
 _HERE = Path(__file__).parent
-_ADAPTERS = ("mcp>=1.24,<2", "langchain-mcp-adapters>=0.3.2")
+_ADAPTERS = ("mcp>=1.24,<2", "langchain-mcp-adapters>=0.3.2", "httpx-sse>=0.4")
 """langchain-mcp-adapters needs the 1.x MCP SDK (the Gateway serves on 2.x), so the agent
-that uses them runs in a process of its own with both installed for it alone."""
+that uses them runs in a process of its own with both installed for it alone (and httpx-sse, which
+the 1.x client imports and the Gateway's own dependencies do not bring)."""
 
 
 @pytest.fixture(scope="session")
