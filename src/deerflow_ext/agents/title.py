@@ -72,12 +72,16 @@ class TitleCall:
     ) -> str | None:
         """The title, or None when the call failed or took longer than ``within`` seconds."""
         call = self._call(self.model.ainvoke)
-        bound = asyncio.timeout(within)
+        observed = observe_system_call(extensions, task_store, _KIND, self._request(), call)
+        bound = None if within is None else asyncio.timeout(within)  # the Gateway's default: no timer
         try:
-            async with bound:
-                response = await observe_system_call(extensions, task_store, _KIND, self._request(), call)
+            if bound is None:
+                response = await observed
+            else:
+                async with bound:
+                    response = await observed
         except Exception as exc:
-            late = bound.expired() and within is not None
+            late = bound is not None and bound.expired()
             _untitled(self.model, TimeoutError(f"no reply within {within:g} s") if late else exc)
             return None
         return self._title(response)

@@ -24,7 +24,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -76,7 +76,9 @@ def plugin_tool_name(namespace: str, name: str) -> str:
 def tool_source(tool: object) -> str:
     """What the assembly descriptor names as a tool's source: ``plugin:<namespace>`` or builtin."""
     metadata = getattr(tool, "metadata", None)
-    namespace = metadata.get(PLUGIN_TOOL_METADATA_KEY) if isinstance(metadata, Mapping) else None
+    # BaseTool.metadata is a dict or None: a plain type check, not the Mapping ABC's (this runs
+    # for every tool each time an agent is described).
+    namespace = metadata.get(PLUGIN_TOOL_METADATA_KEY) if isinstance(metadata, dict) else None
     return f"plugin:{namespace}" if isinstance(namespace, str) else "builtin"
 
 
