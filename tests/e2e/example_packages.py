@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import subprocess
@@ -59,3 +60,26 @@ def install_examples() -> Iterator[dict[str, str]]:
     yield found
     if fresh:
         pip("uninstall", "--yes", "--quiet", *fresh)
+
+
+@contextlib.contextmanager
+def installed_example(package: Path, distribution: str, entry: str, use: str) -> Iterator[list[str]]:
+    """``package`` pip-installed with its dependencies for the block (offline when hatchling is
+    here), its ``entry`` checked to be ``use``; yields its requirements. Uninstalled after,
+    unless it was installed before."""
+    try:
+        importlib.metadata.distribution(distribution)
+        fresh = False
+    except importlib.metadata.PackageNotFoundError:
+        fresh = True
+    offline = ["--no-build-isolation"] if importlib.util.find_spec("hatchling") is not None else []
+    done = pip("install", "--quiet", *offline, str(package))
+    assert done.returncode == 0, f"pip install failed:\n{done.stdout}\n{done.stderr}"
+    importlib.invalidate_caches()
+    found = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="deerflow.extensions")}
+    assert found.get(entry) == use
+    try:
+        yield [r.replace(" ", "") for r in importlib.metadata.requires(distribution) or []]
+    finally:
+        if fresh:
+            pip("uninstall", "--yes", "--quiet", distribution)

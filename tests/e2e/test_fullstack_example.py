@@ -13,8 +13,6 @@ asks for the tool the way OpenAI's API does once it sees it offered.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import re
 import subprocess
@@ -26,7 +24,7 @@ from typing import Any
 import pytest
 
 from deerflow_ext.testing import parse_sse
-from e2e.example_packages import pip
+from e2e.example_packages import installed_example
 from e2e.served import Gateway, serve
 from fake_openai import FakeOpenAI
 
@@ -43,22 +41,9 @@ TOOL = "ext_example_notes_remember_" + hashlib.sha256(b"example.notes:remember")
 
 @pytest.fixture(scope="module")
 def installed() -> Iterator[None]:
-    try:
-        importlib.metadata.distribution("deerflow-fullstack")
-        fresh = False
-    except importlib.metadata.PackageNotFoundError:
-        fresh = True
-    offline = ["--no-build-isolation"] if importlib.util.find_spec("hatchling") is not None else []
-    done = pip("install", "--quiet", *offline, str(PACKAGE))
-    assert done.returncode == 0, f"pip install failed:\n{done.stdout}\n{done.stderr}"
-    importlib.invalidate_caches()
-    found = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="deerflow.extensions")}
-    assert found.get("fullstack") == USE
-    requires = importlib.metadata.requires("deerflow-fullstack") or []
-    assert [r.replace(" ", "") for r in requires if "extra" not in r] == ["deerflow-extension-api<0.3,>=0.2.6"]
-    yield
-    if fresh:
-        pip("uninstall", "--yes", "--quiet", "deerflow-fullstack")
+    with installed_example(PACKAGE, "deerflow-fullstack", "fullstack", USE) as requires:
+        assert [r for r in requires if "extra" not in r] == ["deerflow-extension-api<0.3,>=0.2.6"]
+        yield
 
 
 def fullstack_config(directory: Path, **extra: Any) -> Path:

@@ -10,8 +10,6 @@ and to every kind of DeerFlow's own model calls, and ``/api/ext/tally/stats`` mu
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import re
 import subprocess
@@ -23,7 +21,7 @@ from typing import Any
 import pytest
 
 from deerflow_ext.testing import parse_sse
-from e2e.example_packages import pip
+from e2e.example_packages import installed_example
 from e2e.served import Gateway, serve, wait
 
 pytestmark = pytest.mark.e2e
@@ -35,22 +33,9 @@ USE = "deerflow_tally:install"
 
 @pytest.fixture(scope="module")
 def installed() -> Iterator[None]:
-    try:
-        importlib.metadata.distribution("deerflow-tally")
-        fresh = False
-    except importlib.metadata.PackageNotFoundError:
-        fresh = True
-    offline = ["--no-build-isolation"] if importlib.util.find_spec("hatchling") is not None else []
-    done = pip("install", "--quiet", *offline, str(PACKAGE))
-    assert done.returncode == 0, f"pip install failed:\n{done.stdout}\n{done.stderr}"
-    importlib.invalidate_caches()
-    found = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="deerflow.extensions")}
-    assert found.get("tally") == USE
-    requires = importlib.metadata.requires("deerflow-tally") or []
-    assert "deerflow-extension-api<0.3,>=0.2" in [r.replace(" ", "") for r in requires]
-    yield
-    if fresh:
-        pip("uninstall", "--yes", "--quiet", "deerflow-tally")
+    with installed_example(PACKAGE, "deerflow-tally", "tally", USE) as requires:
+        assert "deerflow-extension-api<0.3,>=0.2" in requires
+        yield
 
 
 @pytest.fixture(scope="module")
