@@ -23,7 +23,6 @@ built from the assistant's name and description.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -70,15 +69,13 @@ from starlette.responses import JSONResponse, Response
 from ..persistence.assistants import AssistantStore
 from ..persistence.models import RunStatus, ThreadStatus
 from ..persistence.records.values import RunRecord
-from ..runtime.stream import END_EVENT, StreamEvent, follow
-from .runs import RunCall, RunRefused, ServedRuns, StartedRun, answer_text
+from .runs import RunCall, RunRefused, ServedRuns, StartedRun, answer_text, node_updates
 
 __all__ = ["A2aEndpoint"]
 
 logger = logging.getLogger("deerflow_ext.protocols")
 
 _STREAM_MODES = ("updates", "values")
-_HEARTBEAT = 15.0
 _MOST_RUNS = 10_000
 
 
@@ -241,15 +238,8 @@ class _Handler(RequestHandler):
 
     async def _said(self, started: StartedRun) -> AsyncIterator[str]:
         """The text of each AI message the run's ``updates`` carry, as they come."""
-        bridge = self._runs.serving().runs.streams
-        async for item in follow(bridge, started.run_id, None, heartbeat=_HEARTBEAT):
-            if not isinstance(item, StreamEvent):  # a heartbeat, or events no longer retained
-                continue
-            if item.event == END_EVENT:
-                return
-            if item.event != "updates":
-                continue
-            for update in json.loads(item.data).values():
+        async for updates in node_updates(self._runs, started.run_id):
+            for update in updates.values():
                 messages = update.get("messages") if isinstance(update, Mapping) else None
                 text = answer_text({"messages": messages}) if isinstance(messages, list) else None
                 if text:

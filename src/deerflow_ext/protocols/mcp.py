@@ -36,8 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..persistence.assistant_tables import BUILT_IN_ASSISTANT_ID
 from ..persistence.assistants import AssistantQuery, AssistantStore
-from ..runtime.stream import END_EVENT, StreamEvent, follow
-from .runs import RunCall, RunRefused, ServedRuns, StartedRun, answer_text
+from .runs import HEARTBEAT, RunCall, RunRefused, ServedRuns, StartedRun, answer_text, node_updates
 
 __all__ = ["MESSAGES_INPUT", "McpEndpoint", "tool_names"]
 
@@ -45,7 +44,6 @@ logger = logging.getLogger("deerflow_ext.protocols")
 
 _PAGE = 100
 _DISCONNECT_POLL = 1.0  # seconds between asking whether the caller of a running call is still there
-_HEARTBEAT = 15.0  # seconds a progress follower waits on a silent run before looking again
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 MESSAGES_INPUT: dict[str, Any] = {
@@ -217,7 +215,7 @@ class McpEndpoint:
             finished = await _ended_or_left(started.handle.finished, request)
             if reporting is not None and finished:
                 # Every step is told before the result, which the SDK writes last.
-                await asyncio.wait({reporting}, timeout=_HEARTBEAT)
+                await asyncio.wait({reporting}, timeout=HEARTBEAT)
             if not finished:
                 return _refusal("the caller went away; the run was cancelled")
             values = await self._runs.final_values(started)
@@ -239,17 +237,9 @@ class McpEndpoint:
     async def _report_steps(self, started: StartedRun, ctx: Any) -> None:
         """A progress notification for each node update of the run, numbered from 1 (the
         total is unknown: an agent decides its steps as it goes), named by its node."""
-        bridge = self._runs.serving().runs.streams
         step = 0
-        async for item in follow(bridge, started.run_id, None, heartbeat=_HEARTBEAT):
-            if not isinstance(item, StreamEvent):  # a heartbeat, or events no longer retained
-                continue
-            if item.event == END_EVENT:
-                return
-            if item.event != "updates":
-                continue
-            update = json.loads(item.data)
-            if not isinstance(update, Mapping) or not update:
+        async for update in node_updates(self._runs, started.run_id):
+            if not update:
                 continue
             step += 1
             try:

@@ -5,15 +5,17 @@ own functions, so a protocol's run is admitted, stored, hooked and streamed like
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..persistence.records import HostStore
 from ..runtime.handle import RunHandle
 from ..runtime.manager import RunManager
+from ..runtime.stream import END_EVENT, StreamEvent, follow
 
-__all__ = ["RunCall", "RunRefused", "ServedRuns", "Serving", "StartedRun", "answer_text"]
+__all__ = ["HEARTBEAT", "RunCall", "RunRefused", "ServedRuns", "Serving", "StartedRun", "answer_text", "node_updates"]
 
 
 @dataclass(frozen=True)
@@ -110,3 +112,21 @@ def answer_text(values: Mapping[str, Any]) -> str | None:
         if isinstance(message, Mapping) and message.get("type") in ("ai", "AIMessage", "AIMessageChunk"):
             return _text(message.get("content"))
     return None
+
+
+HEARTBEAT = 15.0
+"""Seconds a protocol's follower of a run waits on a silent run before looking again."""
+
+
+async def node_updates(runs: ServedRuns, run_id: str) -> AsyncIterator[Mapping[str, Any]]:
+    """The run's ``updates`` events as they come (node name -> what it wrote), until its end:
+    what MCP's progress and A2A's status updates both tell of a run that is working."""
+    async for item in follow(runs.serving().runs.streams, run_id, None, heartbeat=HEARTBEAT):
+        if not isinstance(item, StreamEvent):  # a heartbeat, or events no longer retained
+            continue
+        if item.event == END_EVENT:
+            return
+        if item.event == "updates":
+            update = json.loads(item.data)
+            if isinstance(update, Mapping):
+                yield update
