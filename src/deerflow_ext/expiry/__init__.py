@@ -13,7 +13,7 @@ work that follows from it:
 - :class:`Expiry` (here): the Gateway's two sweepers, threads and store items, built from
   the configuration.
 
-Decisions where LangGraph says little (docs/SPEC.md, "Threads and items that expire"): a
+Decisions where LangGraph says little (README, "Threads and store items expire"): a
 thread's time to live counts from its last activity (a run, an update); a thread with a run
 pending or running is never deleted or pruned from under it, by a sweep or a prune (the sweep
 looks again a ``ttl`` later; a prune leaves it out of its count); ``keep_latest`` prunes a
