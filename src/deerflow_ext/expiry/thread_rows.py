@@ -40,10 +40,12 @@ _LIVE = tuple(status.value for status in LIVE_RUN_STATUSES)
 @dataclass(frozen=True)
 class Taken:
     """Threads one transaction took: rows already deleted (their checkpoints go next) and
-    threads kept whose checkpoints are to be pruned to the newest."""
+    threads kept whose checkpoints are to be pruned to the newest; ``examined``: the expired
+    rows it looked at, the re-armed ones (active since, or running a run) included."""
 
     deleted: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
+    examined: int = 0
 
     def __len__(self) -> int:
         return len(self.deleted) + len(self.kept)
@@ -108,7 +110,8 @@ def take_expired(conn: Connection, now: datetime, limit: int) -> Taken:
     )
     deleted: list[str] = []
     kept: list[str] = []
-    for row in conn.execute(statement).all():
+    rows = conn.execute(statement).all()
+    for row in rows:
         minutes = row.ttl_minutes if row.ttl_minutes is not None else 0.0
         due = _utc(row.updated_at) + timedelta(minutes=minutes)
         if due > now:  # active since it was armed: counts from its last activity
@@ -121,7 +124,7 @@ def take_expired(conn: Connection, now: datetime, limit: int) -> Taken:
         else:
             _delete_rows(conn, row.id)
             deleted.append(row.id)
-    return Taken(tuple(deleted), tuple(kept))
+    return Taken(tuple(deleted), tuple(kept), len(rows))
 
 
 def _rearm(conn: Connection, thread_id: str, when: datetime) -> None:

@@ -62,23 +62,26 @@ class ThreadExpiry:
         return len(taken)
 
     async def sweep(self) -> Taken:
-        """One sweep: up to :attr:`limit` expired threads, :data:`BATCH` per transaction,
-        each batch's checkpoints pruned before the next is taken."""
+        """One sweep: up to :attr:`limit` expired threads looked at (LangGraph's
+        ``sweep_limit``), :data:`BATCH` per transaction, each batch's checkpoints pruned
+        before the next is taken; it ends early at a batch that finds fewer than it asked."""
         deleted: list[str] = []
         kept: list[str] = []
-        while len(deleted) + len(kept) < self.limit:
-            want = min(BATCH, self.limit - len(deleted) - len(kept))
+        examined = 0
+        while examined < self.limit:
+            want = min(BATCH, self.limit - examined)
             taken: Taken = await self._tx.write_aside(take_expired, utcnow(), want)
             await self._prune_checkpoints(taken)
             deleted += taken.deleted
             kept += taken.kept
-            if len(taken) < want:
+            examined += taken.examined
+            if taken.examined < want:
                 break
         if deleted or kept:
             logger.info(
                 "thread TTL sweep: deleted %d thread(s), pruned %d to their latest state", len(deleted), len(kept)
             )
-        return Taken(tuple(deleted), tuple(kept))
+        return Taken(tuple(deleted), tuple(kept), examined)
 
     async def _prune_checkpoints(self, taken: Taken) -> None:
         if self._checkpointer is None:
