@@ -19,11 +19,8 @@ def test_langgraph_json_ttl_keys_are_read_as_langgraph_names_them() -> None:
     ttl = default_thread_ttl(config.checkpointer)
     assert ttl is not None and (ttl.strategy, ttl.minutes) == ("keep_latest", 43200)
     assert config.checkpointer.ttl.sweep_limit == 500
-    assert store_ttl_config(config.store) == {
-        "default_ttl": 10080,
-        "refresh_on_read": False,
-        "sweep_interval_minutes": 120,
-    }
+    assert store_ttl_config(config.store) == {"default_ttl": 10080, "refresh_on_read": False}
+    assert config.store.ttl.sweep_interval_minutes == 120
     empty = app_config_from_text("")
     assert default_thread_ttl(empty.checkpointer) is None  # nothing expires unless asked
     assert empty.checkpointer.ttl.sweep_interval_minutes == 5 and empty.store.ttl.refresh_on_read is True

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.store.base import TTLConfig
+
 from ..config.ttl import CheckpointerConfig, StoreConfig
 from ..persistence.records import ThreadTTL
 from ..persistence.transactions import Transactions
@@ -40,14 +42,11 @@ def default_thread_ttl(config: CheckpointerConfig) -> ThreadTTL | None:
     return None if ttl.default_ttl is None else ThreadTTL(ttl.strategy, ttl.default_ttl)
 
 
-def store_ttl_config(config: StoreConfig) -> dict[str, Any]:
-    """``store.ttl`` as LangGraph's ``TTLConfig`` (what ``ItemStore`` takes)."""
+def store_ttl_config(config: StoreConfig) -> TTLConfig:
+    """``store.ttl`` as LangGraph's ``TTLConfig`` (what ``ItemStore`` takes: its defaults;
+    the sweep's interval is :class:`Expiry`'s)."""
     ttl = config.ttl
-    return {
-        "default_ttl": ttl.default_ttl,
-        "refresh_on_read": ttl.refresh_on_read,
-        "sweep_interval_minutes": ttl.sweep_interval_minutes,
-    }
+    return {"default_ttl": ttl.default_ttl, "refresh_on_read": ttl.refresh_on_read}
 
 
 class Expiry:

@@ -354,7 +354,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = HostStore(make_session_factory(engine))
         store.default_ttl = default_thread_ttl(config.checkpointer)  # checkpointer.ttl.default_ttl
         # The LangGraph store: /store routes and the graph's runtime.store (store.ttl's defaults).
-        items = ItemStore(engine, ttl_config=store_ttl_config(config.store))  # type: ignore[arg-type]
+        items = ItemStore(engine, ttl_config=store_ttl_config(config.store))
         expired = await items.sweep_expired()
         if expired:
             logger.info("deleted %d store item(s) past their time to live", expired)
