@@ -90,10 +90,10 @@ async def test_a_sweep_stops_at_its_limit(engine: sa.ext.asyncio.AsyncEngine) ->
     await store.aclose()
 
 
-@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)  # SQLite serves one process
 async def test_two_processes_sweeping_at_once_never_take_one_thread_twice(database_url: str) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("SQLite serves one process")
     engines = [create_engine(database_url) for _ in range(2)]
     try:
         await upgrade_head(engines[0])
