@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from .plugin_values import SettingValueIn
+from .ttl import CheckpointerConfig, StoreConfig
 
 __all__ = [
     "JSON_DEPTH_CEILING",
@@ -339,6 +340,9 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    # Time to live of threads and store items (langgraph.json's keys; ``config.ttl``).
+    checkpointer: CheckpointerConfig = Field(default_factory=CheckpointerConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -41,6 +41,7 @@ from ..agents.policy import project_policy
 from ..config.loading import load_app_config
 from ..config.schema import AppConfig, PluginEntry
 from ..config.settings import Settings
+from ..expiry import Expiry, default_thread_ttl, store_ttl_config
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
 from ..extensions.boundary.memwatch import MemoryWatchdog
@@ -351,7 +352,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
         store = HostStore(make_session_factory(engine))
-        items = ItemStore(engine)  # the LangGraph store: /store routes and the graph's runtime.store
+        store.default_ttl = default_thread_ttl(config.checkpointer)  # checkpointer.ttl.default_ttl
+        # The LangGraph store: /store routes and the graph's runtime.store (store.ttl's defaults).
+        items = ItemStore(engine, ttl_config=store_ttl_config(config.store))
         expired = await items.sweep_expired()
         if expired:
             logger.info("deleted %d store item(s) past their time to live", expired)
@@ -394,6 +397,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                 # this block: a later startup step failing or startup being cancelled included.
                 services = AttemptedServices()
                 crons: Scheduler | None = None
+                expiry: Expiry | None = None
                 try:
                     await start_services(
                         extensions,
@@ -405,8 +409,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     crons = _cron_scheduler(state, store)
                     if signals is not None:  # crons changed through another process wake this one
                         signals.subscribe(CRONS_CHANGED["kind"], crons.changed)
-                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items, crons)
+                    expiry = Expiry(
+                        store.transactions,
+                        checkpointer,
+                        items,
+                        checkpointer_config=config.checkpointer,
+                        store_config=config.store,
+                    )
+                    state.runtime = GatewayRuntime(
+                        engine, store, runs, agent_host, checkpointer, items, crons, expiry=expiry
+                    )
                     await crons.start()  # one query; no wake at all while no cron exists
+                    expiry.start()  # a timer each; nothing on a run's path
                     async with state.protocol_endpoints.serving():
                         if opts.freeze_startup_heap:
                             _freeze_startup_heap()
@@ -416,6 +430,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         gc.unfreeze()
                     if crons is not None:
                         await crons.stop()  # no tick starts a run once the drain began
+                    if expiry is not None:
+                        await expiry.stop()
                     state.runtime = None
                     if opts.exit_bound:
                         bound = ExitBound(_shutdown_seconds(opts, services), grace=opts.exit_grace).arm()

@@ -19,8 +19,13 @@ What it does not do: vector search. ``SearchOp.query`` is ignored (results come 
 index configured; ``PutOp.index`` is accepted and ignored likewise.
 
 TTL: a put with ``ttl`` (minutes) expires the item then; reads skip expired items and,
-with ``refresh_ttl``, push the deadline forward by the item's ttl again.
-:meth:`ItemStore.sweep_expired` deletes what has expired (the Gateway calls it at startup).
+with ``refresh_ttl``, push the deadline forward by the item's ttl again. ``ttl_config``
+(``store.ttl`` in config.yaml: ``default_ttl``, ``refresh_on_read``) is LangGraph's
+``BaseStore.ttl_config``: what a put without ``ttl`` and a read without ``refresh_ttl`` get
+through ``aput``/``aget``/``asearch`` (the graph's ``runtime.store``; the ``/store`` routes
+ask :meth:`ItemStore.default_ttl` and :meth:`ItemStore.refresh_on_read`).
+:meth:`ItemStore.sweep_expired` deletes what has expired, in bounded batches off the event
+loop (the Gateway calls it at startup and every ``sweep_interval_minutes``: ``deerflow_ext.expiry``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from sqlalchemy import (
     ColumnElement,
@@ -75,7 +81,7 @@ from .models import utcnow
 from .store_table import STORE_ITEMS
 from .transactions import Transactions, transactions_for
 
-__all__ = ["MAX_TTL_MINUTES", "SEARCH_ANSWER_BYTES", "ItemStore"]
+__all__ = ["MAX_TTL_MINUTES", "SEARCH_ANSWER_BYTES", "SWEEP_BATCH", "SWEEP_BATCHES", "ItemStore"]
 
 MAX_TTL_MINUTES = 100 * 366 * 24 * 60
 """The longest time to live a put may ask for: 100 years, in minutes. A deadline past what a
@@ -100,7 +106,21 @@ _REFRESH_ITEM = (
     .where(_T.c.prefix == bindparam("p_prefix"), _T.c.key == bindparam("p_key"))
     .values(expires_at=bindparam("p_expires_at"))
 )
-_SWEEP = delete(_T).where(_T.c.expires_at <= bindparam("p_now"))
+SWEEP_BATCH = 500
+"""Expired items one sweep transaction deletes at most; a sweep takes batches until one
+comes back short (or :data:`SWEEP_BATCHES` of them: the rest wait for the next sweep)."""
+SWEEP_BATCHES = 200
+
+# The oldest expired items, locked where they are (``SKIP LOCKED``: rows another process's
+# sweep holds are skipped, so two processes never wait on each other's batch).
+_EXPIRED = (
+    select(_T.c.prefix, _T.c.key)
+    .where(_T.c.expires_at <= bindparam("p_now"))
+    .order_by(_T.c.expires_at)
+    .limit(bindparam("p_limit"))
+    .with_for_update(skip_locked=True)
+)
+_SWEEP = delete(_T).where(tuple_(_T.c.prefix, _T.c.key).in_(_EXPIRED.scalar_subquery()))
 
 
 @functools.cache
@@ -310,7 +330,10 @@ class ItemStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, engine: AsyncEngine, *, transactions: Transactions | None = None) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, transactions: Transactions | None = None, ttl_config: TTLConfig | None = None
+    ) -> None:
+        self.ttl_config = ttl_config
         self._tx = transactions if transactions is not None else transactions_for(engine)
         self._pg = LoopStatements.for_engine(engine)
         self._dialect = "postgresql" if self._pg is not None else engine.dialect.name
@@ -381,9 +404,24 @@ class ItemStore(BaseStore):
         item: Item = _item(row)
         return item
 
+    def default_ttl(self) -> float | None:
+        """Minutes a put that names no ``ttl`` lives (``store.ttl.default_ttl``), or None."""
+        return None if self.ttl_config is None else self.ttl_config.get("default_ttl")
+
+    def refresh_on_read(self) -> bool:
+        """Whether a read that does not say refreshes what it reads (LangGraph's default: yes)."""
+        return True if self.ttl_config is None else bool(self.ttl_config.get("refresh_on_read", True))
+
     async def sweep_expired(self) -> int:
-        """Delete the items whose time to live has passed; how many."""
-        return await self._tx.write(_sweep, utcnow())
+        """Delete the items whose time to live has passed, :data:`SWEEP_BATCH` per
+        transaction, never on the event loop (``write_aside``); how many."""
+        swept = 0
+        for _ in range(SWEEP_BATCHES):
+            deleted = await self._tx.write_aside(_sweep, utcnow(), SWEEP_BATCH)
+            swept += deleted
+            if deleted < SWEEP_BATCH:
+                break
+        return swept
 
 
 class _Ran:
@@ -404,5 +442,5 @@ def _refresh(conn: Connection, rows: list[dict[str, Any]]) -> None:
     conn.execute(_REFRESH_ITEM, rows)
 
 
-def _sweep(conn: Connection, now: datetime) -> int:
-    return int(conn.execute(_SWEEP, {"p_now": now}).rowcount)
+def _sweep(conn: Connection, now: datetime, limit: int) -> int:
+    return int(conn.execute(_SWEEP, {"p_now": now, "p_limit": limit}).rowcount)

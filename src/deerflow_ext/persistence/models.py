@@ -11,7 +11,7 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, MetaData, String, Text, text
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -88,8 +88,13 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=_NAMING)
 
 
+# Threads with a time to live alone: what the expiry sweep reads (migration 0013).
+_EXPIRING = text("expires_at IS NOT NULL")
+
+
 class ThreadRow(Base):
     __tablename__ = "threads"
+    __table_args__ = (Index("ix_threads_expires_at", "expires_at", postgresql_where=_EXPIRING, sqlite_where=_EXPIRING),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -101,6 +106,12 @@ class ThreadRow(Base):
     # The state's values but ``messages``, written at a run's end: what thread search's
     # ``values`` filter reads (migration 0008; checkpoints are LangGraph's serialisation).
     state_values: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A time to live (LangGraph's thread ``ttl``; ``deerflow_ext.expiry``): what happens at
+    # expiry (``delete`` or ``keep_latest``), the minutes of inactivity it allows, and when
+    # the sweep looks at the thread next (migration 0013). NULL: kept until deleted.
+    ttl_strategy: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    ttl_minutes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 # The text migration 0005 wrote, built from the statuses it names.

@@ -149,8 +149,10 @@ async def _run(request: Request, op: Any, field: str) -> Any:
 
 @router.put("/items", status_code=204, response_class=Response)
 async def put_item(request: Request, body: ItemPut) -> Response:
-    """Create or replace the item at ``namespace`` and ``key``."""
-    await _run(request, PutOp(tuple(body.namespace), body.key, body.value, ttl=body.ttl), "namespace")
+    """Create or replace the item at ``namespace`` and ``key``; without ``ttl`` it lives
+    ``store.ttl.default_ttl`` minutes (none: until deleted)."""
+    ttl = body.ttl if body.ttl is not None else _store(request).default_ttl()
+    await _run(request, PutOp(tuple(body.namespace), body.key, body.value, ttl=ttl), "namespace")
     return Response(status_code=204)
 
 
@@ -163,9 +165,8 @@ async def get_item(
 ) -> Any:
     """The item at ``namespace`` and ``key``, or ``null``."""
     labels = _query_namespace(namespace)
-    item = await _run(
-        request, GetOp(labels, key, refresh_ttl=True if refresh_ttl is None else refresh_ttl), "namespace"
-    )
+    refresh = _store(request).refresh_on_read() if refresh_ttl is None else refresh_ttl
+    item = await _run(request, GetOp(labels, key, refresh_ttl=refresh), "namespace")
     return TolerantJSONResponse(None if item is None else item.dict())
 
 
@@ -196,7 +197,7 @@ async def search_items(request: Request, body: ItemSearch) -> Any:
         limit=body.limit,
         offset=body.offset,
         query=body.query,
-        refresh_ttl=True if body.refresh_ttl is None else body.refresh_ttl,
+        refresh_ttl=_store(request).refresh_on_read() if body.refresh_ttl is None else body.refresh_ttl,
     )
     items = await _run(request, op, "filter")
     return TolerantJSONResponse({"items": [item.dict() for item in items]})

@@ -31,7 +31,7 @@ from ..transactions import Transactions, transactions_for
 from . import pg_statements, recovery, run_writes, thread_writes
 from .owners import owner_is_dead
 from .statements import INSERT_THREAD, LIVE_RUN_OF_THREAD, SELECT_RUN, SELECT_RUN_BY_ID, SELECT_THREAD, UPDATE_RUN
-from .values import RunRecord, ThreadNotFoundError, ThreadRecord
+from .values import RunRecord, ThreadNotFoundError, ThreadRecord, ThreadTTL
 
 __all__ = ["HostStore"]
 
@@ -42,6 +42,11 @@ class HostStore:
     :meth:`aclose` ends what the transactions and loop statements hold (threads,
     connections). ``session_factory`` stays the owner's, for what is not a record here.
     """
+
+    default_ttl: ThreadTTL | None = None
+    """The time to live of a thread created without one (``checkpointer.ttl.default_ttl``;
+    set by the Gateway): every thread the host creates, a client's, a stateless run's or a
+    cron's, gets it."""
 
     def __init__(self, session_factory: SessionFactory, transactions: Transactions | None = None) -> None:
         self.session_factory = session_factory
@@ -68,8 +73,10 @@ class HostStore:
         *,
         thread_id: str | None = None,
         status: ThreadStatus = ThreadStatus.IDLE,
+        ttl: ThreadTTL | None = None,
     ) -> ThreadRecord:
-        """A new thread; ``status`` other than idle is for a copy, which keeps its source's."""
+        """A new thread; ``status`` other than idle is for a copy, which keeps its source's.
+        ``ttl`` (else :attr:`default_ttl`) arms its expiry in the same insert."""
         now = utcnow()
         new_id = thread_id or str(uuid.uuid4())
         record = ThreadRecord(new_id, None, ThreadStatus(status).value, now, now, dict(metadata or {}))
@@ -81,6 +88,9 @@ class HostStore:
             "updated_at": now,
             "metadata": dict(record.metadata),
         }
+        ttl = ttl or self.default_ttl
+        if ttl is not None:  # a statement of its own shape: a thread without one pays nothing
+            row.update(ttl.columns(now))
         if self._pg is not None:
             await self._pg.execute(INSERT_THREAD, row)
         else:

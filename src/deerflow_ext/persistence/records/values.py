@@ -7,18 +7,35 @@ the connection is gone and nothing downstream can change a row by accident.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Row
 
 from ...tokens import TokenUsage
 
-__all__ = ["RunRecord", "ThreadNotFoundError", "ThreadRecord"]
+__all__ = ["RunRecord", "ThreadNotFoundError", "ThreadRecord", "ThreadTTL"]
 
 
 class ThreadNotFoundError(LookupError):
     """A run was asked for on a thread that does not exist (nothing was written)."""
+
+
+@dataclass(frozen=True)
+class ThreadTTL:
+    """A thread's time to live (LangGraph's thread ``ttl``; ``deerflow_ext.expiry`` sweeps):
+    ``strategy`` ``delete`` or ``keep_latest``, after ``minutes`` without activity."""
+
+    strategy: str
+    minutes: float
+
+    def columns(self, now: datetime) -> dict[str, Any]:
+        """The thread row's TTL columns, armed from ``now``."""
+        return {
+            "ttl_strategy": self.strategy,
+            "ttl_minutes": float(self.minutes),
+            "expires_at": now + timedelta(minutes=self.minutes),
+        }
 
 
 @dataclass(frozen=True)
