@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from .plugin_values import SettingValueIn
+from .webhooks_config import WebhooksConfig
 
 __all__ = [
     "JSON_DEPTH_CEILING",
@@ -323,6 +324,9 @@ class HttpConfig(_Strict):
 
     disable_mcp: bool = False
     disable_a2a: bool = False
+    disable_webhooks: bool = Field(
+        default=False, description="Refuse every run's and cron's webhook (422): no URL is ever called."
+    )
 
 
 class AppConfig(_Strict):
@@ -339,6 +343,7 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
 
     @field_validator("plugins", mode="before")
     @classmethod

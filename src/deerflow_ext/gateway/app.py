@@ -24,6 +24,7 @@ import dataclasses
 import gc
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
 from ..scheduling import CronStore, Due, Scheduler, clock_from_env
+from ..webhooks import WebhookService, filled_headers
 from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
 from .door import door
@@ -203,6 +205,7 @@ def create_app(
         settings = Settings()
     if config is None:
         config = load_app_config(settings.config)
+    filled_headers(config.webhooks, os.environ)  # a header's variable missing: no start, one line
     opts = options or GatewayOptions()
     if opts.sse_heartbeat is None:
         opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)
@@ -394,6 +397,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                 # this block: a later startup step failing or startup being cancelled included.
                 services = AttemptedServices()
                 crons: Scheduler | None = None
+                webhooks: WebhookService | None = None
                 try:
                     await start_services(
                         extensions,
@@ -405,8 +409,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     crons = _cron_scheduler(state, store)
                     if signals is not None:  # crons changed through another process wake this one
                         signals.subscribe(CRONS_CHANGED["kind"], crons.changed)
-                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items, crons)
+                    webhooks = WebhookService(
+                        config.webhooks, store.transactions, os.environ, disabled=config.http.disable_webhooks
+                    )
+                    state.runtime = GatewayRuntime(
+                        engine, store, runs, agent_host, checkpointer, items, crons, webhooks
+                    )
                     await crons.start()  # one query; no wake at all while no cron exists
+                    await webhooks.start()  # one query: what a stopped process still owed is sent
                     async with state.protocol_endpoints.serving():
                         if opts.freeze_startup_heap:
                             _freeze_startup_heap()
@@ -420,6 +430,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     if opts.exit_bound:
                         bound = ExitBound(_shutdown_seconds(opts, services), grace=opts.exit_grace).arm()
                     await _shutdown(state, notification_loop, agent_host, runs, services, opts)
+                    if webhooks is not None:
+                        await webhooks.stop()  # what the drained runs owe is sent by the next start
             finally:
                 notification_loop.reset()
     finally:

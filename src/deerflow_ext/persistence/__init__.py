@@ -24,8 +24,10 @@ from .models import (
 )
 from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadNotFoundError, ThreadRecord, owner_is_dead
 from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tables are
+from .webhook_table import WEBHOOK_OUTBOX  # on Base.metadata, as the webhook worker's
 
 __all__ = [
+    "WEBHOOK_OUTBOX",
     "ASSISTANTS",
     "ASSISTANT_VERSIONS",
     "CRONS",

@@ -18,6 +18,7 @@ __all__ = [
     "ASSISTANT_TABLES",
     "CHECKPOINT_TABLES",
     "CRON_TABLE",
+    "WEBHOOK_TABLE",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
     "LIVE_RUN_STATUSES",
@@ -195,11 +196,15 @@ ASSISTANT_TABLES: tuple[str, ...] = ("assistants", "assistant_versions")
 CRON_TABLE = "crons"
 """Scheduled runs (``cron_table``: a Core table on this metadata; ``deerflow_ext.scheduling``)."""
 
+WEBHOOK_TABLE = "webhook_outbox"
+"""Webhook deliveries owed (``webhook_table``: a Core table on this metadata; ``deerflow_ext.webhooks``)."""
+
 HOST_TABLES: tuple[str, ...] = (
     *Base.metadata.tables,
     STORE_TABLE,
     *ASSISTANT_TABLES,
     CRON_TABLE,
+    WEBHOOK_TABLE,
     HOST_VERSION_TABLE,
     *CHECKPOINT_TABLES,
 )

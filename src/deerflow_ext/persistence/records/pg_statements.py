@@ -23,12 +23,14 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from ..models import RunStatus, ThreadStatus
+from ..webhook_table import WEBHOOK_OUTBOX
 from .statements import INTERRUPT_OLDER, INTERRUPTED_RUN, RUNS, START_RUN, THREADS
 
 __all__ = [
     "START_RUN_AND_THREAD",
     "create_run_statement",
     "finish_run_and_thread",
+    "finish_run_with_outbox",
     "interrupt_busy_thread",
     "interrupt_runs",
     "status_is",
@@ -72,6 +74,35 @@ def finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozenset
         .where(THREADS.c.id == bindparam("on_thread"))
         .values({name: bindparam(f"thread_{name}") for name in sorted(thread_columns)})
         .add_cte(ended)
+    )
+
+
+OUTBOX_COLUMNS: tuple[str, ...] = tuple(WEBHOOK_OUTBOX.c.keys())
+
+
+@functools.cache
+def finish_run_with_outbox(run_columns: frozenset[str], thread_columns: frozenset[str] | None) -> Any:
+    """:func:`finish_run_and_thread` (or the run's end alone, ``thread_columns`` None) and
+    the webhook delivery the run owes, in the same one statement: the outbox row is
+    committed with the run's final status or not at all. The outbox's values are bound as
+    ``outbox_<column>``. Only a run with a ``webhook`` is sent this form."""
+    outbox = (
+        insert(WEBHOOK_OUTBOX)
+        .values({name: bindparam(f"outbox_{name}", type_=WEBHOOK_OUTBOX.c[name].type) for name in OUTBOX_COLUMNS})
+        .cte("owed")
+    )
+    ended = (
+        update(RUNS)
+        .where(RUNS.c.id == bindparam("run_id"))
+        .values({name: bindparam(f"run_{name}") for name in sorted(run_columns)})
+    )
+    if thread_columns is None:
+        return ended.add_cte(outbox)
+    return (
+        update(THREADS)
+        .where(THREADS.c.id == bindparam("on_thread"))
+        .values({name: bindparam(f"thread_{name}") for name in sorted(thread_columns)})
+        .add_cte(ended.cte("ended"), outbox)
     )
 
 

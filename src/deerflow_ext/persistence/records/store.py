@@ -223,13 +223,16 @@ class HostStore:
         thread_status: str | None = None,
         title: str | None = None,
         state_values: Mapping[str, Any] | None = None,
+        webhook: Mapping[str, Any] | None = None,
     ) -> None:
         """Record a run's end; with ``thread_id``, sync the thread in the same transaction
         (its status, title and ``state_values``, what thread search's values filter reads).
 
         One transaction because a client that sees the run finished must also see the
         thread's new status and title, and a crash must not leave one updated without the
-        other.
+        other. ``webhook``: the outbox row (``webhook_table``) of the delivery the run owes,
+        written in that same transaction (no other round trip; a run without one sends the
+        statements it always did).
         """
         values: dict[str, Any] = {
             "status": status,
@@ -246,7 +249,13 @@ class HostStore:
         if thread_id is not None and thread_status is not None:
             thread = run_writes.thread_values(thread_status, title, state_values)
         if self._pg is None:
-            await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread)
+            await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread, webhook)
+        elif webhook is not None:
+            owed = pg_statements.finish_run_with_outbox(frozenset(values), None if thread is None else frozenset(thread))
+            bound = {f"run_{k}": v for k, v in values.items()} | {f"outbox_{k}": v for k, v in webhook.items()}
+            if thread is not None:
+                bound |= {f"thread_{k}": v for k, v in thread.items()}
+            await self._pg.execute(owed, {**bound, "run_id": run_id, "on_thread": thread_id})
         elif thread is None:
             await self._pg.execute(UPDATE_RUN, {**values, "run_id": run_id})
         else:
