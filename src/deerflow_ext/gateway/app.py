@@ -205,7 +205,7 @@ def create_app(
         settings = Settings()
     if config is None:
         config = load_app_config(settings.config)
-    filled_headers(config.webhooks, os.environ)  # a header's variable missing: no start, one line
+    filled_headers(config.webhooks, os.environ, str(settings.config))  # a variable missing: no start, one line
     opts = options or GatewayOptions()
     if opts.sse_heartbeat is None:
         opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)

@@ -46,7 +46,9 @@ def checked_payload(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-async def check_cron(runtime: GatewayRuntime, body: CronCreate | CronPatch, schedule: str, timezone: str | None) -> None:
+async def check_cron(
+    runtime: GatewayRuntime, body: CronCreate | CronPatch, schedule: str, timezone: str | None
+) -> None:
     if body.webhook is not None:
         await check_webhook(runtime, body.webhook)
     try:

@@ -27,7 +27,6 @@ from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tab
 from .webhook_table import WEBHOOK_OUTBOX  # on Base.metadata, as the webhook worker's
 
 __all__ = [
-    "WEBHOOK_OUTBOX",
     "ASSISTANTS",
     "ASSISTANT_VERSIONS",
     "CRONS",
@@ -37,6 +36,7 @@ __all__ = [
     "MIGRATIONS_DIR",
     "PROCESS_OWNER",
     "STORE_ITEMS",
+    "WEBHOOK_OUTBOX",
     "Base",
     "HostStore",
     "RunOutcome",

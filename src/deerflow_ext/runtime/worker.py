@@ -27,9 +27,9 @@ import dataclasses
 import functools
 import logging
 import time
-from datetime import UTC, datetime
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from deerflow_ext.exception_text import exception_text

@@ -21,13 +21,14 @@ class WebhookConfigError(ConfigError):
     (a ``ConfigError``: ``deerflow-ext serve`` prints its one line and does not start)."""
 
 
-def filled_headers(config: WebhooksConfig, environ: Mapping[str, str]) -> dict[str, str]:
+def filled_headers(config: WebhooksConfig, environ: Mapping[str, str], path: str = "config.yaml") -> dict[str, str]:
+    """The headers with their templates filled; ``path``: the file the error names."""
     filled: dict[str, str] = {}
     for name, template in config.headers.items():
         missing = [v for v in ENV_TEMPLATE.findall(template) if v not in environ]
         if missing:
             raise WebhookConfigError(
-                f"webhooks.headers.{name}: the environment variable {missing[0]} is not set"
+                path, None, f"webhooks.headers.{name}", f"the environment variable {missing[0]} is not set"
             )
         filled[name] = ENV_TEMPLATE.sub(lambda m: environ[m.group(1)], template)
     return filled

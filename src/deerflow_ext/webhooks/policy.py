@@ -99,9 +99,8 @@ class UrlPolicy:
             allowed = ", ".join(str(p) for p in self.allowed_ports)
             raise WebhookUrlError(f"webhook: port {port} is not allowed (webhooks.url.allowed_ports: {allowed})")
         if self.allowed_domains is not None and not any(_matches(host, d) for d in self.allowed_domains):
-            raise WebhookUrlError(
-                f"webhook: host {host!r} is not allowed (webhooks.url.allowed_domains: {', '.join(self.allowed_domains)})"
-            )
+            allowed = ", ".join(self.allowed_domains)
+            raise WebhookUrlError(f"webhook: host {host!r} is not allowed (webhooks.url.allowed_domains: {allowed})")
         literal = _literal(host)
         if literal is not None:
             self.check_address(literal, host)

@@ -22,8 +22,8 @@ import hmac
 from collections.abc import Mapping
 
 __all__ = [
-    "ID_HEADER",
     "IDEMPOTENCY_HEADER",
+    "ID_HEADER",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
     "secret_bytes",

@@ -251,7 +251,9 @@ class HostStore:
         if self._pg is None:
             await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread, webhook)
         elif webhook is not None:
-            owed = pg_statements.finish_run_with_outbox(frozenset(values), None if thread is None else frozenset(thread))
+            owed = pg_statements.finish_run_with_outbox(
+                frozenset(values), None if thread is None else frozenset(thread)
+            )
             bound = {f"run_{k}": v for k, v in values.items()} | {f"outbox_{k}": v for k, v in webhook.items()}
             if thread is not None:
                 bound |= {f"thread_{k}": v for k, v in thread.items()}
