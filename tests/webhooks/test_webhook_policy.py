@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from deerflow_ext.config.loading import ConfigError
 from deerflow_ext.config.schema import AppConfig
-from deerflow_ext.config.webhooks_config import WebhookUrlPolicyConfig, WebhooksConfig
+from deerflow_ext.config.webhooks_config import WebhooksConfig, WebhookUrlPolicyConfig
 from deerflow_ext.webhooks import UrlPolicy, WebhookUrlError, filled_headers, secret_bytes, sign, verify
 
 DEFAULT = UrlPolicy.of(WebhookUrlPolicyConfig())
