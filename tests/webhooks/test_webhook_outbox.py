@@ -92,3 +92,19 @@ async def test_a_claim_owns_its_rows_until_settled_or_its_lease_ends(store: Host
     # A settled row is not changed by a late report of an attempt (the guard is its status).
     await outbox.attempt_failed(first[0].delivery_id, 500, "late", now, now)
     assert (await outbox.listing("delivered", None, 10))[0]["last_status_code"] == 200
+
+
+async def test_recovery_writes_what_an_orphaned_runs_webhook_owes_with_its_end(store: HostStore) -> None:
+    thread = await store.create_thread()
+    await store.create_run(thread.id, "r-hook", {"webhook": "https://hooks.example.com/x"}, owner="dead-1")
+    await store.create_run(thread.id, "r-none", {}, owner="dead-1")
+    asked: list[str] = []
+
+    def owed(run_id, thread_id, stored, created, started):  # type: ignore[no-untyped-def]
+        asked.append(run_id)
+        return _row(run_id, thread_id, "interrupted") if stored.get("webhook") else None
+
+    ended = await store.interrupt_orphaned_runs(is_dead=lambda owner: owner == "dead-1", owed=owed)
+    assert sorted(ended) == ["r-hook", "r-none"] and sorted(asked) == ["r-hook", "r-none"]
+    [row] = await _outbox(store)
+    assert row["run_id"] == "r-hook" and row["payload"]["status"] == "interrupted"

@@ -91,6 +91,7 @@ from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
 from .routes.stateless import delete_left_threads
 from .state import GatewayRuntime
+from .webhook_orders import owed_on_recovery
 
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
 
@@ -351,14 +352,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     engine = create_engine(url, durability=durability, **pool)
     store: HostStore | None = None
     items: ItemStore | None = None
+    webhooks: WebhookService | None = None
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
         store = HostStore(make_session_factory(engine))
+        webhooks = WebhookService(
+            config.webhooks, store.transactions, os.environ, disabled=config.http.disable_webhooks
+        )
         items = ItemStore(engine)  # the LangGraph store: /store routes and the graph's runtime.store
         expired = await items.sweep_expired()
         if expired:
             logger.info("deleted %d store item(s) past their time to live", expired)
-        orphaned = await store.interrupt_orphaned_runs()
+        orphaned = await store.interrupt_orphaned_runs(owed=owed_on_recovery(webhooks))
         if orphaned:
             logger.warning("marked %d run(s) left by a stopped process as interrupted", len(orphaned))
         settled = await store.settle_idle_busy_threads()
@@ -397,7 +402,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                 # this block: a later startup step failing or startup being cancelled included.
                 services = AttemptedServices()
                 crons: Scheduler | None = None
-                webhooks: WebhookService | None = None
                 try:
                     await start_services(
                         extensions,
@@ -409,9 +413,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     crons = _cron_scheduler(state, store)
                     if signals is not None:  # crons changed through another process wake this one
                         signals.subscribe(CRONS_CHANGED["kind"], crons.changed)
-                    webhooks = WebhookService(
-                        config.webhooks, store.transactions, os.environ, disabled=config.http.disable_webhooks
-                    )
                     state.runtime = GatewayRuntime(
                         engine, store, runs, agent_host, checkpointer, items, crons, webhooks
                     )
@@ -430,11 +431,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     if opts.exit_bound:
                         bound = ExitBound(_shutdown_seconds(opts, services), grace=opts.exit_grace).arm()
                     await _shutdown(state, notification_loop, agent_host, runs, services, opts)
-                    if webhooks is not None:
-                        await webhooks.stop()  # what the drained runs owe is sent by the next start
             finally:
                 notification_loop.reset()
     finally:
+        if webhooks is not None:
+            await webhooks.stop()  # what the drained runs still owe is sent by the next start
         if store is not None:
             await store.aclose()  # SQLite: its transactions' thread and connection
         if items is not None:

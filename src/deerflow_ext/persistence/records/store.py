@@ -312,13 +312,15 @@ class HostStore:
         return await self._first(LIVE_RUN_OF_THREAD, {"thread_id": thread_id}) is not None
 
     # -- recovery ---------------------------------------------------------------------
-    async def interrupt_orphaned_runs(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
+    async def interrupt_orphaned_runs(
+        self, *, is_dead: Callable[[str | None], bool] = owner_is_dead, owed: recovery.OwedOnRecovery | None = None
+    ) -> Sequence[str]:
         """Mark runs left ``pending``/``running`` by a dead process as ``interrupted``.
 
         Their threads go to ``interrupted`` too, so a client polling a thread never sees it
         ``busy`` forever after a crash. Returns the ids of the runs it changed.
         """
-        return await self._tx.write(recovery.interrupt_orphaned_runs, is_dead)
+        return await self._tx.write(recovery.interrupt_orphaned_runs, is_dead, owed)
 
     async def temporary_threads_left(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
         """Threads of stateless runs a dead process left behind (``recovery``): the caller
