@@ -1,6 +1,6 @@
 """A webhook receiver on loopback for the webhook tests and the chaos case: it records every
 request and answers as the test scripted each path (``fail(path, n)``: 500 to the first ``n``
-requests; ``down``: 503 to all until switched back)."""
+requests; ``fail_every``: 500 to every n-th request, whatever its path)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ class Receiver:
     def __init__(self) -> None:
         self.requests: list[Delivery] = []
         self.failures: Counter[str] = Counter()
-        self.down = False
+        self.fail_every = 0
+        self._seen = 0
         self._lock = threading.Lock()
         receiver = self
 
@@ -44,8 +45,9 @@ class Receiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver._lock:
-                    if receiver.down:
-                        code = 503
+                    receiver._seen += 1
+                    if receiver.fail_every and receiver._seen % receiver.fail_every == 0:
+                        code = 500
                     elif receiver.failures[self.path] > 0:
                         receiver.failures[self.path] -= 1
                         code = 500
