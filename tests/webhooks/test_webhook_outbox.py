@@ -108,3 +108,48 @@ async def test_recovery_writes_what_an_orphaned_runs_webhook_owes_with_its_end(s
     assert sorted(ended) == ["r-hook", "r-none"] and sorted(asked) == ["r-hook", "r-none"]
     [row] = await _outbox(store)
     assert row["run_id"] == "r-hook" and row["payload"]["status"] == "interrupted"
+
+
+async def test_runs_another_process_ends_for_a_dead_one_owe_their_webhooks_too(database_url: str) -> None:
+    """PostgreSQL, several processes: the thread hold's takeover (``TAKE``) and the presence
+    sweep end a dead process's runs; each writes their deliveries in the same statement."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("the takeover and the presence sweep are PostgreSQL's")
+    from sqlalchemy import text
+
+    from deerflow_ext.runtime.pg_hold_statements import TAKE
+    from deerflow_ext.runtime.presence import ProcessPresence
+
+    engine = create_engine(database_url)
+    try:
+        await upgrade_head(engine)
+        store = HostStore(make_session_factory(engine))
+        hook = {"webhook": "https://hooks.example.com/x", "assistant_id": "a1", "metadata": {"m": 2}, "input": {}}
+        thread = await store.create_thread()
+        await store.create_run(thread.id, "r-running", hook, owner="dead-1")
+        assert await store.mark_started("r-running", thread.id)
+        await store.create_run(thread.id, "r-plain", {}, owner="dead-1")
+        queued_thread = await store.create_thread()
+        await store.create_run(queued_thread.id, "r-queued", hook, owner="dead-2")
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO gateway_processes (owner, started_at, heartbeat_at, expires_at) VALUES "
+                    "('dead-2', now(), now(), now() - interval '1 minute')"
+                )
+            )
+            [(got, interrupted, owners)] = (
+                await conn.execute(TAKE, {"k": 4242, "t": thread.id, "r": "r-new", "o": "me", "why": "taken over"})
+            ).all()
+            await conn.execute(text("SELECT pg_advisory_unlock(4242)"))
+        assert got and sorted(interrupted) == ["r-plain", "r-running"] and owners == ["dead-1"]
+        assert await ProcessPresence(engine, owner="me", lease_seconds=5).sweep() == ["r-queued"]
+        rows = {row["run_id"]: row for row in await _outbox(store)}
+        assert sorted(rows) == ["r-queued", "r-running"]  # the run without a webhook owes none
+        payload = rows["r-running"]["payload"]
+        assert (payload["status"], payload["assistant_id"], payload["metadata"]) == ("interrupted", "a1", {"m": 2})
+        assert payload["kwargs"] == {"webhook": "https://hooks.example.com/x", "input": {}}
+        assert rows["r-running"]["url"] == "https://hooks.example.com/x" and rows["r-queued"]["status"] == "pending"
+        await store.aclose()
+    finally:
+        await engine.dispose()
