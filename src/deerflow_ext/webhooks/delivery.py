@@ -41,6 +41,7 @@ logger = logging.getLogger("deerflow_ext.webhooks")
 
 _RECHECK_SECONDS = 30.0
 _BATCH = 32
+_MIN_SLEEP_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,10 @@ class Courier:
             except Exception:  # the database is away: look again after the recheck bound
                 logger.exception("webhooks: reading the outbox failed; retrying in %.0fs", self._recheck)
                 earliest = None
+            if earliest is not None and earliest <= datetime.now(UTC):
+                # Due but not claimed: another process is claiming it right now (skipped, not
+                # waited for). Look again shortly, not in a busy loop.
+                await asyncio.sleep(_MIN_SLEEP_SECONDS)
 
     def _body(self, row: Claimed) -> bytes:
         payload = {**row.payload, "webhook_sent_at": datetime.now(UTC).isoformat()}
