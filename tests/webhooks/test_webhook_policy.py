@@ -13,7 +13,16 @@ from pydantic import ValidationError
 from deerflow_ext.config.loading import ConfigError
 from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.config.webhooks_config import WebhooksConfig, WebhookUrlPolicyConfig
-from deerflow_ext.webhooks import UrlPolicy, WebhookUrlError, filled_headers, secret_bytes, sign, verify
+from deerflow_ext.webhooks import (
+    DISABLED,
+    UrlPolicy,
+    WebhookService,
+    WebhookUrlError,
+    filled_headers,
+    secret_bytes,
+    sign,
+    verify,
+)
 
 DEFAULT = UrlPolicy.of(WebhookUrlPolicyConfig())
 
@@ -95,3 +104,11 @@ def test_header_templates_name_prefixed_variables_filled_at_start() -> None:
     assert custom.webhooks.env_prefix == "APP_"
     with pytest.raises(ValidationError, match="allowed_ports"):
         AppConfig.model_validate({"webhooks": {"url": {"allowed_ports": [0]}}})
+
+
+async def test_http_disable_webhooks_refuses_every_url() -> None:
+    service = WebhookService(WebhooksConfig(), transactions=None, environ={}, disabled=True)  # type: ignore[arg-type]
+    with pytest.raises(WebhookUrlError) as refused:
+        await service.accept("https://1.1.1.1/hook")
+    assert str(refused.value) == DISABLED and "http.disable_webhooks" in DISABLED
+    await service.stop()
