@@ -24,7 +24,7 @@ from deerflow_ext.extensions.plugin_loading.tables import (
         ("checkpoint", ("checkpoint_blobs", "checkpoint_migrations", "checkpoint_writes", "checkpoints")),
         ("THREAD", ("thread_leases", "threads")),
         ("thread_", ("thread_leases",)),
-        ("w", ("writes",)),
+        ("w", ("webhook_outbox", "writes")),
         ("acme_", ()),
         ("runs_acme_", ()),  # extends a host name without claiming it
         ("alembic", ("alembic_version",)),

@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from .plugin_values import SettingValueIn
 from .ttl import CheckpointerConfig, StoreConfig
+from .webhooks_config import WebhooksConfig
 
 __all__ = [
     "JSON_DEPTH_CEILING",
@@ -324,6 +325,9 @@ class HttpConfig(_Strict):
 
     disable_mcp: bool = False
     disable_a2a: bool = False
+    disable_webhooks: bool = Field(
+        default=False, description="Refuse every run's and cron's webhook (422): no URL is ever called."
+    )
 
 
 class AppConfig(_Strict):
@@ -343,6 +347,7 @@ class AppConfig(_Strict):
     # Time to live of threads and store items (langgraph.json's keys; ``config.ttl``).
     checkpointer: CheckpointerConfig = Field(default_factory=CheckpointerConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -24,6 +24,7 @@ import dataclasses
 import gc
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -76,6 +77,7 @@ from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
 from ..scheduling import CronStore, Due, Scheduler, clock_from_env
+from ..webhooks import WebhookService, filled_headers
 from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
 from .door import door
@@ -90,6 +92,7 @@ from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
 from .routes.stateless import delete_left_threads
 from .state import GatewayRuntime
+from .webhook_orders import owed_on_recovery
 
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
 
@@ -204,6 +207,7 @@ def create_app(
         settings = Settings()
     if config is None:
         config = load_app_config(settings.config)
+    filled_headers(config.webhooks, os.environ, str(settings.config))  # a variable missing: no start, one line
     opts = options or GatewayOptions()
     if opts.sse_heartbeat is None:
         opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)
@@ -349,16 +353,20 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     engine = create_engine(url, durability=durability, **pool)
     store: HostStore | None = None
     items: ItemStore | None = None
+    webhooks: WebhookService | None = None
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
         store = HostStore(make_session_factory(engine))
         store.default_ttl = default_thread_ttl(config.checkpointer)  # checkpointer.ttl.default_ttl
+        webhooks = WebhookService(
+            config.webhooks, store.transactions, os.environ, disabled=config.http.disable_webhooks
+        )
         # The LangGraph store: /store routes and the graph's runtime.store (store.ttl's defaults).
         items = ItemStore(engine, ttl_config=store_ttl_config(config.store))
         expired = await items.sweep_expired()
         if expired:
             logger.info("deleted %d store item(s) past their time to live", expired)
-        orphaned = await store.interrupt_orphaned_runs()
+        orphaned = await store.interrupt_orphaned_runs(owed=owed_on_recovery(webhooks))
         if orphaned:
             logger.warning("marked %d run(s) left by a stopped process as interrupted", len(orphaned))
         settled = await store.settle_idle_busy_threads()
@@ -417,9 +425,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         store_config=config.store,
                     )
                     state.runtime = GatewayRuntime(
-                        engine, store, runs, agent_host, checkpointer, items, crons, expiry=expiry
+                        engine, store, runs, agent_host, checkpointer, items, crons, webhooks=webhooks, expiry=expiry
                     )
                     await crons.start()  # one query; no wake at all while no cron exists
+                    await webhooks.start()  # one query: what a stopped process still owed is sent
                     expiry.start()  # a timer each; nothing on a run's path
                     async with state.protocol_endpoints.serving():
                         if opts.freeze_startup_heap:
@@ -439,6 +448,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             finally:
                 notification_loop.reset()
     finally:
+        if webhooks is not None:
+            await webhooks.stop()  # what the drained runs still owe is sent by the next start
         if store is not None:
             await store.aclose()  # SQLite: its transactions' thread and connection
         if items is not None:

@@ -4,7 +4,8 @@ for a thread's cron, ``routes.runs``, beside the thread's other run routes).
 A cron is checked when it is created or changed as the runs it will start would be: its
 schedule and time zone (``scheduling.check_schedule``), its assistant (404) and its payload
 as a ``RunCreate`` (422 naming the field), so no tick finds a cron no run would take.
-``webhook`` is refused (422), never dropped.
+A ``webhook`` is checked by the Gateway's URL policy as a run's is (422 naming the reason),
+and again when each tick's run starts.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from pydantic import ValidationError
 
 from ..scheduling import CronDraft, CronStore, ScheduleError, Scheduler, check_schedule
 from .assistants import resolve_assistant
-from .cron_schemas import WEBHOOKS_REFUSED, CronCreate, CronOut, CronPatch
+from .cron_schemas import CronCreate, CronOut, CronPatch
 from .errors import validation_message
 from .schemas import RunCreate
 from .state import GatewayRuntime
+from .webhook_orders import check_webhook
 
 __all__ = ["check_cron", "checked_payload", "create_cron", "cron_store_of", "scheduler_of"]
 
@@ -44,9 +46,11 @@ def checked_payload(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def check_cron(body: CronCreate | CronPatch, schedule: str, timezone: str | None) -> None:
+async def check_cron(
+    runtime: GatewayRuntime, body: CronCreate | CronPatch, schedule: str, timezone: str | None
+) -> None:
     if body.webhook is not None:
-        raise HTTPException(status_code=422, detail=WEBHOOKS_REFUSED)
+        await check_webhook(runtime, body.webhook)
     try:
         check_schedule(schedule, timezone)
     except ScheduleError as exc:
@@ -55,7 +59,7 @@ def check_cron(body: CronCreate | CronPatch, schedule: str, timezone: str | None
 
 async def create_cron(runtime: GatewayRuntime, body: CronCreate, thread_id: str | None) -> CronOut:
     """A new cron on ``thread_id`` (None: stateless), checked as its runs will be."""
-    check_cron(body, body.schedule, body.timezone)
+    await check_cron(runtime, body, body.schedule, body.timezone)
     if thread_id is not None:
         if body.on_run_completed is not None:
             raise HTTPException(

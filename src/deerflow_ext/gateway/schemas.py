@@ -6,7 +6,7 @@ would otherwise run without the goal the client meant to set, and the client wou
 learn why. Every run option LangGraph defines *is* accepted; the ones the Gateway has no
 equivalent for are ignored, and say so in their description (``/docs``):
 
-* ``webhook``, ``feedback_keys``, ``langsmith_tracer``, ``on_completion`` on a thread's run
+* ``feedback_keys``, ``langsmith_tracer``, ``on_completion`` on a thread's run
   (a stateless run honours it), ``checkpoint_during``, ``strict_resume``, ``stream_resumable``
   (every run's stream is resumable);
 * stream modes ``tools`` and ``lifecycle`` (no events: see ``stream_modes``).
@@ -240,7 +240,11 @@ class RunCreate(_Request):
     )
     interrupt_before: _Nodes = Field(default=None, description="Pause before these graph nodes ('*': every node).")
     interrupt_after: _Nodes = Field(default=None, description="Pause after these graph nodes ('*': every node).")
-    webhook: str | None = Field(default=None, description=_IGNORED + "no webhook is called.")
+    webhook: str | None = Field(
+        default=None,
+        description="Called (POST, LangGraph's payload, signed) once the run ended; a URL the Gateway's "
+        "webhooks.url policy refuses is a 422.",
+    )
     feedback_keys: list[str] | None = Field(default=None, description=_IGNORED + "no LangSmith feedback.")
     langsmith_tracer: dict[str, Any] | None = Field(default=None, description=_IGNORED + "use LangSmith's settings.")
     on_completion: Literal["delete", "keep"] | None = Field(
@@ -458,6 +462,12 @@ class TokenUsageOut(BaseModel):
 _REQUEST_ONLY = ("assistant_id", "metadata", "multitask_strategy")
 
 
+def request_kwargs(stored: dict[str, Any]) -> dict[str, Any]:
+    """A run's ``kwargs`` as LangGraph shows them: its stored request but the fields the run
+    shows on their own (``RunOut``, and the webhook payload)."""
+    return {k: v for k, v in stored.items() if k not in _REQUEST_ONLY}
+
+
 class RunOut(BaseModel):
     run_id: str
     thread_id: str
@@ -488,7 +498,7 @@ class RunOut(BaseModel):
             status=record.status,
             metadata=dict(stored.get("metadata") or {}),
             multitask_strategy=str(stored.get("multitask_strategy") or "interrupt"),
-            kwargs={k: v for k, v in stored.items() if k not in _REQUEST_ONLY},
+            kwargs=request_kwargs(stored),
             outcome=record.outcome,
             input=stored,
             answer=record.answer,

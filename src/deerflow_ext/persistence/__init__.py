@@ -24,6 +24,7 @@ from .models import (
 )
 from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadNotFoundError, ThreadRecord, owner_is_dead
 from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tables are
+from .webhook_table import WEBHOOK_OUTBOX  # on Base.metadata, as the webhook worker's
 
 __all__ = [
     "ASSISTANTS",
@@ -35,6 +36,7 @@ __all__ = [
     "MIGRATIONS_DIR",
     "PROCESS_OWNER",
     "STORE_ITEMS",
+    "WEBHOOK_OUTBOX",
     "Base",
     "HostStore",
     "RunOutcome",

@@ -23,6 +23,7 @@ __all__ = [
     "LIVE_RUN_STATUSES",
     "STORE_TABLE",
     "THREAD_STATUS_AFTER",
+    "WEBHOOK_TABLE",
     "Base",
     "GatewayProcessRow",
     "RunOutcome",
@@ -206,11 +207,15 @@ ASSISTANT_TABLES: tuple[str, ...] = ("assistants", "assistant_versions")
 CRON_TABLE = "crons"
 """Scheduled runs (``cron_table``: a Core table on this metadata; ``deerflow_ext.scheduling``)."""
 
+WEBHOOK_TABLE = "webhook_outbox"
+"""Webhook deliveries owed (``webhook_table``: a Core table on this metadata; ``deerflow_ext.webhooks``)."""
+
 HOST_TABLES: tuple[str, ...] = (
     *Base.metadata.tables,
     STORE_TABLE,
     *ASSISTANT_TABLES,
     CRON_TABLE,
+    WEBHOOK_TABLE,
     HOST_VERSION_TABLE,
     *CHECKPOINT_TABLES,
 )

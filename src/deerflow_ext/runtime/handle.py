@@ -43,6 +43,8 @@ class RunHandle:
     # The persisted creation time: other processes compare it to decide which run a
     # follow-up interrupts (see ``signals``).
     created_at: datetime | None = None
+    # When it went running; set only for a run with a webhook (its payload's run_started_at).
+    started_at: datetime | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     # A successful run's final state values, set once it is persisted (before ``finished``):

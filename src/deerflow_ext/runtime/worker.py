@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from deerflow_ext.exception_text import exception_text
@@ -41,11 +42,12 @@ from ..extensions.notifications.lifecycle import TaskBracket, task_bracket
 from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
 from ..persistence.records import HostStore
 from ..tokens import TokenUsage
+from ..webhooks import WebhookOrder
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
 from .prometheus_metrics import record_run
 from .stream_modes import DEFAULT_STREAM_MODES, StreamProjection, graph_stream_modes
-from .wire import searchable_values
+from .wire import jsonable, searchable_values
 
 __all__ = [
     "CompletionHook",
@@ -106,6 +108,9 @@ class LeadRunSpec(LeadRunInput):
     stream_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
     recursion_limit: int | None = None
     delay: float = 0.0
+    # The run's ``webhook``, checked when it was accepted: its end writes the delivery in
+    # the same transaction as its final status (``deerflow_ext.webhooks``). None: nothing.
+    webhook: WebhookOrder | None = None
 
 
 #: The input a run's graph is given as the client asked it: all of it but these two.
@@ -163,13 +168,15 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
                     return
                 handle.phase = RunPhase.RUNNING
                 started = time.monotonic()
+                if spec.webhook is not None:
+                    handle.started_at = datetime.now(UTC)
                 status, outcome = await _lifecycle(handle, spec, deps)
         except asyncio.CancelledError:
             if handle.phase not in _NOT_STARTED:
                 raise  # a second cancel during finalization: the drain gave up on us
             # Cancelled before admission: no hooks, but the row must not stay "pending".
             _absorb_cancel()
-            await _persist_unstarted(handle, deps)
+            await _persist_unstarted(handle, deps, webhook=spec.webhook)
         except Exception as exc:
             if handle.phase not in _NOT_STARTED:
                 # The run finished and was persisted; only releasing the thread failed.
@@ -180,7 +187,9 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             logger.exception("run %s could not be admitted", handle.run_id)
             status, outcome = RunStatus.ERROR, TaskOutcome.FAILED
             await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
-            await _persist_unstarted(handle, deps, status=status, error=f"not admitted: {exception_text(exc)}")
+            await _persist_unstarted(
+                handle, deps, status=status, error=f"not admitted: {exception_text(exc)}", webhook=spec.webhook
+            )
     finally:
         record_run(outcome.value, None if started is None else time.monotonic() - started)
         handle.phase = RunPhase.DONE
@@ -199,6 +208,7 @@ async def _persist_unstarted(
     *,
     status: RunStatus = RunStatus.INTERRUPTED,
     error: str = "interrupted before it started",
+    webhook: WebhookOrder | None = None,
 ) -> None:
     outcome = TaskOutcome.ABORTED if status is RunStatus.INTERRUPTED else TaskOutcome.FAILED
     thread: dict[str, Any] = {}
@@ -207,10 +217,29 @@ async def _persist_unstarted(
         # midway; "mark started" may have committed, so the thread must not stay busy.
         error = error.replace("before it started", "while it was being admitted")
         thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
+    owed = None if webhook is None else _owed(handle, webhook, status, error, None)
     try:
-        await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error, **thread)
+        await deps.store.finish_run(
+            handle.run_id, status=status.value, outcome=outcome.value, error=error, webhook=owed, **thread
+        )
     except Exception:
         logger.exception("run %s: could not persist its interruption", handle.run_id)
+    else:
+        if webhook is not None:
+            webhook.wake()
+
+
+def _owed(handle: RunHandle, webhook: WebhookOrder, status: RunStatus, error: str | None, values: Any) -> Any:
+    """The outbox row of the run's webhook (``webhooks.order``), written with its end."""
+    return webhook.outbox_row(
+        run_id=handle.run_id,
+        thread_id=handle.thread_id,
+        status=status.value,
+        created_at=handle.created_at,
+        started_at=handle.started_at,
+        error=error,
+        values=None if values is None else jsonable(values),
+    )
 
 
 async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) -> tuple[RunStatus, TaskOutcome]:
@@ -226,7 +255,7 @@ async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) 
         status, outcome, error, error_text, result = await _run(handle, spec, deps, bracket, task_store)
         bracket.outcome = outcome  # on_task_stop follows persistence and the completion hooks
         handle.phase = RunPhase.FINALIZING
-        await _persist(handle, deps, status, outcome, result, error, error_text)
+        await _persist(handle, deps, status, outcome, result, error, error_text, spec.webhook)
         if result is not None:  # completed, or paused by the graph (its values hold the interrupts)
             handle.final_values = getattr(result, "values", None)
         await _run_completion_hooks(
@@ -300,6 +329,7 @@ async def _persist(
     result: Any,
     error: BaseException | None,
     error_text: str | None = None,
+    webhook: WebhookOrder | None = None,
 ) -> None:
     # A database failure here is logged, not raised: on_task_stop must still run. What the
     # run produced may itself be what the database refuses (an answer holding a lone
@@ -311,6 +341,7 @@ async def _persist(
     thread: dict[str, Any] = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
     tokens = TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None
     values = getattr(result, "values", None)
+    owed = None if webhook is None else _owed(handle, webhook, status, error_text, values)
     try:
         await deps.store.finish_run(
             handle.run_id,
@@ -321,8 +352,11 @@ async def _persist(
             tokens=tokens,
             title=getattr(result, "title", None),
             state_values=searchable_values(values) if values else None,
+            webhook=owed,
             **thread,
         )
+        if webhook is not None:
+            webhook.wake()
         return
     except Exception as exc:
         logger.warning(
@@ -336,10 +370,14 @@ async def _persist(
         outcome=outcome.value,
         error=unsaved if error_text is None else f"{error_text[:2000]!a}; {unsaved}",
         tokens=tokens,
+        # A payload the database refused is not sent again: the receiver still learns the run ended.
+        webhook=None if owed is None else {**owed, "payload": {**owed["payload"], "values": None}},
         **thread,
     )
     try:
         await outcome_only()
+        if webhook is not None:
+            webhook.wake()
     except Exception as exc:
         # The database is away (a restart, a failover). The run must not stay "running" until
         # this process restarts: the outcome is saved again in the background until the

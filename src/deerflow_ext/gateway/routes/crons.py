@@ -84,7 +84,7 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
     current = await scheduler.store.get(cron_id)
     if current is None:
         raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
-    check_cron(body, body.schedule or current.schedule, body.timezone or current.timezone)
+    await check_cron(runtime, body, body.schedule or current.schedule, body.timezone or current.timezone)
     changes: dict[str, Any] = {}
     for name in ("schedule", "timezone", "enabled", "metadata"):
         if getattr(body, name) is not None:

@@ -26,6 +26,7 @@ from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyErr
 from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
+from ...webhooks import WebhookOrder
 from ..assistants import resolve_assistant
 from ..cron_schemas import CronCreate, CronOut
 from ..crons import create_cron
@@ -42,6 +43,7 @@ from ..schemas import (
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
+from ..webhook_orders import webhook_order
 
 __all__ = ["SSE_DOC", "final_values", "following", "router", "start_run"]
 
@@ -95,7 +97,9 @@ async def _create_missing_thread(
     await runtime.store.create_thread(dict(ids), thread_id=thread_id)
 
 
-def _spec(body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str]) -> LeadRunSpec:
+def _spec(
+    body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str], webhook: WebhookOrder | None = None
+) -> LeadRunSpec:
     config = body.config
     configurable = {k: v for k, v in (config.configurable if config else {}).items() if k not in _HOST_CONTEXT_KEYS}
     return LeadRunSpec(
@@ -113,6 +117,7 @@ def _spec(body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str
         command=body.command.as_mapping() if body.command is not None else None,
         interrupt_before=_nodes(body.interrupt_before),
         interrupt_after=_nodes(body.interrupt_after),
+        webhook=webhook,
     )
 
 
@@ -198,13 +203,15 @@ async def _start(
     # What a LangGraph server records on the thread and the run's checkpoints: UIs find an
     # assistant's threads by these (thread search).
     ids = _RUN_THREAD_METADATA if assistant.assistant_id == ASSISTANT_ID else _ids(assistant.assistant_id)
+    # Checked before the run exists: a refused URL is a 422 and no run starts.
+    order = None if body.webhook is None else await webhook_order(runtime, body.webhook, stored)
 
     async def start() -> RunHandle:
         # The thread is checked with the run's row (one transaction): an existing thread,
         # the common case, costs no lookup of its own.
         return await runtime.runs.start(
             thread_id,
-            spec=_spec(body, default_modes, ids),
+            spec=_spec(body, default_modes, ids, order),
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
             thread_defaults=ids,

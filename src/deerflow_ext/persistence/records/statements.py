@@ -19,12 +19,14 @@ from typing import Any, cast
 from sqlalchemy import Select, Table, Update, bindparam, delete, insert, or_, select, update
 
 from ..models import LIVE_RUN_STATUSES, RunOutcome, RunRow, RunStatus, ThreadRow, ThreadStatus
+from ..webhook_table import WEBHOOK_OUTBOX
 
 __all__ = [
     "CANCEL_RUN",
     "DELETE_RUN",
     "DELETE_RUNS_OF_THREAD",
     "DELETE_THREAD",
+    "INSERT_OUTBOX",
     "INSERT_RUN",
     "INSERT_THREAD",
     "INTERRUPTED_RUN",
@@ -66,6 +68,8 @@ INTERRUPTED_RUN: dict[str, Any] = {"status": RunStatus.INTERRUPTED.value, "outco
 (here and ``pg_statements.interrupt_runs``) built from it."""
 
 INSERT_THREAD = insert(THREADS)
+# A webhook delivery a run's end owes, written in its end's transaction (``webhook_table``).
+INSERT_OUTBOX = insert(WEBHOOK_OUTBOX)
 INSERT_RUN = insert(RUNS)
 SELECT_THREAD = select(THREADS).where(THREADS.c.id == bindparam("thread_id"))
 LOCK_THREAD = SELECT_THREAD.with_for_update()

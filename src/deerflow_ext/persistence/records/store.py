@@ -233,13 +233,16 @@ class HostStore:
         thread_status: str | None = None,
         title: str | None = None,
         state_values: Mapping[str, Any] | None = None,
+        webhook: Mapping[str, Any] | None = None,
     ) -> None:
         """Record a run's end; with ``thread_id``, sync the thread in the same transaction
         (its status, title and ``state_values``, what thread search's values filter reads).
 
         One transaction because a client that sees the run finished must also see the
         thread's new status and title, and a crash must not leave one updated without the
-        other.
+        other. ``webhook``: the outbox row (``webhook_table``) of the delivery the run owes,
+        written in that same transaction (no other round trip; a run without one sends the
+        statements it always did).
         """
         values: dict[str, Any] = {
             "status": status,
@@ -256,7 +259,15 @@ class HostStore:
         if thread_id is not None and thread_status is not None:
             thread = run_writes.thread_values(thread_status, title, state_values)
         if self._pg is None:
-            await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread)
+            await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread, webhook)
+        elif webhook is not None:
+            owed = pg_statements.finish_run_with_outbox(
+                frozenset(values), None if thread is None else frozenset(thread)
+            )
+            bound = {f"run_{k}": v for k, v in values.items()} | {f"outbox_{k}": v for k, v in webhook.items()}
+            if thread is not None:
+                bound |= {f"thread_{k}": v for k, v in thread.items()}
+            await self._pg.execute(owed, {**bound, "run_id": run_id, "on_thread": thread_id})
         elif thread is None:
             await self._pg.execute(UPDATE_RUN, {**values, "run_id": run_id})
         else:
@@ -311,13 +322,15 @@ class HostStore:
         return await self._first(LIVE_RUN_OF_THREAD, {"thread_id": thread_id}) is not None
 
     # -- recovery ---------------------------------------------------------------------
-    async def interrupt_orphaned_runs(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
+    async def interrupt_orphaned_runs(
+        self, *, is_dead: Callable[[str | None], bool] = owner_is_dead, owed: recovery.OwedOnRecovery | None = None
+    ) -> Sequence[str]:
         """Mark runs left ``pending``/``running`` by a dead process as ``interrupted``.
 
         Their threads go to ``interrupted`` too, so a client polling a thread never sees it
         ``busy`` forever after a crash. Returns the ids of the runs it changed.
         """
-        return await self._tx.write(recovery.interrupt_orphaned_runs, is_dead)
+        return await self._tx.write(recovery.interrupt_orphaned_runs, is_dead, owed)
 
     async def temporary_threads_left(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
         """Threads of stateless runs a dead process left behind (``recovery``): the caller
