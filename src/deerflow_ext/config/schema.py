@@ -32,6 +32,9 @@ __all__ = [
     "PluginEntry",
     "RequestLimits",
     "RetryConfig",
+    "SkillsConfig",
+    "StoreConfig",
+    "StoreIndexConfig",
     "SubagentsConfig",
     "SummarizationConfig",
     "TitleConfig",
@@ -275,6 +278,35 @@ class GoalConfig(_Strict):
     max_continuations: int = Field(default=3, ge=0)
 
 
+class StoreIndexConfig(_Strict):
+    """``store.index``: the store's semantic search, in ``langgraph.json``'s keys.
+
+    ``embed`` is ``provider:model`` (LangChain's ``init_embeddings``), or ``module:attr`` /
+    ``./file.py:attr`` naming an ``Embeddings`` object or a function of a list of texts;
+    ``dims`` the length of its vectors; ``fields`` the JSON paths of a value that are
+    embedded (``$``: the whole value). What it resolves to is ``deerflow_ext.semantic``'s.
+    """
+
+    embed: str = Field(min_length=3, pattern=r"^[^:\s]+:\S+$")
+    dims: int = Field(ge=1, le=16000)
+    fields: list[str] = Field(default_factory=lambda: ["$"], min_length=1)
+
+
+class StoreConfig(_Strict):
+    """``store``: the LangGraph store's options. With no ``index``, ``query`` in a search is
+    ignored as LangGraph's own server ignores it without one (newest first, ``score`` null)."""
+
+    index: StoreIndexConfig | None = None
+
+
+class SkillsConfig(_Strict):
+    """``skills``: where skill folders live (DeerFlow's ``skills/public`` and
+    ``skills/custom`` under ``path``; relative to ``config.yaml``'s folder). Which are on is
+    ``extensions_config.json``'s ``skills`` section."""
+
+    path: str = "skills"
+
+
 JSON_DEPTH_CEILING = 128
 """The deepest JSON the Gateway ever stores: pydantic refuses to serialise a document nested
 much past 250 levels, so anything deeper could be written but never read back."""
@@ -339,6 +371,8 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
     @field_validator("plugins", mode="before")
     @classmethod

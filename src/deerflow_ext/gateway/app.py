@@ -75,6 +75,7 @@ from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
 from ..scheduling import CronStore, Due, Scheduler, clock_from_env
+from ..semantic import store_index_of
 from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
 from .door import door
@@ -231,6 +232,8 @@ def create_app(
     app.state.extension_diagnostics = diagnostics
     app.state.entry_points = entry_points
     app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
+    # store.index resolved now: a bad embed stops startup with one line, not the first put.
+    app.state.store_index = store_index_of(config, settings.config)
     app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions)
     app.state.agent_host_takes_store = agent_host_factory is None
     app.state.options = opts
@@ -351,7 +354,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
         store = HostStore(make_session_factory(engine))
-        items = ItemStore(engine)  # the LangGraph store: /store routes and the graph's runtime.store
+        # The LangGraph store: /store routes and the graph's runtime.store, semantic search included.
+        items = ItemStore(engine, index=state.store_index)
         expired = await items.sweep_expired()
         if expired:
             logger.info("deleted %d store item(s) past their time to live", expired)
