@@ -76,6 +76,7 @@ from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
 from ..scheduling import CronStore, Due, Scheduler, clock_from_env
 from ..semantic import store_index_of
+from ..skills import SkillShelf
 from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
 from .door import door
@@ -130,12 +131,12 @@ class GatewayOptions:
     freeze_startup_heap: bool = False
 
 
-def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
+def _default_agent_host(extensions: LoadedExtensions, skills: SkillShelf | None = None) -> AgentHostFactory:
     """``AgentHost`` on this app's snapshot: what it builds outside a run (thread state) uses
     the app's extensions, never the process-wide set another app may have published."""
 
     def factory(config: AppConfig, checkpointer: Any, store: Any = None) -> Any:
-        return AgentHost(config, checkpointer=checkpointer, extensions=extensions, store=store)
+        return AgentHost(config, checkpointer=checkpointer, extensions=extensions, store=store, skills=skills)
 
     return factory
 
@@ -234,7 +235,9 @@ def create_app(
     app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
     # store.index resolved now: a bad embed stops startup with one line, not the first put.
     app.state.store_index = store_index_of(config, settings.config)
-    app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions)
+    # Skills: config.yaml's skills.path (beside it), switched by extensions_config.json.
+    skills = SkillShelf(Path(settings.config).parent / config.skills.path, app.state.extensions_config_path)
+    app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions, skills)
     app.state.agent_host_takes_store = agent_host_factory is None
     app.state.options = opts
     app.state.runtime = None
