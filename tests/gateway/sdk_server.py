@@ -46,10 +46,12 @@ def sdk_server(
     *,
     database_url: str | None = None,
     plugins: list[dict[str, Any]] | None = None,
+    sections: dict[str, Any] | None = None,
     **settings: Any,
 ) -> Iterator[SdkServer]:
     """Serve a Gateway on ``directory``'s SQLite (or ``database_url``), the gate extension
-    loaded first and then ``plugins`` (config.yaml entries) in their order."""
+    loaded first and then ``plugins`` (config.yaml entries) in their order; ``sections``
+    adds config.yaml's other sections (``store``...)."""
     import uvicorn
 
     from deerflow_ext.config.loading import load_app_config
@@ -62,7 +64,7 @@ def sdk_server(
     config = directory / "config.yaml"
     entries = [{"name": "gate", "use": "gateway.sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
     entries += plugins or []
-    config.write_text(json.dumps({"plugins": entries}), encoding="utf-8")  # JSON is YAML
+    config.write_text(json.dumps({"plugins": entries, **(sections or {})}), encoding="utf-8")  # JSON is YAML
     previous = get_loaded_extensions()
     app = create_app(
         Settings(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,6 +99,32 @@ def _load_attr(embed: str, base: Path) -> Any | None:
     return value
 
 
+_INDEX_TOKEN = re.compile(r"^\[(\*|-?\d+)\]$")
+
+
+def _path_problem(path: str) -> str | None:
+    """Why ``path`` is no JSON path LangGraph's extractor reads (it reads any text, quietly
+    matching nothing for ``a[x``), or None."""
+    if not path.strip():
+        return "it is empty"
+    if path == "$":
+        return None
+    try:
+        tokens = tokenize_path(path)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    for token in tokens:
+        if token.startswith("["):
+            if not _INDEX_TOKEN.match(token):
+                return f"{token!r} is no [index], [-index] or [*]"
+        elif token.startswith("{"):
+            if not token.endswith("}") or len(token) < 3:
+                return f"{token!r} is no {{field,...}} selection"
+        elif any(mark in token for mark in "[]{}"):
+            return f"{token!r} has an unmatched bracket"
+    return None
+
+
 def _native_async(obj: Any) -> bool:
     if inspect.iscoroutinefunction(obj):
         return True
@@ -123,10 +150,9 @@ def load_store_index(config: StoreIndexConfig | None, *, base: Path) -> StoreInd
     if config is None:
         return None
     for position, field in enumerate(config.fields):
-        try:
-            tokenize_path(field)
-        except Exception as exc:
-            raise StoreIndexError(f"fields[{position}]", f"{field!r} is not a JSON path: {exc}") from None
+        problem = _path_problem(field)
+        if problem:
+            raise StoreIndexError(f"fields[{position}]", f"{field!r} is not a JSON path: {problem}")
     obj = _load_attr(config.embed, base)
     if obj is None:
         factory: Callable[[str], Embeddings]
