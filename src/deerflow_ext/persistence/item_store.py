@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -213,8 +214,13 @@ class _Batch:
         check_filter(op.filter)
         scores: dict[tuple[str, str], float | None] = {}
         query = self.semantic.queries.get(op.query) if self.semantic is not None and op.query else None
+        ranked: Any = None
+        ordered: Iterable[tuple[str, str]]
         if query is not None:
-            ordered = self._ranked(op, query, scores)
+            # Read as the page fills: with a filter, every item is ranked (the filter runs
+            # here), and fetching all of them first cost more than ranking them.
+            ranked = self._ranked(op, query)
+            ordered = _keeping_scores(ranked, scores)
         else:
             keys = select(_T.c.prefix, _T.c.key).where(_LIVE)
             if op.namespace_prefix:
@@ -224,9 +230,20 @@ class _Batch:
                 keys = keys.limit(op.limit).offset(op.offset)
             ordered = [(prefix, key) for prefix, key in self.conn.execute(keys, {"p_now": self.now})]
         rows: list[Any] = []
+        try:
+            self._fill(op, iter(ordered), rows)
+        finally:
+            if ranked is not None:
+                ranked.close()
+        for row in rows:
+            self._owe_refresh(row, op.refresh_ttl)
+        return [_item(row, SearchItem, scores.get((row.prefix, row.key))) for row in rows]
+
+    def _fill(self, op: SearchOp, pending: Iterator[tuple[str, str]], rows: list[Any]) -> None:
+        """``rows`` filled with the page: the values of ``pending``'s keys read a chunk at a
+        time, filtered and offset here, up to ``limit`` items or the answer's byte cap."""
         skipped = size = 0
-        for start in range(0, len(ordered), _VALUE_CHUNK):
-            chunk = ordered[start : start + _VALUE_CHUNK]
+        while chunk := list(itertools.islice(pending, _VALUE_CHUNK)):
             found = {(row.prefix, row.key): row for row in self.conn.execute(_values_of(chunk, self.dialect))}
             for at in chunk:
                 row = found.get(at)
@@ -242,12 +259,10 @@ class _Batch:
             else:
                 continue
             break
-        for row in rows:
-            self._owe_refresh(row, op.refresh_ttl)
-        return [_item(row, SearchItem, scores.get((row.prefix, row.key))) for row in rows]
 
-    def _ranked(self, op: SearchOp, query: list[float], scores: dict[tuple[str, str], float | None]) -> list[Any]:
-        """The search's keys best first (``item_vectors.ranked_keys``), their scores kept."""
+    def _ranked(self, op: SearchOp, query: list[float]) -> Any:
+        """The search's ``(namespace, key, score)`` rows best first (``item_vectors.ranked_keys``),
+        an open result the caller closes."""
         assert self.semantic is not None
         if self.dialect == "postgresql" and self.semantic.pgvector is None:
             self.semantic.pgvector = has_pgvector(self.conn)
@@ -262,11 +277,7 @@ class _Batch:
             offset=op.offset,
             params={"p_now": self.now},
         )
-        ordered = []
-        for namespace, key, score in ranked:
-            scores[(namespace, key)] = score
-            ordered.append((namespace, key))
-        return ordered
+        return ranked
 
     def list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         """Distinct namespaces: narrowed in SQL by the literal labels a prefix condition
@@ -294,6 +305,12 @@ class _Batch:
             self.refresh.append(
                 {"p_prefix": row.prefix, "p_key": row.key, "p_expires_at": _expiry(self.now, row.ttl_minutes)}
             )
+
+
+def _keeping_scores(ranked: Iterable[Any], scores: dict[tuple[str, str], float | None]) -> Iterator[tuple[str, str]]:
+    for namespace, key, score in ranked:
+        scores[(namespace, key)] = None if score is None else float(score)
+        yield namespace, key
 
 
 def _values_of(keys: list[tuple[str, str]], dialect: str) -> Any:

@@ -97,9 +97,10 @@ def ranked_keys(
     limit: int | None,
     offset: int,
     params: dict[str, Any],
-) -> list[tuple[str, str, float | None]]:
+) -> Any:
     """``(namespace, key, score)`` of the live items (``live``, ``under``: conditions on the
-    items), best first; a page of them when ``limit`` is given (no filter to apply after)."""
+    items), best first, as an open result (the caller reads what it needs, then closes it);
+    a page of them when ``limit`` is given (no filter to apply after)."""
     score, same_length, binds = _score(conn, query, pgvector)
     best = select(_V.c.prefix, _V.c.key, func.max(score).label("score")).where(same_length)
     if under is not None:
@@ -115,6 +116,4 @@ def ranked_keys(
     keys = keys.order_by(scored.c.score.desc().nulls_last(), _T.c.updated_at.desc(), _T.c.prefix, _T.c.key)
     if limit is not None:
         keys = keys.limit(limit).offset(offset)
-    return [
-        (row[0], row[1], None if row[2] is None else float(row[2])) for row in conn.execute(keys, {**params, **binds})
-    ]
+    return conn.execute(keys, {**params, **binds})
