@@ -45,6 +45,6 @@ def test_a_missing_extension_and_a_foreign_connection_are_one_clear_error(tmp_pa
     wrapped = sqlite3.connect(tmp_path / "z.db", factory=Wrapped)
     if hasattr(wrapped, "enable_load_extension"):
         pytest.skip("this Python loads extensions through the public API; no handle is read")
-    with pytest.raises(cpython_sqlite.ExtensionLoadingUnavailable, match="not CPython's own sqlite3.Connection"):
+    with pytest.raises(cpython_sqlite.ExtensionLoadingUnavailable, match=r"not CPython's own sqlite3\.Connection"):
         cpython_sqlite.load_extension(wrapped, sqlite_vec.loadable_path())
     wrapped.close()
