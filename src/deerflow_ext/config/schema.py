@@ -305,6 +305,8 @@ class SkillsConfig(_Strict):
     ``extensions_config.json``'s ``skills`` section."""
 
     path: str = "skills"
+    #: DeerFlow's sandbox mount of the folder: accepted so its config loads, unused here.
+    container_path: str | None = None
 
 
 JSON_DEPTH_CEILING = 128
