@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from conftest import live_server
 
+from conftest import live_server
 from deerflow_ext import cli
 from deerflow_ext.config.loading import load_app_config
 from deerflow_ext.config.settings import Settings
