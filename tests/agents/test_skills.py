@@ -92,3 +92,19 @@ def test_the_shelf_reads_again_only_when_something_changed(tmp_path: Path) -> No
     (tmp_path / "extensions_config.json").write_text('{"skills": {"alpha": {"enabled": false}}}', encoding="utf-8")
     assert shelf.enabled() == ()
     assert path.exists()
+
+
+def test_deerflow_ext_run_lists_and_loads_the_skills_beside_its_config(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    restore_process_extensions: None,
+) -> None:
+    from deerflow_ext.run_console import run_command
+
+    monkeypatch.setenv("DEERFLOW_DATABASE_URL", f"sqlite:///{tmp_path / 'deerflow.db'}")
+    config = tmp_path / "config.yaml"
+    config.write_text("skills:\n  path: my-skills\n", encoding="utf-8")
+    _skill(tmp_path / "my-skills", "custom", "tides", "tides", "Read a tide table.", body="HIGH-WATER")
+    assert run_command(['use load_skill {"name": "tides"}', "--config", str(config)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["Done. load_skill returned: HIGH-WATER"]

@@ -56,7 +56,7 @@ def _tool(skills: tuple[Skill, ...]) -> BaseTool:
             _, body = split_front_matter(skill.path.read_text(encoding="utf-8"))
         except OSError as exc:
             return f"skill {name!r} cannot be read: {exc.strerror or exc}"
-        return body
+        return body.strip()
 
     return StructuredTool.from_function(
         load_skill,
