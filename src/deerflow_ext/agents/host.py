@@ -21,6 +21,7 @@ from deerflow_ext.config.schema import AppConfig, ModelPurpose
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_ext.memory.manager import MemoryManager
 from deerflow_ext.persistence.checkpointer import run_writes
+from deerflow_ext.skills import SkillShelf
 from deerflow_ext.tokens import TokenUsage
 from deerflow_extension_api import ExtensionData
 
@@ -131,8 +132,12 @@ class AgentHost:
         model_name: str | None = None,
         extensions: LoadedExtensions | None = None,
         store: BaseStore | None = None,
+        skills: SkillShelf | None = None,
     ) -> None:
         self.config = config
+        # The skills folder and extensions_config.json the lead prompt lists skills from,
+        # read again when they change (None: no skills).
+        self.skills = skills
         self.checkpointer = checkpointer
         # The LangGraph store the lead graph is compiled with (``runtime.store`` in a tool or
         # middleware): the Gateway's, which its ``/store`` routes serve too.
@@ -190,6 +195,7 @@ class AgentHost:
             store=self.store,
             memory=self.memory,
             task_tool=self._task_tool(),
+            skills=self.skills.enabled() if self.skills is not None else (),
             graphs=self._graphs if reuse else None,
         )
 

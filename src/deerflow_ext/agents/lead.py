@@ -33,6 +33,7 @@ from deerflow_ext.extensions.composition.plugin_tools import merge_tools, plugin
 from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, bound_extensions, build_extensions
 from deerflow_ext.memo import DescriptorMemo
+from deerflow_ext.skills import Skill, load_skill_tool, skills_prompt
 from deerflow_ext.subagents.executor import SubagentBuilder
 from deerflow_ext.subagents.task_tool import make_task_tool
 from deerflow_extension_api import (
@@ -212,8 +213,11 @@ def build_agent(
     memory: Any | None = None,
     graphs: CompiledGraphs | None = None,
     store: BaseStore | None = None,
+    enabled_skills: tuple[str, ...] = (),
 ) -> Any:
     """Build one agent graph; shared by the lead and subagent builders.
+
+    ``enabled_skills`` names the skills the prompt lists (the assembly reports them).
 
     With ``graphs``, a graph compiled for an earlier construction of the same shape is
     reused, bound to this construction's stack and model (``agents/reuse.py``); everything
@@ -298,7 +302,7 @@ def build_agent(
                     tools=described_tools,
                     middlewares=middlewares,
                     deferred_tool_names=(),
-                    enabled_skills=(),
+                    enabled_skills=enabled_skills,
                     effective_policies=effective_policies(config, policy, scope),
                     build=build,
                 )
@@ -308,7 +312,15 @@ def build_agent(
             return _descriptors.descriptor(
                 agent_name,
                 same=(config, *middlewares),
-                inputs=(scope, model_name, effective_model, system_prompt, described_tools, tuple(build.items())),
+                inputs=(
+                    scope,
+                    model_name,
+                    effective_model,
+                    system_prompt,
+                    described_tools,
+                    enabled_skills,
+                    tuple(build.items()),
+                ),
                 build=new,
             )
 
@@ -329,8 +341,10 @@ def make_lead_agent(
     task_tool: BaseTool | None = None,
     graphs: CompiledGraphs | None = None,
     store: BaseStore | None = None,
+    skills: Sequence[Skill] = (),
 ) -> Any:
-    """The lead agent: built-in tools plus ``task`` (when subagents are enabled).
+    """The lead agent: built-in tools plus ``task`` (when subagents are enabled), and with
+    ``skills`` their list in the prompt and the ``load_skill`` tool (``deerflow_ext.skills``).
 
     ``task_tool`` lets a long-lived caller (``AgentHost``) pass one it built once for the
     same config, model factory and model name; otherwise one is made here. ``graphs``:
@@ -339,6 +353,9 @@ def make_lead_agent(
     tools: list[BaseTool] = [*builtin_tools(), *extra_tools]
     if config.subagents.enabled:
         tools.append(task_tool or subagent_task_tool(config, model_factory=model_factory, model_name=model_name))
+    if skills:
+        tools.append(load_skill_tool(skills))
+        system_prompt += skills_prompt(skills)
     return build_agent(
         config,
         scope=AgentScope.LEAD,
@@ -352,6 +369,7 @@ def make_lead_agent(
         memory=memory,
         graphs=graphs,
         store=store,
+        enabled_skills=tuple(skill.name for skill in skills),
     )
 
 

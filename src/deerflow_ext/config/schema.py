@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 from .plugin_values import SettingValueIn
-from .ttl import CheckpointerConfig, StoreConfig
+from .ttl import CheckpointerConfig, StoreTTLConfig
 from .webhooks_config import WebhooksConfig
 
 __all__ = [
@@ -34,6 +34,9 @@ __all__ = [
     "PluginEntry",
     "RequestLimits",
     "RetryConfig",
+    "SkillsConfig",
+    "StoreConfig",
+    "StoreIndexConfig",
     "SubagentsConfig",
     "SummarizationConfig",
     "TitleConfig",
@@ -277,6 +280,39 @@ class GoalConfig(_Strict):
     max_continuations: int = Field(default=3, ge=0)
 
 
+class StoreIndexConfig(_Strict):
+    """``store.index``: the store's semantic search, in ``langgraph.json``'s keys.
+
+    ``embed`` is ``provider:model`` (LangChain's ``init_embeddings``), or ``module:attr`` /
+    ``./file.py:attr`` naming an ``Embeddings`` object or a function of a list of texts;
+    ``dims`` the length of its vectors; ``fields`` the JSON paths of a value that are
+    embedded (``$``: the whole value). What it resolves to is ``deerflow_ext.semantic``'s.
+    """
+
+    embed: str = Field(min_length=3, pattern=r"^[^:\s]+:\S+$")
+    dims: int = Field(ge=1, le=16000)
+    fields: list[str] = Field(default_factory=lambda: ["$"], min_length=1)
+
+
+class StoreConfig(_Strict):
+    """``store``: the LangGraph store's options. With no ``index``, ``query`` in a search is
+    ignored as LangGraph's own server ignores it without one (newest first, ``score`` null);
+    ``ttl`` is how long items live (``config.ttl``)."""
+
+    index: StoreIndexConfig | None = None
+    ttl: StoreTTLConfig = Field(default_factory=StoreTTLConfig)
+
+
+class SkillsConfig(_Strict):
+    """``skills``: where skill folders live (DeerFlow's ``skills/public`` and
+    ``skills/custom`` under ``path``; relative to ``config.yaml``'s folder). Which are on is
+    ``extensions_config.json``'s ``skills`` section."""
+
+    path: str = "skills"
+    #: DeerFlow's sandbox mount of the folder: accepted so its config loads, unused here.
+    container_path: str | None = None
+
+
 JSON_DEPTH_CEILING = 128
 """The deepest JSON the Gateway ever stores: pydantic refuses to serialise a document nested
 much past 250 levels, so anything deeper could be written but never read back."""
@@ -344,10 +380,11 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
-    # Time to live of threads and store items (langgraph.json's keys; ``config.ttl``).
+    # Time to live of threads (langgraph.json's keys; ``config.ttl``).
     checkpointer: CheckpointerConfig = Field(default_factory=CheckpointerConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -27,7 +27,6 @@ __all__ = [
     "DEFAULT_SWEEP_MINUTES",
     "MAX_TTL_MINUTES",
     "CheckpointerConfig",
-    "StoreConfig",
     "StoreTTLConfig",
     "ThreadStrategy",
     "ThreadTTLConfig",
@@ -75,9 +74,3 @@ class StoreTTLConfig(_Strict):
     default_ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES, allow_inf_nan=False)
     refresh_on_read: bool = True
     sweep_interval_minutes: float = Field(default=DEFAULT_SWEEP_MINUTES, gt=0, le=MAX_TTL_MINUTES, allow_inf_nan=False)
-
-
-class StoreConfig(_Strict):
-    """``store`` (only its ``ttl``: there is no vector index to configure)."""
-
-    ttl: StoreTTLConfig = Field(default_factory=StoreTTLConfig)

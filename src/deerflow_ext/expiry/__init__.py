@@ -26,7 +26,8 @@ from typing import Any
 
 from langgraph.store.base import TTLConfig
 
-from ..config.ttl import CheckpointerConfig, StoreConfig
+from ..config.schema import StoreConfig
+from ..config.ttl import CheckpointerConfig
 from ..persistence.records import ThreadTTL
 from ..persistence.transactions import Transactions
 from .sweeper import Sweeper

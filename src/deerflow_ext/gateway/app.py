@@ -77,6 +77,8 @@ from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
 from ..scheduling import CronStore, Due, Scheduler, clock_from_env
+from ..semantic import store_index_of
+from ..skills import SkillShelf
 from ..webhooks import WebhookService, filled_headers
 from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
@@ -133,12 +135,12 @@ class GatewayOptions:
     freeze_startup_heap: bool = False
 
 
-def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
+def _default_agent_host(extensions: LoadedExtensions, skills: SkillShelf | None = None) -> AgentHostFactory:
     """``AgentHost`` on this app's snapshot: what it builds outside a run (thread state) uses
     the app's extensions, never the process-wide set another app may have published."""
 
     def factory(config: AppConfig, checkpointer: Any, store: Any = None) -> Any:
-        return AgentHost(config, checkpointer=checkpointer, extensions=extensions, store=store)
+        return AgentHost(config, checkpointer=checkpointer, extensions=extensions, store=store, skills=skills)
 
     return factory
 
@@ -236,7 +238,11 @@ def create_app(
     app.state.extension_diagnostics = diagnostics
     app.state.entry_points = entry_points
     app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
-    app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions)
+    # store.index resolved now: a bad embed stops startup with one line, not the first put.
+    app.state.store_index = store_index_of(config, settings.config)
+    # Skills: config.yaml's skills.path (beside it), switched by extensions_config.json.
+    skills = SkillShelf(Path(settings.config).parent / config.skills.path, app.state.extensions_config_path)
+    app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions, skills)
     app.state.agent_host_takes_store = agent_host_factory is None
     app.state.options = opts
     app.state.runtime = None
@@ -361,8 +367,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         webhooks = WebhookService(
             config.webhooks, store.transactions, os.environ, disabled=config.http.disable_webhooks
         )
-        # The LangGraph store: /store routes and the graph's runtime.store (store.ttl's defaults).
-        items = ItemStore(engine, ttl_config=store_ttl_config(config.store))
+        # The LangGraph store: /store routes and the graph's runtime.store (store.ttl's defaults,
+        # semantic search included).
+        items = ItemStore(engine, ttl_config=store_ttl_config(config.store), index=state.store_index)
         expired = await items.sweep_expired()
         if expired:
             logger.info("deleted %d store item(s) past their time to live", expired)

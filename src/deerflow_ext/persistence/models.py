@@ -22,6 +22,7 @@ __all__ = [
     "HOST_VERSION_TABLE",
     "LIVE_RUN_STATUSES",
     "STORE_TABLE",
+    "STORE_VECTORS_TABLE",
     "THREAD_STATUS_AFTER",
     "WEBHOOK_TABLE",
     "Base",
@@ -201,6 +202,9 @@ CHECKPOINT_TABLES: tuple[str, ...] = (
 STORE_TABLE = "store_items"
 """The LangGraph Platform store's items (``store_table``: a Core table on this metadata)."""
 
+STORE_VECTORS_TABLE = "store_vectors"
+"""The embeddings of the store's items, for semantic search (``store_table``, migration 0014)."""
+
 ASSISTANT_TABLES: tuple[str, ...] = ("assistants", "assistant_versions")
 """Assistants and their versions (``assistant_tables``: Core tables on this metadata)."""
 
@@ -213,6 +217,7 @@ WEBHOOK_TABLE = "webhook_outbox"
 HOST_TABLES: tuple[str, ...] = (
     *Base.metadata.tables,
     STORE_TABLE,
+    STORE_VECTORS_TABLE,
     *ASSISTANT_TABLES,
     CRON_TABLE,
     WEBHOOK_TABLE,

@@ -7,12 +7,14 @@ What ``langgraph_sdk``'s ``client.store`` sends, answered in LangGraph's shapes:
   SDK sends the namespace joined with dots; repeating ``namespace`` once per label works too);
 - ``DELETE /store/items`` ``{namespace, key}`` -> 204, whether or not the item was there;
 - ``POST /store/items/search`` ``{namespace_prefix, filter?, limit?, offset?, query?}`` ->
-  ``{"items": [...]}``, newest first;
+  ``{"items": [...]}``, newest first, or with ``query`` and an index most similar first;
 - ``POST /store/namespaces`` ``{prefix?, suffix?, max_depth?, limit?, offset?}`` ->
   ``{"namespaces": [[...], ...]}``.
 
-An item is ``{namespace, key, value, created_at, updated_at}`` (a search's also has ``score``,
-always null: there is no vector index, so ``query`` and ``index`` are accepted and ignored).
+An item is ``{namespace, key, value, created_at, updated_at}``; a search's also has ``score``:
+its cosine similarity to ``query`` when ``store.index`` is configured (a put's ``index``
+then picks the fields embedded, ``false`` none), else null, ``query`` and ``index`` being
+ignored as LangGraph's server ignores them without an index (``ItemStore``).
 Bad input gets 422 naming the field: an empty namespace, a label that is empty or holds a
 dot, a value that is not a JSON object, an unknown filter operator. The same store is the
 graph's ``runtime.store`` (``app.py`` hands it to the agent host).
@@ -57,7 +59,7 @@ class ItemPut(BaseModel):
     namespace: list[str]
     key: str = Field(min_length=1)
     value: dict[str, Any]
-    index: Literal[False] | list[str] | None = None  # no vector index: accepted, ignored
+    index: Literal[False] | list[str] | None = None  # fields to embed (store.index); ignored without one
     ttl: float | None = Field(
         default=None,
         gt=0,
@@ -98,7 +100,7 @@ class ItemSearch(BaseModel):
     filter: dict[str, Any] | None = None
     limit: int = Field(default=10, ge=0, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
-    query: str | None = None  # no vector index: accepted, ignored
+    query: str | None = None  # ranks by similarity with store.index; ignored without one
     refresh_ttl: bool | None = None
 
     @field_validator("namespace_prefix")
@@ -152,7 +154,8 @@ async def put_item(request: Request, body: ItemPut) -> Response:
     """Create or replace the item at ``namespace`` and ``key``; without ``ttl`` it lives
     ``store.ttl.default_ttl`` minutes (none: until deleted)."""
     ttl = body.ttl if body.ttl is not None else _store(request).default_ttl()
-    await _run(request, PutOp(tuple(body.namespace), body.key, body.value, ttl=ttl), "namespace")
+    op = PutOp(tuple(body.namespace), body.key, body.value, index=body.index, ttl=ttl)
+    await _run(request, op, "namespace")
     return Response(status_code=204)
 
 
@@ -190,7 +193,8 @@ async def delete_item(request: Request, body: ItemDelete) -> Response:
 
 @router.post("/items/search", response_model=None)
 async def search_items(request: Request, body: ItemSearch) -> Any:
-    """Items under ``namespace_prefix`` whose values match ``filter``, newest first."""
+    """Items under ``namespace_prefix`` whose values match ``filter``: newest first, or most
+    similar to ``query`` first when the store has an index."""
     op = SearchOp(
         tuple(body.namespace_prefix),
         filter=body.filter,
