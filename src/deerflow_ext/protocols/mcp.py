@@ -119,7 +119,7 @@ class McpEndpoint:
             version=self._version,
             instructions="Each tool is one of this Gateway's assistants: call it with the conversation to answer.",
         )
-        server.list_tools()(self._list_tools)
+        server.list_tools()(self._list_tools)  # type: ignore[no-untyped-call]  # the SDK's 1.x decorators
         # The arguments are checked here, not against the schema by the SDK: a model calling
         # the tool may hand ``messages`` over as a string, which the schema does not admit.
         server.call_tool(validate_input=False)(functools.partial(self._call_tool, server))
