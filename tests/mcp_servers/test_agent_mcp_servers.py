@@ -12,6 +12,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,9 @@ from typing import Any
 import httpx
 import mcp_assembly_ext
 import pytest
-from live_uvicorn import LiveServer, free_port, live_server
 
 from fake_openai import FakeOpenAI
+from live_uvicorn import LiveServer, free_port, live_server
 
 pytestmark = pytest.mark.e2e
 
@@ -48,8 +49,6 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             except httpx.TransportError:
                 if proc.poll() is not None:
                     pytest.fail(f"the HTTP MCP server exited with {proc.returncode}")
-                import time
-
                 time.sleep(0.05)
         yield url
     finally:
@@ -136,7 +135,7 @@ async def test_stdio_and_http_servers_are_the_agents_tools_and_follow_the_file(
     mcp_assembly_ext.SEEN.clear()
     async with _gateway(tmp_path, mcp=mcp) as served, served.client() as http:
         assert (await _states(http)) == {}
-        before = await _run(http, "use calculator {\"expression\": \"1+1\"}")
+        before = await _run(http, 'use calculator {"expression": "1+1"}')
         assert _content(_tool_messages(before)[0]) == "2"
         assert mcp_assembly_ext.SEEN[-1][1] == ()
         no_mcp_fingerprint = mcp_assembly_ext.SEEN[-1][0]
@@ -148,7 +147,10 @@ async def test_stdio_and_http_servers_are_the_agents_tools_and_follow_the_file(
         }
         put = await http.put("/api/extensions-config", json={"mcpServers": servers, "skills": {}})
         assert put.status_code == 200, put.text
-        assert {name: s["state"] for name, s in (await _states(http)).items()} == {"weather": "stopped", "loud": "stopped"}
+        assert {name: s["state"] for name, s in (await _states(http)).items()} == {
+            "weather": "stopped",
+            "loud": "stopped",
+        }
 
         messages = await _run(http, 'use lookup {"city": "Paris"}')
         [tool] = _tool_messages(messages)
@@ -170,6 +172,10 @@ async def test_stdio_and_http_servers_are_the_agents_tools_and_follow_the_file(
         assert states["weather"]["state"] == states["loud"]["state"] == "running"
         assert sorted(states["weather"]["tools"]) == ["die", "lookup"] and states["loud"]["tools"] == ["shout"]
         assert states["weather"]["starts"] == 1
+        # A subagent has the MCP tools too; it runs on a loop of its own, the call is carried
+        # to the session's.
+        delegated = await _run(http, 'delegate: use lookup {"city": "Bern"}')
+        assert any("sunny in Bern" in _content(m) for m in _tool_messages(delegated)), delegated
         # Loaded once: another run reuses the same process.
         await _run(http, 'use lookup {"city": "Oslo"}')
         assert int(pid_file.read_text()) == pid and (await _states(http))["weather"]["starts"] == 1
@@ -239,8 +245,22 @@ async def test_over_http_a_command_config_yaml_does_not_allow_is_refused_and_the
         # The operator at the machine may add any command.
         code = await asyncio.to_thread(
             main,
-            ["extensions", "mcp", "add", "weather", "--command", sys.executable, "--arg", _SERVER, "--arg", "stdio",
-             "--arg", str(pid_file), "--config", str(tmp_path / "config.yaml")],
+            [
+                "extensions",
+                "mcp",
+                "add",
+                "weather",
+                "--command",
+                sys.executable,
+                "--arg",
+                _SERVER,
+                "--arg",
+                "stdio",
+                "--arg",
+                str(pid_file),
+                "--config",
+                str(tmp_path / "config.yaml"),
+            ],
         )
         assert code == 0
         [tool] = _tool_messages(await _run(http, 'use lookup {"city": "Paris"}'))
