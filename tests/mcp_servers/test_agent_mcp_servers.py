@@ -296,3 +296,30 @@ async def test_chat_openai_calls_an_mcp_tool(tmp_path: Path, http_server: str) -
         assert messages[-1]["content"] == "Echo: weather in Rome?"
         offered = {tool["function"]["name"] for tool in fake.completions()[0]["tools"]}
         assert {"lookup", "shout", "die", "calculator"} <= offered
+
+
+async def test_a_server_that_never_answers_leaves_runs_going_without_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pid_file = tmp_path / "silent.pid"
+    silent = f"import os, pathlib, time; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); time.sleep(120)"
+    servers = {
+        "silent": {"type": "stdio", "command": sys.executable, "args": ["-c", silent]},
+        "weather": _stdio(tmp_path / "w.pid"),
+    }
+    config = {"mcp": {"startup_timeout_seconds": 0.5}}
+    caplog.set_level(logging.WARNING, logger="deerflow_ext.mcp_servers")
+    async with _gateway(tmp_path, servers, **config) as served, served.client() as http:
+        # The run waits for neither past the bound... and the second run has the one that came up.
+        for _ in range(100):
+            messages = await _run(http, 'use lookup {"city": "Quito"}')
+            if _tool_messages(messages):
+                break
+        [tool] = _tool_messages(messages)
+        assert "sunny in Quito" in _content(tool)
+        states = await _states(http)
+        assert states["silent"]["state"] == "starting" and states["weather"]["state"] == "running"
+        pid = int(pid_file.read_text())
+    assert "MCP server 'silent' is not ready after 0.5 s" in caplog.text
+    assert caplog.text.count("'silent' is not ready") == 1  # one line per start, not per run
+    assert await _gone(pid)  # stopped with the Gateway, though it never answered

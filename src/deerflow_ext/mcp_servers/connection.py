@@ -139,11 +139,14 @@ class ServerConnection:
         """End the session (a stdio server's process with it); wait a bounded time."""
         self._stopping.set()
         task, self._task = self._task, None
+        starting = self.state is State.STARTING
         if self.state is not State.FAILED:
             self.state = State.STOPPED
         self.tools = ()
         if task is None or task.done():
             return
+        if starting:  # still opening its session (a server that never answers): nothing to close gracefully
+            task.cancel()
         done, _ = await asyncio.wait({task}, timeout=_STOP_SECONDS)
         if not done:
             task.cancel()
