@@ -459,7 +459,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("name", metavar="NAME")
         if kind == "mcp":  # add: a stdio server (--command) or a remote one (--url)
             sub.add_argument("--command", help="add: the stdio server's command")
-            sub.add_argument("--arg", action="append", help="add: one argument of the command (repeatable)")
+            sub.add_argument(
+                "--arg",
+                action="append",
+                help="add: one argument of the command (repeatable; --arg=-y for one that starts with -)",
+            )
             sub.add_argument("--env", action="append", help="add: NAME=VALUE for the process; VALUE may say $VAR")
             sub.add_argument("--url", help="add: the http or sse server's URL")
             sub.add_argument("--transport", choices=("http", "sse"), help="add: with --url (default http)")

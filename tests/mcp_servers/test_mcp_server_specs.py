@@ -107,3 +107,36 @@ def test_what_an_http_caller_may_write(before: dict, after: dict, refused: bool)
 def test_an_unreadable_file_counts_every_server_as_new() -> None:
     assert http_write_refusals(None, {"mcpServers": {"files": STDIO}}, McpConfig())
     assert not http_write_refusals(None, {"mcpServers": {"files": STDIO}}, McpConfig(allowed_commands=["npx"]))
+
+
+def test_the_cli_adds_and_removes_servers_and_names_what_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deerflow_ext.cli import main
+
+    config = ["--config", str(tmp_path / "config.yaml")]
+    (tmp_path / "config.yaml").write_text("{}\n")
+    path = tmp_path / "extensions_config.json"
+    add = ["extensions", "mcp", "add"]
+    assert main([*add, "files", "--command", "npx", "--arg=-y", "--env", "TOKEN=$FILES_TOKEN", *config]) == 0
+    assert (
+        main([*add, "search", "--url", "https://mcp.example.com/mcp", "--transport", "sse", "--disabled", *config]) == 0
+    )
+    servers = json.loads(path.read_text())["mcpServers"]
+    assert servers["files"] == {
+        **servers["files"],
+        "type": "stdio",
+        "command": "npx",
+        "args": ["-y"],
+        "env": {"TOKEN": "$FILES_TOKEN"},
+    }
+    assert (servers["search"]["type"], servers["search"]["enabled"]) == ("sse", False)
+    capsys.readouterr()
+    assert main([*add, "both", "--command", "npx", "--url", "https://x", *config]) != 0
+    assert "give --command (a stdio server) or --url" in capsys.readouterr().err
+    assert main([*add, "bad", "--command", "npx", "--env", "NOVALUE", *config]) != 0
+    assert "--env 'NOVALUE': NAME=VALUE is required" in capsys.readouterr().err
+    assert main(["extensions", "mcp", "remove", "files", *config]) == 0
+    assert main(["extensions", "mcp", "remove", "files", *config]) != 0
+    assert "no MCP server 'files'" in capsys.readouterr().err
+    assert set(json.loads(path.read_text())["mcpServers"]) == {"search"}
