@@ -5,7 +5,6 @@ assistants as tools (real uvicorn, SQLite and PostgreSQL; the embedded model, an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
@@ -125,38 +124,32 @@ def _ask_the_gateway(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] |
     return [("lead_agent", {"messages": question})]
 
 
-@pytest.mark.parametrize("model", ["embedded", "chat_openai"])
 async def test_a_langchain_agent_in_another_process_uses_the_gateway_as_a_tool(
-    tmp_path: Path, database_url: str, model: str
+    tmp_path: Path, database_url: str
 ) -> None:
-    with contextlib.ExitStack() as stack:
-        config: dict[str, Any] = {}
-        openai_args: list[str] = []
-        if model == "chat_openai":
-            fake = stack.enter_context(FakeOpenAI(call_tools=_ask_the_gateway))
-            entry = {"name": "gpt", "use": "langchain_openai:ChatOpenAI", "model": "gpt-x", "api_key": "k"}
-            config = {"models": [{**entry, "base_url": fake.base_url}], "title": {"enabled": False}}
-            openai_args = [fake.base_url]
+    """The client agent runs once on the embedded model and once on ``ChatOpenAI``; the
+    Gateway's own agent answers on ``ChatOpenAI`` (both against the loopback provider)."""
+    with FakeOpenAI(call_tools=_ask_the_gateway) as fake:
+        entry = {"name": "gpt", "use": "langchain_openai:ChatOpenAI", "model": "gpt-x", "api_key": "k"}
+        config = {"models": [{**entry, "base_url": fake.base_url}], "title": {"enabled": False}}
         async with gateway(tmp_path, database_url, **config) as served, served.client() as http:
             src = str(Path(__file__).parents[2] / "src")
-            env = {**os.environ, "PYTHONPATH": src}
             agent = await asyncio.create_subprocess_exec(
                 sys.executable,
                 str(_HERE / "adapters_agent.py"),
                 f"{served.base_url}/api/mcp",
                 "hello there",
-                *openai_args,
-                env=env,
+                fake.base_url,
+                env={**os.environ, "PYTHONPATH": src},
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
             out, err = await asyncio.wait_for(agent.communicate(), 120)
             assert agent.returncode == 0, err.decode()[-2000:]
             report = json.loads(out.decode().strip().splitlines()[-1])
-            assert report["tools"] == ["lead_agent"]
-            assert report["tool_results"] == [await _wait_answer(http, "lead_agent", "hello there")]
-            if model == "chat_openai":
-                assert report["tool_results"] == ["Echo: hello there"]
+            answer = await _wait_answer(http, "lead_agent", "hello there")
+        assert report["tools"] == ["lead_agent"]
+        assert report["embedded"] == report["chat_openai"] == [answer] == ["Echo: hello there"]
 
 
 async def test_a_call_whose_client_goes_away_cancels_its_run(tmp_path: Path, database_url: str) -> None:
