@@ -298,7 +298,7 @@ async def test_chat_openai_calls_an_mcp_tool(tmp_path: Path, http_server: str) -
         assert {"lookup", "shout", "die", "calculator"} <= offered
 
 
-async def test_a_server_that_never_answers_leaves_runs_going_without_it(
+async def test_a_server_that_never_answers_or_cannot_start_leaves_runs_going_without_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     pid_file = tmp_path / "silent.pid"
@@ -306,6 +306,7 @@ async def test_a_server_that_never_answers_leaves_runs_going_without_it(
     servers = {
         "silent": {"type": "stdio", "command": sys.executable, "args": ["-c", silent]},
         "weather": _stdio(tmp_path / "w.pid"),
+        "missing": {"type": "stdio", "command": str(tmp_path / "no-such-command")},
     }
     config = {"mcp": {"startup_timeout_seconds": 0.5}}
     caplog.set_level(logging.WARNING, logger="deerflow_ext.mcp_servers")
@@ -319,7 +320,9 @@ async def test_a_server_that_never_answers_leaves_runs_going_without_it(
         assert "sunny in Quito" in _content(tool)
         states = await _states(http)
         assert states["silent"]["state"] == "starting" and states["weather"]["state"] == "running"
+        assert states["missing"]["state"] == "failed" and states["missing"]["error"]
         pid = int(pid_file.read_text())
     assert "MCP server 'silent' is not ready after 0.5 s" in caplog.text
     assert caplog.text.count("'silent' is not ready") == 1  # one line per start, not per run
+    assert "MCP server 'missing' failed" in caplog.text
     assert await _gone(pid)  # stopped with the Gateway, though it never answered
