@@ -32,6 +32,7 @@ from deerflow_ext.extensions.composition.assembly import (
 from deerflow_ext.extensions.composition.plugin_tools import merge_tools, plugin_tools, tool_source
 from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, bound_extensions, build_extensions
+from deerflow_ext.mcp_servers.origin import mcp_origin
 from deerflow_ext.memo import DescriptorMemo
 from deerflow_ext.skills import Skill, load_skill_tool, skills_prompt
 from deerflow_ext.subagents.executor import SubagentBuilder
@@ -161,6 +162,14 @@ def _describe_stack(
     return tuple(described)
 
 
+def _describe_tool(tool: Any) -> Any:
+    """A tool's descriptor; an MCP server's tool names its server and transport."""
+    origin = mcp_origin(tool)
+    if origin is None:
+        return describe_tool(tool, tool_source(tool))
+    return describe_tool(tool, "mcp", mcp_server=origin.server, mcp_transport=origin.transport)
+
+
 def effective_policies(config: AppConfig, policy: HostPolicySnapshot, scope: AgentScope) -> dict[str, Any]:
     """The limits that shape this agent's behaviour, as plain JSON for the descriptor."""
     policies: dict[str, Any] = {
@@ -281,7 +290,7 @@ def build_agent(
 
         def describe() -> AgentAssemblyDescriptor:
             all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]
-            described_tools = tuple(describe_tool(t, tool_source(t)) for t in all_tools)
+            described_tools = tuple(map(_describe_tool, all_tools))
             middlewares = _describe_stack(stack, layers, config, scope, policy, memory)
             effective_model = effective_model_name(model)
             build = build_info()
@@ -381,8 +390,10 @@ def make_subagent(
     model_name: str | None = None,
     model_factory: ModelFactory | None = None,
     graphs: CompiledGraphs | None = None,
+    extra_tools: Sequence[BaseTool] = (),
 ) -> Any:
-    """A subagent graph: same builder, ``AgentScope.SUBAGENT``, built-in tools only, no checkpointer."""
+    """A subagent graph: same builder, ``AgentScope.SUBAGENT``, no checkpointer; the built-in
+    tools and ``extra_tools`` (the MCP servers', as DeerFlow's subagents get them), no ``task``."""
     return build_agent(
         config,
         scope=AgentScope.SUBAGENT,
@@ -390,20 +401,25 @@ def make_subagent(
         extensions=extensions,
         model_name=model_name,
         model_factory=model_factory,
-        tools=builtin_tools(),
+        tools=[*builtin_tools(), *extra_tools] if extra_tools else builtin_tools(),
         system_prompt=SUBAGENT_SYSTEM_PROMPT,
         graphs=graphs,
     )
 
 
 def subagent_builder(
-    config: AppConfig, *, model_name: str | None = None, model_factory: ModelFactory | None = None
+    config: AppConfig,
+    *,
+    model_name: str | None = None,
+    model_factory: ModelFactory | None = None,
+    mcp_tools: Callable[[], Sequence[BaseTool]] | None = None,
 ) -> SubagentBuilder:
     """How a delegation builds its subagent: :func:`make_subagent` on this config and model.
 
     The wiring is explicit: the executor is handed this builder instead of importing the
     agent builders (which import the ``task`` tool, which imports the executor). The
     builder reuses its compiled subagent graphs across delegations (``agents/reuse.py``).
+    ``mcp_tools`` answers the MCP servers' tools at each delegation (it starts nothing).
     """
     graphs = CompiledGraphs()
 
@@ -415,15 +431,19 @@ def subagent_builder(
             model_name=model_name,
             model_factory=model_factory,
             graphs=graphs,
+            extra_tools=mcp_tools() if mcp_tools is not None else (),
         )
 
     return build
 
 
 def subagent_task_tool(
-    config: AppConfig, *, model_factory: ModelFactory | None = None, model_name: str | None = None
+    config: AppConfig,
+    *,
+    model_factory: ModelFactory | None = None,
+    model_name: str | None = None,
+    mcp_tools: Callable[[], Sequence[BaseTool]] | None = None,
 ) -> BaseTool:
     """The lead's ``task`` tool, delegating to subagents built by :func:`subagent_builder`."""
-    return make_task_tool(
-        config, build_subagent=subagent_builder(config, model_name=model_name, model_factory=model_factory)
-    )
+    builder = subagent_builder(config, model_name=model_name, model_factory=model_factory, mcp_tools=mcp_tools)
+    return make_task_tool(config, build_subagent=builder)

@@ -27,6 +27,7 @@ __all__ = [
     "GoalConfig",
     "HostAccess",
     "HttpConfig",
+    "McpConfig",
     "MemoryConfig",
     "ModelEntry",
     "ModelInvocationGrant",
@@ -366,6 +367,31 @@ class HttpConfig(_Strict):
     )
 
 
+class McpConfig(_Strict):
+    """The agent's MCP servers (``extensions_config.json``'s ``mcpServers``): what an API
+    caller may point them at, and how long the Gateway waits for them.
+
+    A stdio server runs a command on this machine, and ``extensions_config.json`` is writable
+    over HTTP: a ``PUT`` whose stdio server has a new or changed ``command``, ``args`` or
+    ``env`` is refused (422) unless its command is in ``allowed_commands`` (the command as
+    written: a bare name or a path). A new or changed ``http``/``sse`` URL written over HTTP
+    must be ``https`` to a host that is no loopback, private or link-local address, unless it
+    starts with one of ``allowed_url_prefixes``. The CLI writes anything.
+    """
+
+    allowed_commands: list[str] = Field(default_factory=list)
+    allowed_url_prefixes: list[str] = Field(default_factory=list)
+    #: Seconds a run waits for a server that is starting; past it the run goes on without
+    #: that server's tools (the start goes on, for the next run).
+    startup_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Seconds one tool call may take before it is a tool error the model sees.
+    call_timeout_seconds: float = Field(default=60.0, gt=0)
+    #: A server that failed is started again after this many seconds, doubled per failure in
+    #: a row up to ``max_restart_backoff_seconds``.
+    restart_backoff_seconds: float = Field(default=1.0, ge=0)
+    max_restart_backoff_seconds: float = Field(default=60.0, ge=0)
+
+
 class AppConfig(_Strict):
     """The whole file. Every section is optional: an empty file is a working Gateway."""
 
@@ -385,6 +411,7 @@ class AppConfig(_Strict):
     store: StoreConfig = Field(default_factory=StoreConfig)
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -39,6 +39,7 @@ from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 from ..agents.host import AgentHost
 from ..agents.model_access import GrantedModelInvoker
 from ..agents.policy import project_policy
+from ..agents.tools import BUILTIN_TOOL_NAMES
 from ..config.loading import load_app_config
 from ..config.schema import AppConfig, PluginEntry
 from ..config.settings import Settings
@@ -59,6 +60,7 @@ from ..extensions.serving.services_routers import (
     start_services,
     stop_services,
 )
+from ..mcp_servers import McpServers
 from ..persistence import (
     HostStore,
     create_engine,
@@ -135,12 +137,18 @@ class GatewayOptions:
     freeze_startup_heap: bool = False
 
 
-def _default_agent_host(extensions: LoadedExtensions, skills: SkillShelf | None = None) -> AgentHostFactory:
+def _default_agent_host(
+    extensions: LoadedExtensions, extensions_config: Path, skills: SkillShelf | None = None
+) -> AgentHostFactory:
     """``AgentHost`` on this app's snapshot: what it builds outside a run (thread state) uses
-    the app's extensions, never the process-wide set another app may have published."""
+    the app's extensions, never the process-wide set another app may have published. Its
+    agents get the tools of the MCP servers ``extensions_config`` lists."""
 
     def factory(config: AppConfig, checkpointer: Any, store: Any = None) -> Any:
-        return AgentHost(config, checkpointer=checkpointer, extensions=extensions, store=store, skills=skills)
+        servers = McpServers(extensions_config, config.mcp, reserved_names=(*BUILTIN_TOOL_NAMES, "task"))
+        return AgentHost(
+            config, checkpointer=checkpointer, extensions=extensions, store=store, skills=skills, mcp_servers=servers
+        )
 
     return factory
 
@@ -242,7 +250,9 @@ def create_app(
     app.state.store_index = store_index_of(config, settings.config)
     # Skills: config.yaml's skills.path (beside it), switched by extensions_config.json.
     skills = SkillShelf(Path(settings.config).parent / config.skills.path, app.state.extensions_config_path)
-    app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions, skills)
+    app.state.agent_host_factory = agent_host_factory or _default_agent_host(
+        extensions, app.state.extensions_config_path, skills
+    )
     app.state.agent_host_takes_store = agent_host_factory is None
     app.state.options = opts
     app.state.runtime = None
