@@ -10,10 +10,11 @@ logged and tried again at the next interval, never raised into the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from ..background_task import stop_task
 
 __all__ = ["Sweeper"]
 
@@ -38,10 +39,7 @@ class Sweeper:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         while True:

@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..background_task import stop_task
 from ..extensions.contract.snapshot import LoadedExtensions
 from ..persistence.models import RunStatus
 from ..persistence.records import PROCESS_OWNER, HostStore
-from .background_task import stop_task
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator
 from .handle import RunHandle, RunPhase
 from .signals import RunSignals

@@ -32,9 +32,9 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ..background_task import stop_task
 from ..persistence.models import RunStatus
 from ..persistence.records.pg_statements import OWED_RETURNING, interrupt_runs, owed_webhooks, status_is
-from .background_task import stop_task
 
 __all__ = ["ProcessPresence"]
 

@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
+from ..background_task import stop_task
 from . import metrics
 from .outbox import Claimed, Outbox
 from .policy import UrlPolicy, WebhookUrlError
@@ -92,10 +93,7 @@ class Courier:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         await self._client.aclose()
 
     async def _sleep(self, earliest: datetime | None) -> None:
