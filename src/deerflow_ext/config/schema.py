@@ -20,7 +20,9 @@ __all__ = [
     "JSON_DEPTH_CEILING",
     "MIN_TOKEN_CHARS",
     "MODEL_PURPOSES",
+    "AccessRule",
     "AppConfig",
+    "AuthorizationConfig",
     "GatewayConfig",
     "GoalConfig",
     "HostAccess",
@@ -251,6 +253,8 @@ class SubagentsConfig(_Strict):
     token_budget: TokenBudgetConfig | None = None
     # Per-agent overrides of the subagent budget, keyed by subagent name.
     agents: dict[str, TokenBudgetConfig] = Field(default_factory=dict)
+    #: The plugin model tool groups subagents get; None: the lead agent's (``tool_groups``).
+    tool_groups: list[str] | None = None
 
 
 class TitleConfig(_Strict):
@@ -315,6 +319,37 @@ class GatewayConfig(_Strict):
         return None if value is None else long_enough_token(value)
 
 
+class AccessRule(_Strict):
+    """One role's rule on one resource, as DeerFlow's built-in RBAC reads it: ``allow`` is
+    ``"*"``, ``true`` (every target), ``false`` (none) or a list of targets, and absent means
+    every target; ``deny`` lists targets refused whatever ``allow`` says (deny wins)."""
+
+    allow: Literal["*"] | bool | list[str] = "*"
+    deny: list[str] = Field(default_factory=list)
+
+    def permits(self, target: str) -> bool:
+        if target in self.deny:
+            return False
+        if self.allow == "*" or self.allow is True:
+            return True
+        return isinstance(self.allow, list) and target in self.allow
+
+
+class AuthorizationConfig(_Strict):
+    """Role-based authorization of plugin resources (DeerFlow's ``authorization:`` section).
+
+    ``roles`` maps a role to its rules per resource (``plugin_action``: targets
+    ``<namespace>/<action>``). A role with no rule for a resource is unrestricted on it, as
+    in DeerFlow; a principal without a known role cannot be answered, which ``fail_closed``
+    (the default) turns into a refusal. Internal callers take ``default_role``.
+    """
+
+    enabled: bool = False
+    fail_closed: bool = True
+    default_role: str = "user"
+    roles: dict[str, dict[str, AccessRule]] = Field(default_factory=dict)
+
+
 class HttpConfig(_Strict):
     """Which of the Gateway's agent-protocol endpoints are served (``langgraph.json``'s
     ``http`` keys): ``/api/mcp`` (Model Context Protocol) and ``/api/a2a/{assistant_id}``
@@ -339,6 +374,10 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
+    #: The lead agent's tool groups (DeerFlow's agent ``tool_groups``): plugin model tools
+    #: whose ``group`` is listed; None: every group.
+    tool_groups: list[str] | None = None
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ from .models import (
     ThreadStatus,
 )
 from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadNotFoundError, ThreadRecord, owner_is_dead
+from .run_events_table import RUN_EVENTS  # on Base.metadata, as the run journal's
 from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tables are
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "HOST_VERSION_TABLE",
     "MIGRATIONS_DIR",
     "PROCESS_OWNER",
+    "RUN_EVENTS",
     "STORE_ITEMS",
     "Base",
     "HostStore",

@@ -1,0 +1,39 @@
+"""The resolvers ``deerflow_extension_api`` reads from ``app.state``, and the services' reader.
+
+A request's reader is bound to the principal ``resolve_principal`` answers for it (never to
+a user id the caller names); a request with no principal is refused (``PermissionError``).
+The readers read the app's runtime store, so before startup and after shutdown there is
+none and the resolver answers ``None`` (the extension's 503).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from deerflow_extension_api import RUN_EVIDENCE_READER_RESOLVER_KEY, RunEvidenceReader, resolve_principal
+
+from ...persistence.records import HostStore
+from .run_evidence import DEFAULT_SETTLE_SECONDS, HostRunEvidenceReader
+
+__all__ = ["install_host_access", "service_evidence_reader"]
+
+
+def service_evidence_reader(store: HostStore, settle_seconds: float = DEFAULT_SETTLE_SECONDS) -> RunEvidenceReader:
+    """The trusted services' reader (``ExtensionRuntimeDeps.run_evidence_reader``): every user's runs."""
+    return HostRunEvidenceReader(store, user_id=None, settle_seconds=settle_seconds)
+
+
+def install_host_access(app: FastAPI) -> None:
+    """Put the request-scoped resolvers where the contract's ``resolve_*`` look for them."""
+
+    def run_evidence(request: object) -> RunEvidenceReader | None:
+        runtime = getattr(app.state, "runtime", None)
+        if runtime is None:
+            return None
+        principal = resolve_principal(request)
+        if principal is None:
+            raise PermissionError("run evidence requires an authenticated principal")
+        settle = getattr(app.state, "run_evidence_settle_seconds", DEFAULT_SETTLE_SECONDS)
+        return HostRunEvidenceReader(runtime.store, user_id=principal.user_id, settle_seconds=settle)
+
+    setattr(app.state, RUN_EVIDENCE_READER_RESOLVER_KEY, run_evidence)
