@@ -23,6 +23,7 @@ from deerflow_ext.gateway import create_app
 from deerflow_extension_api import (
     ActionContext,
     AgentRunError,
+    AgentRuns,
     BackendAction,
     BrowserAssets,
     BrowserModule,
@@ -226,7 +227,8 @@ async def test_an_enabled_action_answers_with_the_handlers_json(client: Any) -> 
     assert (response.status_code, response.json()) == (200, {"echo": {"q": 1}, "user": "default"})
     ((name, payload, context),) = calls
     assert (name, payload, dict(context.settings)) == ("echo", {"q": 1}, {"enabled": True, "limit": 5, "quota": 9})
-    assert context.principal.is_admin and context.agent_runs is None
+    # The host lends the action an agent-run handle bound to its principal (test_agent_runs_host).
+    assert context.principal.is_admin and isinstance(context.agent_runs, AgentRuns)
 
 
 async def test_the_viewer_header_must_name_the_principal(client: Any) -> None:

@@ -1,18 +1,25 @@
 """The resolvers ``deerflow_extension_api`` reads from ``app.state``, and the services' reader.
 
-A request's reader is bound to the principal ``resolve_principal`` answers for it (never to
-a user id the caller names); a request with no principal is refused (``PermissionError``).
-The readers read the app's runtime store, so before startup and after shutdown there is
-none and the resolver answers ``None`` (the extension's 503).
+A request's reader and agent-run handle are bound to the principal ``resolve_principal``
+answers for it (never to a user id the caller names); a request with no principal is
+refused (``PermissionError``). Both use the app's runtime, so before startup and after
+shutdown there is none and the resolvers answer ``None`` (the extension's 503).
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
-from deerflow_extension_api import RUN_EVIDENCE_READER_RESOLVER_KEY, RunEvidenceReader, resolve_principal
+from deerflow_extension_api import (
+    AGENT_RUNS_RESOLVER_KEY,
+    RUN_EVIDENCE_READER_RESOLVER_KEY,
+    AgentRuns,
+    RunEvidenceReader,
+    resolve_principal,
+)
 
 from ...persistence.records import HostStore
+from .agent_runs import GatewayAgentRuns
 from .run_evidence import DEFAULT_SETTLE_SECONDS, HostRunEvidenceReader
 
 __all__ = ["install_host_access", "service_evidence_reader"]
@@ -36,4 +43,18 @@ def install_host_access(app: FastAPI) -> None:
         settle = getattr(app.state, "run_evidence_settle_seconds", DEFAULT_SETTLE_SECONDS)
         return HostRunEvidenceReader(runtime.store, user_id=principal.user_id, settle_seconds=settle)
 
+    keys: dict[tuple[str, str, str], str] = {}  # idempotency keys, shared by every handle of this app
+
+    def agent_runs(request: object) -> AgentRuns | None:
+        runtime = getattr(app.state, "runtime", None)
+        if runtime is None:
+            return None
+        principal = resolve_principal(request)
+        if principal is None:
+            raise PermissionError("agent runs require an authenticated principal")
+        if principal.is_internal:
+            return None  # DeerFlow lends internal callers no handle
+        return GatewayAgentRuns(runtime, principal, keys=keys)
+
     setattr(app.state, RUN_EVIDENCE_READER_RESOLVER_KEY, run_evidence)
+    setattr(app.state, AGENT_RUNS_RESOLVER_KEY, agent_runs)

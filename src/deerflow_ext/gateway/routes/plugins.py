@@ -43,13 +43,14 @@ from deerflow_extension_api import (
     BrowserModule,
     ExtensionPrincipal,
     require_batch_results,
+    resolve_agent_runs,
     resolve_principal,
 )
 
 from ...extensions.contract.snapshot import LoadedExtensions
 from ...extensions.full_stack.browser_assets import LoadedBrowserAssets, valid_asset_path
 from ...extensions.full_stack.registration import RegisteredPlugin
-from ..host_access.authorization import plugin_action_allowed
+from ..plugin_authorization import plugin_action_allowed
 
 __all__ = ["ACTION_TIMEOUT_SECONDS", "MAX_ACTION_BODY_BYTES", "VIEWER_HEADER", "router"]
 
@@ -168,10 +169,12 @@ async def invoke_action(namespace: str, action_name: str, request: Request) -> R
     if not plugin_action_allowed(request.app.state.config.authorization, principal, namespace, action_name):
         raise HTTPException(403, "Plugin action not permitted for your role.")
     payload = _json_object(await _read_body(request))
+    runs = resolve_agent_runs(request)
+    for_plugin = getattr(runs, "for_plugin", None)  # the host's handle marks the plugin's runs
     context = ActionContext(
         principal,
         plugin.settings,
-        agent_runs=None,  # this host lends no agent-run handles yet
+        agent_runs=for_plugin(namespace) if callable(for_plugin) else runs,
         batch_results=lambda: require_batch_results(request),
     )
     try:

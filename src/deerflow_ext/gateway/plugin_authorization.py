@@ -19,7 +19,7 @@ import logging
 
 from deerflow_extension_api import ExtensionPrincipal
 
-from ...config.schema import AuthorizationConfig
+from ..config.schema import AuthorizationConfig
 
 __all__ = ["PLUGIN_ACTION", "plugin_action_allowed", "plugin_action_target"]
 
