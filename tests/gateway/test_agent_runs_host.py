@@ -100,7 +100,7 @@ async def test_an_action_runs_the_agent_as_its_principal(server: Any) -> None:
     assert again["run_id"] == started["run_id"]
     assert await _step(http, "wait", thread_id=thread, run_id=started["run_id"], timeout=30) == {"status": "success"}
     state = await _step(http, "state", thread_id=thread)
-    assert [m["content"] for m in state["values"]["messages"]][0] == "hello"
+    assert state["values"]["messages"][0]["content"] == "hello"
     assert (await _step(http, "get", thread_id=thread, run_id=started["run_id"]))["assistant_id"] == "lead_agent"
     record = await app.state.runtime.store.get_run(thread, started["run_id"])
     assert record.user_id == "alice" and record.input["metadata"]["plugin"] == "acme.teams"
