@@ -23,7 +23,7 @@ from deerflow_extension_api import (
     require_run_evidence_reader,
 )
 
-pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+# Both databases: the journal's append and the feed's position comparisons are SQL of each dialect.
 
 infos: list[TaskInfo] = []
 
