@@ -186,3 +186,21 @@ async def test_limits_at_and_past_their_edges_and_the_settle_window(server: Any)
     assert (
         await HostRunEvidenceReader(store, user_id=None, settle_seconds=3600).list_changed_runs(cursor=None, limit=5)
     ).items == ()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(("journal", "extensions", "written"), [(False, True, False), (True, False, True)])
+async def test_the_operator_decides_whether_runs_are_journaled(
+    settings_for: Any, journal: bool, extensions: bool, written: bool
+) -> None:
+    """``gateway.run_journal`` overrides the default (journal when an extension could read it)."""
+    config = AppConfig.model_validate({"gateway": {"run_journal": journal}})
+    ext = _extensions() if extensions else LoadedExtensions()
+    app = create_app(settings_for(), config=config, extensions=ext)
+    async with live_server(app) as live, live.client() as http:
+        thread = (await http.post("/api/threads", json={})).json()["thread_id"]
+        run_id = await _run(http, thread, "hi")
+        reader = HostRunEvidenceReader(app.state.runtime.store, user_id=None, settle_seconds=0)
+        assert [r.run_id for r in (await reader.list_changed_runs(cursor=None, limit=5)).items] == [run_id]
+        page = await reader.list_run_events(thread_id=thread, run_id=run_id, after_seq=None, limit=10)
+        assert bool(page.items) is written

@@ -312,6 +312,9 @@ class GatewayConfig(_Strict):
     #: Bearer token every route except /health and /ok requires; prefer DEERFLOW_API_TOKEN.
     api_token: str | None = Field(default=None, repr=False)
     limits: RequestLimits = Field(default_factory=RequestLimits)
+    #: Whether runs leave the journal run evidence readers page (one write as a run ends):
+    #: unset, when the extensions have a service, router or plugin that could read it.
+    run_journal: bool | None = None
 
     @field_validator("api_token")
     @classmethod

@@ -384,6 +384,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     completion_hooks=(_rollback_hook(agent_host),),
                     signals=signals,
                     streams=streams,
+                    journal=config.gateway.run_journal,
                 )
                 if signals is not None:
                     await signals.start(runs)

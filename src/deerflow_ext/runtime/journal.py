@@ -10,8 +10,9 @@ run's input, so those before the input are the thread's history, not this run's.
 Cost: nothing while the run streams but one length read of its first state; at its end one
 transaction appends every row (``HostStore.append_run_events``), before the run's status is
 written, so a reader that sees the run ended finds its events. Only snapshots with something
-that can read evidence (a service, a router or a plugin) journal at all: a Gateway with no
-extension writes no row more than before.
+that can read evidence (a service, a router or a plugin) journal at all, unless the operator
+says otherwise (``gateway.run_journal``): a Gateway with no extension writes no row more than
+before, and one whose extensions never read evidence can switch the write off.
 """
 
 from __future__ import annotations

@@ -84,6 +84,7 @@ class RunManager:
         signals: RunSignals | None = None,
         streams: StreamBridge | None = None,
         backstop_interval: float = 2.0,
+        journal: bool | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -94,6 +95,7 @@ class RunManager:
             agent_host=agent_host,
             notify_budget=notify_budget,
             completion_hooks=tuple(completion_hooks),
+            journal=journal,
         )
         self._runs: dict[str, RunHandle] = {}
         self._closed = False

@@ -92,6 +92,8 @@ class RunWorkerDeps:
     agent_host: LeadRunner
     notify_budget: float | None = None
     completion_hooks: Sequence[CompletionHook] = field(default_factory=tuple)
+    # Whether runs leave a journal (``journal``): None decides by the run's extensions.
+    journal: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,8 @@ async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) 
     )
     where = f"run {handle.run_id}"
     # No task store means no lifecycle contributor: nothing to notify.
-    journal = RunJournal(handle.run_id, len(spec.messages), utcnow()) if journal_wanted(extensions) else None
+    wanted = journal_wanted(extensions) if deps.journal is None else deps.journal
+    journal = RunJournal(handle.run_id, len(spec.messages), utcnow()) if wanted else None
     async with task_bracket(extensions, task_store, info, where=where, budget=deps.notify_budget) as bracket:
         status, outcome, error, error_text, result = await _run(handle, spec, deps, bracket, task_store, journal)
         bracket.outcome = outcome  # on_task_stop follows persistence and the completion hooks
