@@ -182,6 +182,13 @@ async def test_limits_at_and_past_their_edges_and_the_settle_window(server: Any)
     assert await reader.get_run_status(thread_id="elsewhere", run_id=run_id) is None
     everyone = HostRunEvidenceReader(store, user_id=None, settle_seconds=0)
     assert (await everyone.get_run_status(thread_id=thread, run_id=run_id)).status == "success"  # type: ignore[union-attr]
+    # The journal goes with its run, and with its thread.
+    second = await _run(http, thread, "bye")
+    assert (await http.delete(f"/api/threads/{thread}/runs/{run_id}")).status_code in (200, 204)
+    assert await store.run_events(thread, run_id, None, 10) == []
+    assert len(await store.run_events(thread, second, None, 10)) == 4
+    assert (await http.delete(f"/api/threads/{thread}")).status_code in (200, 204)
+    assert await store.run_events(thread, second, None, 10) == []
     # Changes younger than the settle window are held back (they may still be committing).
     assert (
         await HostRunEvidenceReader(store, user_id=None, settle_seconds=3600).list_changed_runs(cursor=None, limit=5)
