@@ -50,6 +50,13 @@ async def _drive(payload: Mapping[str, Any], context: ActionContext) -> Any:
             return {"status": run.status}
         if step == "state":
             return await runs.get_state(**args)
+        if step == "batches":
+            reader = context.batch_results()  # type: ignore[misc]
+            return {
+                "batches": await reader.list_batches(**args.get("list", {})),
+                "items": await reader.list_items(**args["items"]) if "items" in args else None,
+                "item": await reader.read_item(**args["read"]) if "read" in args else None,
+            }
         if step == "get":
             run = await runs.get(**args)
             return {"status": run.status, "assistant_id": run.assistant_id}
@@ -140,3 +147,44 @@ class _Req:
     def at(self, app: Any) -> _Req:
         self.app = app
         return self
+
+
+async def test_a_runs_delegations_read_as_a_batch_for_its_owner_only(server: Any) -> None:
+    app, http = server
+    _as(app, ExtensionPrincipal("dora"))
+    thread = (await _step(http, "create"))["thread_id"]
+    run = await _step(http, "start", thread_id=thread, input=_hello("delegate: count the notes"))
+    assert (await _step(http, "wait", thread_id=thread, run_id=run["run_id"], timeout=30))["status"] == "success"
+    where = {"thread_id": thread, "batch_id": run["run_id"]}
+    read = await _step(http, "batches", list={"thread_id": thread}, items=where, read={**where, "position": 0})
+    (batch,) = read["batches"]
+    assert (batch["id"], batch["status"], batch["total_items"]) == (run["run_id"], "completed", 1)
+    assert batch["counts"] == {"succeeded": 1, "failed": 0, "running": 0}
+    (item,) = read["items"]
+    assert (item["position"], item["status"], item["item_key"]) == (0, "succeeded", batch["title"])
+    whole = read["item"]
+    assert whole["result"] and whole["result"].startswith(whole["result_preview"][:20])
+    assert whole["evidence"] is None and len(whole["revision"]) == 64
+    # Past the last item, and past each window's edge.
+    past = await _step(http, "batches", list={"thread_id": thread}, read={**where, "position": 1})
+    assert past["item"] is None
+    for bad in (
+        {"list": {"thread_id": thread, "limit": 101}},
+        {"list": {"thread_id": " x"}},
+        {"items": {**where, "offset": -1}},
+        {"read": {**where, "position": 100_000}},
+    ):
+        response = await http.post(
+            "/api/plugins/acme.teams/actions/drive",
+            json={"step": "batches", "args": {"list": {"thread_id": thread}, **bad}},
+        )
+        assert (response.status_code, response.json()) == (422, {"detail": "Invalid plugin action input."})
+    edge = await _step(http, "batches", list={"thread_id": thread, "limit": 100}, items={**where, "limit": 100})
+    assert len(edge["batches"]) == 1 and len(edge["items"]) == 1
+    # Another user: absent, not refused.
+    _as(app, ExtensionPrincipal("eve"))
+    assert await _step(http, "batches", list={"thread_id": thread}, items=where, read={**where, "position": 0}) == {
+        "batches": [],
+        "items": None,
+        "item": None,
+    }

@@ -25,6 +25,7 @@ from deerflow_extension_api import (
     AgentRunError,
     AgentRuns,
     BackendAction,
+    BatchResultError,
     BrowserAssets,
     BrowserModule,
     ModelTool,
@@ -59,7 +60,9 @@ async def _slow(payload: Any, context: Any) -> Any:
 
 async def _batches(payload: Any, context: ActionContext) -> Any:
     assert context.batch_results is not None
-    return await context.batch_results().list_batches(thread_id="t")
+    if not await context.batch_results().list_batches(thread_id="t"):  # the host's reader: no such run
+        raise BatchResultError(404, "Batch not found")
+    return None
 
 
 async def _mutate(payload: Any, context: ActionContext) -> Any:
@@ -286,7 +289,7 @@ async def test_the_body_must_be_a_json_object(client: Any, body: bytes) -> None:
         ("rejects", 422, "Invalid plugin action input."),
         ("fails", 502, "Plugin action failed."),
         ("conflict", 409, "a run is active"),
-        ("batches", 503, "Durable batch storage is unavailable"),
+        ("batches", 404, "Batch not found"),  # a BatchResultError keeps its status
         ("mutates", 502, "Plugin action failed."),  # settings are read-only
         ("nan", 502, "Plugin action failed."),  # not JSON
     ],

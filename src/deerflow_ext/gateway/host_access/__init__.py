@@ -2,15 +2,15 @@
 
 - ``run_evidence``: run evidence readers over the host's run records and run journal.
 - ``agent_runs``: agent runs started through the host as the action's principal.
+- ``batch_results``: batch results, here a lead run's subagent delegations, from the journal.
 - ``resolvers``: the resolvers ``deerflow_extension_api`` looks up on ``app.state``.
 
 Plugin actions under the ``authorization:`` roles are ``gateway.plugin_authorization``'s
-(the action route asks it; this package starts runs through the routes). Batch results
-(``BATCH_RESULTS_RESOLVER_KEY``) are not lent: this host keeps no durable batches, so
-``ActionContext.batch_results()`` answers DeerFlow's 503.
+(the action route asks it; this package starts runs through the routes).
 """
 
 from .agent_runs import OWNER_METADATA_KEY, GatewayAgentRuns
+from .batch_results import HostBatchResultReader
 from .resolvers import install_host_access, service_evidence_reader
 from .run_evidence import DEFAULT_SETTLE_SECONDS, MAX_LIMIT, HostRunEvidenceReader
 
@@ -19,6 +19,7 @@ __all__ = [
     "MAX_LIMIT",
     "OWNER_METADATA_KEY",
     "GatewayAgentRuns",
+    "HostBatchResultReader",
     "HostRunEvidenceReader",
     "install_host_access",
     "service_evidence_reader",
