@@ -24,6 +24,7 @@ from typing import Any
 
 from ..exception_text import exception_text
 from ..persistence.models import RunStatus
+from .wire import jsonable
 
 __all__ = ["MAX_CONTENT_CHARS", "RunJournal", "append_journal", "journal_wanted"]
 
@@ -46,14 +47,17 @@ def _message_content(message: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     metadata: dict[str, Any] = {}
     if isinstance(content, str) and len(content) > MAX_CONTENT_CHARS:
         content, metadata["truncated"] = content[:MAX_CONTENT_CHARS], True
-    body: dict[str, Any] = {"type": message.type, "id": getattr(message, "id", None), "content": content}
+    # Plain JSON whatever a content block holds (the journal's column is JSON).
+    body: dict[str, Any] = {"type": message.type, "id": getattr(message, "id", None), "content": jsonable(content)}
     for name in ("name", "tool_call_id", "status"):
         value = getattr(message, name, None)
         if isinstance(value, str):
             body[name] = value
     calls = getattr(message, "tool_calls", None)
     if calls:
-        body["tool_calls"] = [{"id": c.get("id"), "name": c.get("name"), "args": c.get("args")} for c in calls]
+        body["tool_calls"] = [
+            {"id": c.get("id"), "name": c.get("name"), "args": jsonable(c.get("args"))} for c in calls
+        ]
     return body, metadata
 
 
