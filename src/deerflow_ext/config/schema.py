@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .plugin_values import SettingValueIn
@@ -327,8 +336,8 @@ class AccessRule(_Strict):
     ``"*"``, ``true`` (every target), ``false`` (none) or a list of targets, and absent means
     every target; ``deny`` lists targets refused whatever ``allow`` says (deny wins)."""
 
-    allow: Literal["*"] | bool | list[str] = "*"
-    deny: list[str] = Field(default_factory=list)
+    allow: Literal["*"] | StrictBool | list[Annotated[StrictStr, Field(min_length=1)]] = "*"
+    deny: list[Annotated[StrictStr, Field(min_length=1)]] = Field(default_factory=list)
 
     def permits(self, target: str) -> bool:
         if target in self.deny:
