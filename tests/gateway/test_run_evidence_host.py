@@ -26,6 +26,15 @@ from deerflow_extension_api import (
 # Both databases: the journal's append and the feed's position comparisons are SQL of each dialect.
 
 infos: list[TaskInfo] = []
+service_deps: list[Any] = []
+
+
+class Service:
+    async def start(self, deps: Any) -> None:
+        service_deps.append(deps)
+
+    async def stop(self) -> None:
+        return None
 
 
 class Lifecycle:
@@ -72,6 +81,7 @@ def _extensions() -> LoadedExtensions:
     registry = HostRegistry()
     registry.begin(0, "probe", "probe:install")
     registry.task_lifecycle(Lifecycle())
+    registry.service(Service())
     registry.routers([_router()])
     registry.end()
     return registry.freeze(loaded=["probe:install"], total=1)
@@ -80,6 +90,7 @@ def _extensions() -> LoadedExtensions:
 @pytest.fixture
 async def server(settings_for: Any) -> Any:
     infos.clear()
+    service_deps.clear()
     app = create_app(settings_for(), config=AppConfig(), extensions=_extensions())
     app.state.run_evidence_settle_seconds = 0
     async with live_server(app) as live, live.client() as http:
@@ -139,6 +150,13 @@ async def test_a_run_leaves_its_journal_and_the_feed_pages_it_for_its_owner(serv
     assert [i["run_id"] for i in later["items"]] == [second]
     seqs = [e["seq"] for e in (await http.get(f"/api/evidence-probe/events/{thread}/{second}")).json()["items"]]
     assert seqs == [5, 6, 7, 8]
+
+    # A service's reader is the trusted one: every user's runs, its own cursor scope.
+    (deps,) = service_deps
+    everyone = await deps.run_evidence_reader.list_changed_runs(cursor=None, limit=10)
+    assert [r.run_id for r in everyone.items] == [first, second]
+    with pytest.raises(InvalidRunEvidenceCursor):
+        await deps.run_evidence_reader.list_changed_runs(cursor=feed["next_cursor"], limit=10)
 
     # Another principal sees none of it, and alice's cursor is refused under its scope.
     _as(app, ExtensionPrincipal("bob"))
