@@ -181,6 +181,14 @@ async def test_a_runs_delegations_read_as_a_batch_for_its_owner_only(server: Any
         assert (response.status_code, response.json()) == (422, {"detail": "Invalid plugin action input."})
     edge = await _step(http, "batches", list={"thread_id": thread, "limit": 100}, items={**where, "limit": 100})
     assert len(edge["batches"]) == 1 and len(edge["items"]) == 1
+    far = await _step(
+        http,
+        "batches",
+        list={"thread_id": thread},
+        items={**where, "offset": 100_000},
+        read={**where, "position": 99_999},
+    )
+    assert (far["items"], far["item"]) == ([], None)  # at the windows' edges: valid, and empty
     # Another user: absent, not refused.
     _as(app, ExtensionPrincipal("eve"))
     assert await _step(http, "batches", list={"thread_id": thread}, items=where, read={**where, "position": 0}) == {
