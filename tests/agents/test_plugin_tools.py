@@ -290,3 +290,26 @@ def test_a_graph_run_synchronously_calls_the_tool_too() -> None:
     message = AIMessage("", tool_calls=[{"name": built.name, "args": {"query": "q"}, "id": "call-1"}])
     state = graph.compile().invoke({"messages": [message]}, context={"thread_id": "t-2"})
     assert state["messages"][-1].text == '"sync ok"' and handler.calls[0][1].thread_id == "t-2"
+
+
+# -- groups per agent and the run's principal ------------------------------------------------------
+async def test_lead_and_subagents_get_their_tool_groups_and_the_tool_acts_for_the_runs_user() -> None:
+    lead_handler, research_handler = Handler(), Handler()
+    ext = extensions(plugin(lead_handler), plugin(research_handler, namespace="acme.other", group="research"))
+    lead_name, research_name = plugin_tool_name(NS, "search"), plugin_tool_name("acme.other", "search")
+    config = make_config(memory={"enabled": False}, tool_groups=["extensions"], subagents={"tool_groups": ["research"]})
+    context = build_run_context(
+        None, thread_id="t", run_id="r", task_id="r", agent_name="x", task_store=None, extensions=ext, user_id="alice"
+    )
+    lead = make_lead_agent(config, extensions=ext)
+    sub = make_subagent(config, extensions=ext)
+    for graph, good, bad in ((lead, lead_name, research_name), (sub, research_name, lead_name)):
+        for name in (good, bad):
+            prompt = f'use {name} {{"query": "x"}}'
+            state = await graph.ainvoke(
+                {"messages": [{"role": "user", "content": prompt}]},
+                {"configurable": {"thread_id": name}},
+                context=context,
+            )
+            assert state["messages"][-1].text.startswith(f"Done. {name} returned:") is (name == good)
+    assert [c[1].principal.user_id for c in lead_handler.calls + research_handler.calls] == ["alice", "alice"]

@@ -19,7 +19,8 @@ from deerflow_ext.extensions.plugin_loading.tables import (
 @pytest.mark.parametrize(
     ("prefix", "claimed"),
     [
-        ("run", ("runs",)),
+        ("run", ("run_events", "runs")),
+        ("run_", ("run_events",)),  # the run journal (migration 0011)
         ("runs", ("runs",)),
         ("checkpoint", ("checkpoint_blobs", "checkpoint_migrations", "checkpoint_writes", "checkpoints")),
         ("THREAD", ("thread_leases", "threads")),

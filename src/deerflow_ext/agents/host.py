@@ -91,11 +91,13 @@ class LeadRunRequest(LeadRunInput):
     is read from it); with ``subgraphs`` an event from a subgraph reaches ``emit`` as
     ``"<mode>|<namespace>"``. ``metadata`` holds the run id, the assistant and the
     client's run metadata. ``events`` streams LangChain's callback events too
-    (``emit("events", event)``).
+    (``emit("events", event)``). ``user_id`` is the principal the run is for: its tools
+    and subagents read it from the runtime context (``user_id``, a host key).
     """
 
     thread_id: str = field(kw_only=True)
     run_id: str = field(kw_only=True)
+    user_id: str | None = field(default=None, kw_only=True)
     stream_modes: tuple[str, ...] = DEFAULT_GRAPH_STREAM_MODES
     recursion_limit: int = DEFAULT_RECURSION_LIMIT
     events: bool = False
@@ -247,6 +249,7 @@ class AgentHost:
             agent_name="lead",
             task_store=task_store,
             extensions=extensions,
+            user_id=request.user_id,
         )
         run_config: dict[str, Any] = {
             "configurable": {"thread_id": request.thread_id},

@@ -238,7 +238,8 @@ def build_agent(
     factory = model_factory or (lambda name: create_chat_model(config, name))
     with bound_extensions(ext):
         # Plugin model tools join the host's, after them: a host tool keeps its name.
-        tools = merge_tools(tools, plugin_tools(ext)) if ext.plugins else tools
+        if ext.plugins:
+            tools = merge_tools(tools, plugin_tools(ext, _tool_groups(config, scope)))
         model = factory(model_name)
         policy = project_policy(config, scope, agent_name)
         host = build_host_stack(
@@ -380,6 +381,14 @@ def make_lead_agent(
         store=store,
         enabled_skills=tuple(skill.name for skill in skills),
     )
+
+
+def _tool_groups(config: AppConfig, scope: AgentScope) -> list[str] | None:
+    """The plugin tool groups an agent of ``scope`` gets (None: every group): the lead's
+    ``tool_groups``; a subagent's ``subagents.tool_groups``, else the lead's."""
+    if scope is AgentScope.SUBAGENT and config.subagents.tool_groups is not None:
+        return config.subagents.tool_groups
+    return config.tool_groups
 
 
 def make_subagent(

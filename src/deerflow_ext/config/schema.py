@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .plugin_values import SettingValueIn
@@ -22,7 +31,9 @@ __all__ = [
     "JSON_DEPTH_CEILING",
     "MIN_TOKEN_CHARS",
     "MODEL_PURPOSES",
+    "AccessRule",
     "AppConfig",
+    "AuthorizationConfig",
     "GatewayConfig",
     "GoalConfig",
     "HostAccess",
@@ -257,6 +268,8 @@ class SubagentsConfig(_Strict):
     token_budget: TokenBudgetConfig | None = None
     # Per-agent overrides of the subagent budget, keyed by subagent name.
     agents: dict[str, TokenBudgetConfig] = Field(default_factory=dict)
+    #: The plugin model tool groups subagents get; None: the lead agent's (``tool_groups``).
+    tool_groups: list[str] | None = None
 
 
 class TitleConfig(_Strict):
@@ -347,11 +360,45 @@ class GatewayConfig(_Strict):
     #: Bearer token every route except /health and /ok requires; prefer DEERFLOW_API_TOKEN.
     api_token: str | None = Field(default=None, repr=False)
     limits: RequestLimits = Field(default_factory=RequestLimits)
+    #: Whether runs leave the journal run evidence readers page (one write as a run ends):
+    #: unset, when the extensions have a service, router or plugin that could read it.
+    run_journal: bool | None = None
 
     @field_validator("api_token")
     @classmethod
     def _token_long_enough(cls, value: str | None) -> str | None:
         return None if value is None else long_enough_token(value)
+
+
+class AccessRule(_Strict):
+    """One role's rule on one resource, as DeerFlow's built-in RBAC reads it: ``allow`` is
+    ``"*"``, ``true`` (every target), ``false`` (none) or a list of targets, and absent means
+    every target; ``deny`` lists targets refused whatever ``allow`` says (deny wins)."""
+
+    allow: Literal["*"] | StrictBool | list[Annotated[StrictStr, Field(min_length=1)]] = "*"
+    deny: list[Annotated[StrictStr, Field(min_length=1)]] = Field(default_factory=list)
+
+    def permits(self, target: str) -> bool:
+        if target in self.deny:
+            return False
+        if self.allow == "*" or self.allow is True:
+            return True
+        return isinstance(self.allow, list) and target in self.allow
+
+
+class AuthorizationConfig(_Strict):
+    """Role-based authorization of plugin resources (DeerFlow's ``authorization:`` section).
+
+    ``roles`` maps a role to its rules per resource (``plugin_action``: targets
+    ``<namespace>/<action>``). A role with no rule for a resource is unrestricted on it, as
+    in DeerFlow; a principal without a known role cannot be answered, which ``fail_closed``
+    (the default) turns into a refusal. Internal callers take ``default_role``.
+    """
+
+    enabled: bool = False
+    fail_closed: bool = True
+    default_role: str = "user"
+    roles: dict[str, dict[str, AccessRule]] = Field(default_factory=dict)
 
 
 class HttpConfig(_Strict):
@@ -412,6 +459,10 @@ class AppConfig(_Strict):
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
+    #: The lead agent's tool groups (DeerFlow's agent ``tool_groups``): plugin model tools
+    #: whose ``group`` is listed; None: every group.
+    tool_groups: list[str] | None = None
 
     @field_validator("plugins", mode="before")
     @classmethod

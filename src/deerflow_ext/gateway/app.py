@@ -88,6 +88,7 @@ from .door import door
 from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .front import GatewayFront
+from .host_access import DEFAULT_SETTLE_SECONDS, install_host_access, service_evidence_reader
 from .principal import install_principal_resolver
 from .protocol_runs import GatewayServedRuns
 from .routes import HOST_ROUTERS
@@ -274,6 +275,7 @@ def create_app(
     if policy.token is not None:
         declare_token(app)
     install_principal_resolver(app, token_required=policy.token is not None)
+    install_host_access(app)
     return app
 
 
@@ -410,6 +412,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     completion_hooks=(_rollback_hook(agent_host),),
                     signals=signals,
                     streams=streams,
+                    journal=config.gateway.run_journal,
                 )
                 if signals is not None:
                     await signals.start(runs)
@@ -417,6 +420,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     app_store=extensions.app_store,
                     policy=_policy(config),
                     session_factory=store.session_factory,
+                    run_evidence_reader=service_evidence_reader(
+                        store, getattr(state, "run_evidence_settle_seconds", DEFAULT_SETTLE_SECONDS)
+                    ),
                 )
                 # Every service whose start is attempted is stopped, in reverse, whatever ends
                 # this block: a later startup step failing or startup being cancelled included.

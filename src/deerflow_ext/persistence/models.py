@@ -18,9 +18,11 @@ __all__ = [
     "ASSISTANT_TABLES",
     "CHECKPOINT_TABLES",
     "CRON_TABLE",
+    "DEFAULT_USER_ID",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
     "LIVE_RUN_STATUSES",
+    "RUN_EVENTS_TABLE",
     "STORE_TABLE",
     "STORE_VECTORS_TABLE",
     "THREAD_STATUS_AFTER",
@@ -35,6 +37,10 @@ __all__ = [
     "ThreadStatus",
     "utcnow",
 ]
+
+DEFAULT_USER_ID = "default"
+"""The owner of a run recorded without a principal (and of every run before migration 0011):
+the Gateway's one principal when it has no per-user identity."""
 
 HOST_VERSION_TABLE = "alembic_version"
 """The host's alembic version table; extensions keep their own (e.g. ``acme_alembic_version``)."""
@@ -148,6 +154,11 @@ class RunRow(Base):
     # "interrupt" or "rollback" once another process asked this run to stop: the durable
     # record behind the NOTIFY signal, which a reconnecting listener can miss.
     cancel_requested: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # The principal that asked for the run (``ExtensionPrincipal.user_id``): what run evidence
+    # readers and agent-run handles are scoped to (migration 0011).
+    user_id: Mapped[str] = mapped_column(
+        String(255), default=DEFAULT_USER_ID, server_default=DEFAULT_USER_ID, nullable=False
+    )
 
 
 class ThreadLeaseRow(Base):
@@ -208,6 +219,9 @@ STORE_VECTORS_TABLE = "store_vectors"
 ASSISTANT_TABLES: tuple[str, ...] = ("assistants", "assistant_versions")
 """Assistants and their versions (``assistant_tables``: Core tables on this metadata)."""
 
+RUN_EVENTS_TABLE = "run_events"
+"""The run journal run evidence readers page through (``run_journal``: a Core table on this metadata)."""
+
 CRON_TABLE = "crons"
 """Scheduled runs (``cron_table``: a Core table on this metadata; ``deerflow_ext.scheduling``)."""
 
@@ -221,6 +235,7 @@ HOST_TABLES: tuple[str, ...] = (
     *ASSISTANT_TABLES,
     CRON_TABLE,
     WEBHOOK_TABLE,
+    RUN_EVENTS_TABLE,
     HOST_VERSION_TABLE,
     *CHECKPOINT_TABLES,
 )

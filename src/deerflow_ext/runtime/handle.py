@@ -50,6 +50,9 @@ class RunHandle:
     # A successful run's final state values, set once it is persisted (before ``finished``):
     # ``/wait`` answers with them instead of reading the thread back. None otherwise.
     final_values: Mapping[str, Any] | None = field(default=None, repr=False)
+    # The principal that asked for the run (``ExtensionPrincipal.user_id``): its row's owner,
+    # its ``TaskInfo.user_id``, the scope its evidence is read under.
+    user_id: str = "default"
 
     def interrupt(self, *, rollback: bool = False) -> bool:
         """Stop the run unless it is already finalizing; True when the stop was accepted.

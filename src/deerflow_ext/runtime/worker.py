@@ -39,12 +39,13 @@ from ..agents.host import LeadRunInput, LeadRunRequest
 from ..extensions.boundary.exits import PROCESS_EXITS, contain_exit
 from ..extensions.contract.snapshot import publish_snapshot
 from ..extensions.notifications.lifecycle import TaskBracket, task_bracket
-from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
+from ..persistence.models import THREAD_STATUS_AFTER, RunStatus, utcnow
 from ..persistence.records import HostStore
 from ..tokens import TokenUsage
 from ..webhooks import WebhookOrder
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
+from .journal import RunJournal, append_journal, journal_wanted
 from .prometheus_metrics import record_run
 from .stream_modes import DEFAULT_STREAM_MODES, StreamProjection, graph_stream_modes
 from .wire import jsonable, searchable_values
@@ -93,6 +94,8 @@ class RunWorkerDeps:
     agent_host: LeadRunner
     notify_budget: float | None = None
     completion_hooks: Sequence[CompletionHook] = field(default_factory=tuple)
+    # Whether runs leave a journal (``journal``): None decides by the run's extensions.
+    journal: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
     return LeadRunRequest(
         thread_id=handle.thread_id,
         run_id=handle.run_id,
+        user_id=handle.user_id,
         context=context,
         stream_modes=graph_stream_modes(spec.stream_modes),
         metadata={**spec.metadata, "run_id": handle.run_id, "thread_id": handle.thread_id},
@@ -247,15 +251,22 @@ async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) 
     extensions = handle.extensions
     task_store = extensions.new_task_store(handle.run_id)
     info = TaskInfo(
-        task_id=handle.run_id, run_id=handle.run_id, thread_id=handle.thread_id, kind="lead", agent_name="lead"
+        task_id=handle.run_id,
+        run_id=handle.run_id,
+        thread_id=handle.thread_id,
+        kind="lead",
+        agent_name="lead",
+        user_id=handle.user_id,
     )
     where = f"run {handle.run_id}"
     # No task store means no lifecycle contributor: nothing to notify.
+    wanted = journal_wanted(extensions) if deps.journal is None else deps.journal
+    journal = RunJournal(handle.run_id, len(spec.messages), utcnow()) if wanted else None
     async with task_bracket(extensions, task_store, info, where=where, budget=deps.notify_budget) as bracket:
-        status, outcome, error, error_text, result = await _run(handle, spec, deps, bracket, task_store)
+        status, outcome, error, error_text, result = await _run(handle, spec, deps, bracket, task_store, journal)
         bracket.outcome = outcome  # on_task_stop follows persistence and the completion hooks
         handle.phase = RunPhase.FINALIZING
-        await _persist(handle, deps, status, outcome, result, error, error_text, spec.webhook)
+        await _persist(handle, deps, status, outcome, result, error, error_text, spec.webhook, journal)
         if result is not None:  # completed, or paused by the graph (its values hold the interrupts)
             handle.final_values = getattr(result, "values", None)
         await _run_completion_hooks(
@@ -268,7 +279,12 @@ async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) 
 
 
 async def _run(
-    handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps, bracket: TaskBracket, task_store: ExtensionData | None
+    handle: RunHandle,
+    spec: LeadRunSpec,
+    deps: RunWorkerDeps,
+    bracket: TaskBracket,
+    task_store: ExtensionData | None,
+    journal: RunJournal | None = None,
 ) -> tuple[RunStatus, TaskOutcome, BaseException | None, str | None, Any]:
     """Step 3: the run itself, its failure caught and described (never raised)."""
     result: Any = None
@@ -284,9 +300,11 @@ async def _run(
 
         projection = StreamProjection(spec.stream_modes)
 
-        async def emit(mode: str, chunk: Any) -> None:
+        async def publish(mode: str, chunk: Any) -> None:
             for event, data in projection.events(mode, chunk):
                 await handle.stream.publish(event, data)
+
+        emit = publish if journal is None else journal.tap(publish)
 
         result = await deps.agent_host.run_lead(
             _lead_request(handle, spec), extensions=handle.extensions, task_store=task_store, emit=emit
@@ -330,6 +348,7 @@ async def _persist(
     error: BaseException | None,
     error_text: str | None = None,
     webhook: WebhookOrder | None = None,
+    journal: RunJournal | None = None,
 ) -> None:
     # A database failure here is logged, not raised: on_task_stop must still run. What the
     # run produced may itself be what the database refuses (an answer holding a lone
@@ -342,6 +361,9 @@ async def _persist(
     tokens = TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None
     values = getattr(result, "values", None)
     owed = None if webhook is None else _owed(handle, webhook, status, error_text, values)
+    if journal is not None:  # before the status: a reader that sees the run ended finds its events
+        rows = journal.rows(status, values, getattr(result, "answer", None), error_text, utcnow())
+        await append_journal(deps.store, handle.thread_id, journal, rows)
     try:
         await deps.store.finish_run(
             handle.run_id,

@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
+from ...persistence.models import DEFAULT_USER_ID
 from ...scheduling import (
     CronNotFoundError,
     CronQuery,
@@ -132,8 +133,8 @@ async def fire_cron(runtime: GatewayRuntime | None, due: Due) -> None:
     }
     body = RunCreate.model_validate(payload)
     if cron.thread_id is not None:
-        await start_run(runtime, cron.thread_id, body)
+        await start_run(runtime, cron.thread_id, body, user_id=cron.user_id or DEFAULT_USER_ID)
         return
     body = body.model_copy(update={"on_completion": cron.on_run_completed or "delete"})
-    thread_id, handle = await start_stateless(runtime, body)
+    thread_id, handle = await start_stateless(runtime, body, user_id=cron.user_id or DEFAULT_USER_ID)
     forget_after(runtime, thread_id, handle, body)

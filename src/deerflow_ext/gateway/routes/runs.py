@@ -19,7 +19,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from ...persistence.models import RunStatus, ThreadStatus
+from deerflow_extension_api import resolve_principal
+
+from ...persistence.models import DEFAULT_USER_ID, RunStatus, ThreadStatus
 from ...persistence.records import TEMPORARY, ThreadNotFoundError
 from ...runtime.handle import RunHandle
 from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyError
@@ -190,9 +192,11 @@ async def _start(
     default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
     *,
     temporary: bool = False,
+    user_id: str = DEFAULT_USER_ID,
 ) -> RunHandle:
     """``temporary``: a stateless run whose thread goes when it ended; its row says so
-    (``TEMPORARY``), so startup recovery deletes the thread if this process cannot."""
+    (``TEMPORARY``), so startup recovery deletes the thread if this process cannot.
+    ``user_id``: the principal the run is recorded for (its owner)."""
     assistant = await resolve_assistant(runtime, body.assistant_id)  # 404; none read for lead_agent
     body = assistant.under(body)  # its config and context beneath the run's own
     stored = body.model_dump(mode="json", exclude_none=True)
@@ -215,6 +219,7 @@ async def _start(
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
             thread_defaults=ids,
+            user_id=user_id,
         )
 
     await _check_goto(runtime, body)
@@ -259,7 +264,9 @@ async def _new_run(
 ) -> tuple[GatewayRuntime, RunHandle, dict[str, Any]]:
     """Start the run; the keywords say how its response follows it."""
     runtime = runtime_of(request)
-    handle = await _start(runtime, thread_id, body, default_modes, temporary=temporary)
+    principal = resolve_principal(request)
+    owner = principal.user_id if principal is not None else DEFAULT_USER_ID
+    handle = await _start(runtime, thread_id, body, default_modes, temporary=temporary, user_id=owner)
     return runtime, handle, following(request, runtime, handle, body)
 
 

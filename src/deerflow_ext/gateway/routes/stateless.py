@@ -25,6 +25,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
+from deerflow_extension_api import resolve_principal
+
+from ...persistence.models import DEFAULT_USER_ID
 from ...persistence.records import HostStore
 from ...runtime.handle import RunHandle
 from ...runtime.stream_modes import DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
@@ -44,7 +47,11 @@ _FORGETTING: set[asyncio.Task[None]] = set()
 
 
 async def start_stateless(
-    runtime: GatewayRuntime, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+    runtime: GatewayRuntime,
+    body: RunCreate,
+    default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
+    *,
+    user_id: str = DEFAULT_USER_ID,
 ) -> tuple[str, RunHandle]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
 
@@ -57,7 +64,7 @@ async def start_stateless(
     await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
-        handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary)
+        handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary, user_id=user_id)
     except BaseException:
         await runtime.store.delete_thread(thread_id)
         raise
@@ -68,7 +75,9 @@ async def _start(
     request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
 ) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
     runtime = runtime_of(request)
-    thread_id, handle = await start_stateless(runtime, body, default_modes)
+    principal = resolve_principal(request)
+    owner = principal.user_id if principal is not None else DEFAULT_USER_ID
+    thread_id, handle = await start_stateless(runtime, body, default_modes, user_id=owner)
     return thread_id, runtime, handle, following(request, runtime, handle, body)
 
 

@@ -127,7 +127,17 @@ def create_run_statement(interrupting: bool) -> Any:
         .values(metadata=sql_cast(merged, JSON), updated_at=bindparam("new_created_at"))
         .cte("filled")
     )
-    columns = ("id", "status", "input", "input_tokens", "output_tokens", "total_tokens", "created_at", "owner")
+    columns = (
+        "id",
+        "status",
+        "input",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "created_at",
+        "owner",
+        "user_id",
+    )
     values = [bindparam(f"new_{name}", type_=RUNS.c[name].type) for name in columns]
     run = insert(RUNS).from_select([*columns, "thread_id"], select(*values, found.c.id)).returning(RUNS.c.id).cte("run")
     if not interrupting:

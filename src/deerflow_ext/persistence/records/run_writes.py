@@ -17,6 +17,7 @@ from .. import sqlite_statements
 from ..models import ThreadStatus, utcnow
 from .statements import (
     CANCEL_RUN,
+    DELETE_EVENTS_OF_RUN,
     DELETE_RUN,
     INSERT_OUTBOX,
     INSERT_RUN,
@@ -105,7 +106,9 @@ def list_runs(conn: Connection, thread_id: str, limit: int, offset: int, status:
 
 
 def delete_run(conn: Connection, thread_id: str, run_id: str) -> bool:
-    return bool(conn.execute(DELETE_RUN, {"run_id": run_id, "thread_id": thread_id}).rowcount)
+    params = {"run_id": run_id, "thread_id": thread_id}
+    conn.execute(DELETE_EVENTS_OF_RUN, params)  # its journal with it
+    return bool(conn.execute(DELETE_RUN, params).rowcount)
 
 
 def request_cancel(conn: Connection, run_id: str, action: str) -> int:

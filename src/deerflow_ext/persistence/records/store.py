@@ -25,10 +25,10 @@ from ...tokens import TokenUsage
 from .. import sqlite_statements, thread_search
 from ..engine import SessionFactory
 from ..loop_statements import LoopStatements, aclose_after
-from ..models import RunStatus, ThreadStatus, utcnow
+from ..models import DEFAULT_USER_ID, RunStatus, ThreadStatus, utcnow
 from ..thread_search import ThreadQuery
 from ..transactions import Transactions, transactions_for
-from . import pg_statements, recovery, run_writes, thread_writes
+from . import journal, pg_statements, recovery, run_writes, thread_writes
 from .owners import owner_is_dead
 from .statements import INSERT_THREAD, LIVE_RUN_OF_THREAD, SELECT_RUN, SELECT_RUN_BY_ID, SELECT_THREAD, UPDATE_RUN
 from .values import RunRecord, ThreadNotFoundError, ThreadRecord, ThreadTTL
@@ -134,6 +134,7 @@ class HostStore:
         *,
         owner: str,
         thread_defaults: dict[str, Any] | None = None,
+        user_id: str = DEFAULT_USER_ID,
     ) -> RunRecord:
         """Persist a ``pending`` run on an existing thread (else ``ThreadNotFoundError``).
 
@@ -143,7 +144,7 @@ class HostStore:
         ``pg_statements.create_run_statement``): a lookup of the thread and the run's row
         would be two round trips and two commits per run.
         """
-        record, _ = await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, None)
+        record, _ = await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, None, user_id)
         return record
 
     async def create_follow_up(
@@ -155,6 +156,7 @@ class HostStore:
         owner: str,
         action: str,
         thread_defaults: dict[str, Any] | None = None,
+        user_id: str = DEFAULT_USER_ID,
     ) -> tuple[RunRecord, int]:
         """``create_run``, and in the same transaction the stop request ``action`` recorded on
         the thread's older ``pending``/``running`` runs (see :meth:`request_cancel`); returns
@@ -164,7 +166,7 @@ class HostStore:
         stop, which is nearly never: a request in a transaction of its own, and a
         ``pg_notify``, for every interrupting run would be two commits more per run.
         """
-        return await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, action)
+        return await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, action, user_id)
 
     async def _insert_run(
         self,
@@ -174,10 +176,11 @@ class HostStore:
         owner: str,
         thread_defaults: dict[str, Any] | None,
         action: str | None,
+        user_id: str,
     ) -> tuple[RunRecord, int]:
         record = RunRecord(
             run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
-            None, None, owner,
+            None, None, owner, user_id,
         )  # fmt: skip
         new_run = {
             "id": run_id,
@@ -188,6 +191,7 @@ class HostStore:
             "total_tokens": 0,
             "created_at": record.created_at,
             "owner": owner,
+            "user_id": user_id,
         }
         older = {"on_thread": thread_id, "created_before": record.created_at, "run_id": run_id, "action": action}
         if self._pg is None:
@@ -320,6 +324,26 @@ class HostStore:
         """Whether any process has a run of the thread pending or running (asked before most
         runs: from the loop on PostgreSQL, as a run's own reads are)."""
         return await self._first(LIVE_RUN_OF_THREAD, {"thread_id": thread_id}) is not None
+
+    # -- the run journal (run evidence) -------------------------------------------------
+    async def append_run_events(self, thread_id: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Append a run's events to its thread's journal in one transaction (``journal``)."""
+        return await self._tx.write(journal.append_events, thread_id, list(rows))
+
+    async def changed_runs(
+        self, user_id: str | None, after: tuple[Any, str] | None, before: Any, limit: int
+    ) -> list[Any]:
+        """Runs by change position (``journal.changed_runs``); rows, not records: the feed
+        needs the position, which a record does not carry."""
+        return await self._tx.read_aside(journal.changed_runs, user_id, after, before, limit)
+
+    async def visible_run(self, thread_id: str, run_id: str, user_id: str | None) -> Any:
+        """The run's row when it is on ``thread_id`` and ``user_id``'s (any user's with None)."""
+        return await self._tx.read(journal.run_of, thread_id, run_id, user_id)
+
+    async def run_events(self, thread_id: str, run_id: str, after_seq: int | None, limit: int) -> list[Any]:
+        """A page of a run's journal after ``after_seq``."""
+        return await self._tx.read_aside(journal.run_events, thread_id, run_id, after_seq, limit)
 
     # -- recovery ---------------------------------------------------------------------
     async def interrupt_orphaned_runs(

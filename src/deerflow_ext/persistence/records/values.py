@@ -67,6 +67,8 @@ class RunRecord:
     started_at: datetime | None
     finished_at: datetime | None
     owner: str | None
+    # The principal that asked for the run (``models.DEFAULT_USER_ID`` before there were users).
+    user_id: str = "default"
 
     @classmethod
     def of(cls, row: Row[Any]) -> RunRecord:
@@ -84,4 +86,5 @@ class RunRecord:
             row.started_at,
             row.finished_at,
             row.owner,
+            row.user_id,
         )
