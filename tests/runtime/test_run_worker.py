@@ -192,3 +192,32 @@ async def test_a_run_ending_while_the_database_is_away_is_saved_once_it_answers(
         await asyncio.sleep(0.01)
     run = await bench.store.get_run(handle.thread_id, handle.run_id)
     assert (run.status, run.outcome) == ("success", "completed")
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleTaskInfo:
+    """``TaskInfo`` as an older contract build has it: no ``user_id``."""
+
+    task_id: str
+    run_id: str | None
+    thread_id: str
+    kind: str
+    agent_name: str | None = None
+
+
+async def test_a_run_failing_around_its_agent_ends_error_and_frees_its_thread(bench: Any, monkeypatch: Any) -> None:
+    # An installed contract older than the host (TaskInfo without user_id) fails the run
+    # after it was marked started: it must still end, not stay "running" with its thread busy.
+    monkeypatch.setattr("deerflow_ext.runtime.worker.TaskInfo", StaleTaskInfo)
+    coordinator, agent = LocalThreadCoordinator(), FakeAgentHost()
+    handle = await bench.new_run(extensions_with(lifecycle=LifecycleRecorder()))
+
+    await execute_lead_run(handle, _spec(), bench.deps(agent, coordinator))
+
+    assert agent.calls == [] and handle.finished.is_set()
+    run = await bench.store.get_run(handle.thread_id, handle.run_id)
+    assert (run.status, run.outcome) == ("error", "failed")
+    assert run.error.startswith("failed: TypeError") and "user_id" in run.error
+    assert (await bench.store.get_thread(handle.thread_id)).status == "error"
+    assert coordinator.holder(handle.thread_id) is None
+    assert (await bench.events(handle.run_id))[-2:] == ["error", "end"]

@@ -180,8 +180,20 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
                 raise  # a second cancel during finalization: the drain gave up on us
             # Cancelled before admission: no hooks, but the row must not stay "pending".
             _absorb_cancel()
-            await _persist_unstarted(handle, deps, webhook=spec.webhook)
+            await _persist_unfinished(handle, deps, webhook=spec.webhook)
         except Exception as exc:
+            if handle.phase is RunPhase.RUNNING:
+                # Admitted (marked started, thread busy) but what surrounds the agent failed
+                # before the run's end was saved: building its TaskInfo (a stale contract
+                # install), opening its task bracket. Ended here as an error with its thread
+                # released, so no caller waits on a run that stays "running" forever.
+                logger.exception("run %s failed before its end was saved", handle.run_id)
+                status, outcome = RunStatus.ERROR, TaskOutcome.FAILED
+                await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
+                await _persist_unfinished(
+                    handle, deps, status=status, error=f"failed: {exception_text(exc)}", webhook=spec.webhook
+                )
+                return
             if handle.phase not in _NOT_STARTED:
                 # The run finished and was persisted; only releasing the thread failed.
                 logger.exception("run %s: releasing its thread failed", handle.run_id)
@@ -191,7 +203,7 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             logger.exception("run %s could not be admitted", handle.run_id)
             status, outcome = RunStatus.ERROR, TaskOutcome.FAILED
             await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
-            await _persist_unstarted(
+            await _persist_unfinished(
                 handle, deps, status=status, error=f"not admitted: {exception_text(exc)}", webhook=spec.webhook
             )
     finally:
@@ -206,7 +218,7 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
 _NOT_STARTED = (RunPhase.CREATED, RunPhase.QUEUED, RunPhase.ADMITTING)
 
 
-async def _persist_unstarted(
+async def _persist_unfinished(
     handle: RunHandle,
     deps: RunWorkerDeps,
     *,
@@ -214,12 +226,15 @@ async def _persist_unstarted(
     error: str = "interrupted before it started",
     webhook: WebhookOrder | None = None,
 ) -> None:
+    """The end of a run that never reached ``_persist``: stopped or refused before it ran,
+    or failed around its agent; from admission on, its thread is released too."""
     outcome = TaskOutcome.ABORTED if status is RunStatus.INTERRUPTED else TaskOutcome.FAILED
     thread: dict[str, Any] = {}
     if handle.phase is RunPhase.ADMITTING:
         # Only a hard cancel (the drain giving up) or a database failure ends admission
         # midway; "mark started" may have committed, so the thread must not stay busy.
         error = error.replace("before it started", "while it was being admitted")
+    if handle.phase in (RunPhase.ADMITTING, RunPhase.RUNNING):
         thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
     owed = None if webhook is None else _owed(handle, webhook, status, error, None)
     try:
@@ -227,7 +242,7 @@ async def _persist_unstarted(
             handle.run_id, status=status.value, outcome=outcome.value, error=error, webhook=owed, **thread
         )
     except Exception:
-        logger.exception("run %s: could not persist its interruption", handle.run_id)
+        logger.exception("run %s: could not persist its end", handle.run_id)
     else:
         if webhook is not None:
             webhook.wake()

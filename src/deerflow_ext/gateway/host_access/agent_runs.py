@@ -169,9 +169,9 @@ class GatewayAgentRuns:
         async with asyncio.timeout(max(float(timeout), 0.0)):
             while run.status in _LIVE:
                 local = self._runtime.runs.get(run_id)
-                if local is not None:
+                if local is not None and not local.finished.is_set():
                     await local.finished.wait()
-                else:
+                else:  # elsewhere, or ended here with its row still being saved: poll
                     await asyncio.sleep(_POLL_SECONDS)
                 run = await self.get(thread_id=thread_id, run_id=run_id)
         return run
