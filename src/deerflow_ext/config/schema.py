@@ -21,6 +21,7 @@ __all__ = [
     "MIN_TOKEN_CHARS",
     "MODEL_PURPOSES",
     "AppConfig",
+    "AuthConfig",
     "GatewayConfig",
     "GoalConfig",
     "HostAccess",
@@ -325,6 +326,28 @@ class HttpConfig(_Strict):
     disable_a2a: bool = False
 
 
+class AuthConfig(_Strict):
+    """Per-user identity, as ``langgraph.json``'s ``auth`` key says it (``deerflow_ext.identity``).
+
+    ``path``: ``module:attr`` or ``./file.py:attr`` (relative to this config file), naming a
+    ``langgraph_sdk.Auth``. ``admin_token``: keep the Gateway's API token
+    (``DEERFLOW_API_TOKEN`` / ``gateway.api_token``) as an administrator's credential next
+    to the handlers; off by default, when ``auth`` is set the token is not accepted."""
+
+    path: str
+    admin_token: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _module_and_attribute(cls, value: str) -> str:
+        target, colon, attribute = value.rpartition(":")
+        if not colon or not target.strip() or not attribute.strip().isidentifier():
+            raise ValueError(
+                f"must be 'module:attr' or './file.py:attr' (the Auth object after the colon), not {value!r}"
+            )
+        return value
+
+
 class AppConfig(_Strict):
     """The whole file. Every section is optional: an empty file is a working Gateway."""
 
@@ -339,6 +362,7 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    auth: AuthConfig | None = None
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -54,6 +54,7 @@ __all__ = [
     "Refusal",
     "allowed_hosts",
     "declare_token",
+    "presented_token",
     "refusal",
 ]
 
@@ -122,7 +123,7 @@ class AccessPolicy:
         return presented is not None and hmac.compare_digest(presented.encode(), self.token.encode())
 
 
-def _presented_token(headers: Mapping[str, str]) -> str | None:
+def presented_token(headers: Mapping[str, str]) -> str | None:
     scheme, _, credentials = headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
@@ -177,7 +178,7 @@ def refusal(policy: AccessPolicy, scope: Scope, headers: Mapping[str, str]) -> R
             return Refusal(403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)")
     if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return None
-    if not policy.token_matches(_presented_token(headers)):
+    if not policy.token_matches(presented_token(headers)):
         return Refusal(
             401,
             "this Gateway requires its API token: send 'Authorization: Bearer <token>' or 'X-Api-Key: <token>'",

@@ -7,6 +7,7 @@ built to be filtered or counted in Python.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -14,8 +15,9 @@ from sqlalchemy import Connection, Row, Table, func, select
 
 from .json_match import json_contains
 from .models import ThreadRow
+from .owner_filter import owner_condition
 
-__all__ = ["ThreadQuery", "count_threads", "search_threads"]
+__all__ = ["ThreadQuery", "count_threads", "find_thread", "search_threads"]
 
 _THREADS = cast(Table, ThreadRow.__table__)
 _THREAD_SORT = {
@@ -38,6 +40,8 @@ class ThreadQuery:
     descending: bool = True
     limit: int = 100
     offset: int = 0
+    # An authorization handler's filter on the metadata (``owner_filter``): the user's own.
+    filters: Mapping[str, Any] | None = None
 
 
 def _filtered(statement: Any, query: ThreadQuery, dialect: str) -> Any:
@@ -49,7 +53,16 @@ def _filtered(statement: Any, query: ThreadQuery, dialect: str) -> Any:
         statement = statement.where(json_contains(_THREADS.c.metadata, query.metadata, dialect))
     if query.values:  # the state's values but messages, as the last run's end wrote them
         statement = statement.where(json_contains(_THREADS.c.state_values, query.values, dialect))
+    if query.filters:
+        statement = statement.where(owner_condition(_THREADS.c.metadata, query.filters, dialect))
     return statement
+
+
+def find_thread(conn: Connection, thread_id: str, filters: Mapping[str, Any]) -> Row[Any] | None:
+    """The thread's row if it exists and its metadata matches ``filters`` (one statement:
+    another user's thread is not found)."""
+    condition = owner_condition(_THREADS.c.metadata, filters, conn.dialect.name)
+    return conn.execute(select(_THREADS).where(_THREADS.c.id == thread_id, condition)).first()
 
 
 def search_threads(conn: Connection, query: ThreadQuery) -> list[Row[Any]]:

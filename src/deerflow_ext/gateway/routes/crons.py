@@ -28,6 +28,7 @@ from ...scheduling import (
 from ..cron_schemas import CronCount, CronCreate, CronOut, CronPatch, CronSearch
 from ..crons import check_cron, checked_payload, create_cron, cron_store_of, scheduler_of
 from ..schemas import RunCreate
+from ..scoping import authorized
 from ..state import GatewayRuntime, runtime_of
 from .runs import start_run
 from .stateless import forget_after, start_stateless
@@ -40,11 +41,22 @@ router = APIRouter(tags=["crons"])
 @router.post("/api/runs/crons", response_model=CronOut)
 async def create_stateless_cron(request: Request, body: CronCreate) -> CronOut:
     """Schedule stateless runs: each tick runs on a new thread (``on_run_completed``)."""
-    return await create_cron(runtime_of(request), body, None)
+    return await create_cron(runtime_of(request), body, None, request)
 
 
-def _query(body: CronCount) -> dict[str, Any]:
-    return {"assistant_id": body.assistant_id, "thread_id": body.thread_id, "metadata": body.metadata or {}}
+async def _query(request: Request, body: CronCount) -> dict[str, Any]:
+    found: dict[str, Any] = {"assistant_id": body.assistant_id, "thread_id": body.thread_id, "metadata": body.metadata or {}}
+    if request.scope.get("user") is not None:
+        value = body.model_dump(mode="json", exclude_none=True)
+        found["filters"] = await authorized(request, "crons", "search", value)
+    return found
+
+
+async def _filters(request: Request, action: str, value: dict[str, Any]) -> Any:
+    """The user's ``crons.<action>`` filter (``auth``); None without ``auth``."""
+    if request.scope.get("user") is None:
+        return None
+    return await authorized(request, "crons", action, value)
 
 
 def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +72,7 @@ def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
 async def search_crons(request: Request, body: CronSearch) -> list[dict[str, Any]]:
     """Crons matching the filters, one page, in ``sort_by`` order (``select``: those fields)."""
     query = CronQuery(
-        **_query(body),
+        **await _query(request, body),
         enabled=body.enabled,
         limit=body.limit,
         offset=body.offset,
@@ -73,7 +85,7 @@ async def search_crons(request: Request, body: CronSearch) -> list[dict[str, Any
 
 @router.post("/api/runs/crons/count")
 async def count_crons(request: Request, body: CronCount) -> int:
-    return await cron_store_of(runtime_of(request)).count(CronQuery(**_query(body)))
+    return await cron_store_of(runtime_of(request)).count(CronQuery(**await _query(request, body)))
 
 
 @router.patch("/api/runs/crons/{cron_id}", response_model=CronOut)
@@ -81,7 +93,9 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
     """Change a cron; its next tick is computed again from now."""
     runtime = runtime_of(request)
     scheduler = scheduler_of(runtime)
-    current = await scheduler.store.get(cron_id)
+    value = {**body.model_dump(mode="json", exclude_none=True), "cron_id": cron_id}
+    filters = await _filters(request, "update", value)
+    current = await scheduler.store.get(cron_id, filters)
     if current is None:
         raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
     check_cron(body, body.schedule or current.schedule, body.timezone or current.timezone)
@@ -100,7 +114,7 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
         checked_payload({**current.payload, **run_fields})
         changes["payload"] = run_fields
     try:
-        record = await scheduler.store.update(cron_id, changes, scheduler.clock.now())
+        record = await scheduler.store.update(cron_id, changes, scheduler.clock.now(), filters)
     except CronNotFoundError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     scheduler.changed()
@@ -111,7 +125,8 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
 async def delete_cron(request: Request, cron_id: str) -> Response:
     """Delete a cron: no tick fires after this (a run already started goes on)."""
     scheduler = scheduler_of(runtime_of(request))
-    if not await scheduler.store.delete(cron_id):
+    filters = await _filters(request, "delete", {"cron_id": cron_id})
+    if not await scheduler.store.delete(cron_id, filters):
         raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
     scheduler.changed()
     return Response(status_code=204)

@@ -32,7 +32,7 @@ from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
-from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _paths, _run_out, following, start_run
+from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _paths, _run_out, following, owned_run, start_run
 
 __all__ = ["delete_left_threads", "forget_after", "router", "start_stateless"]
 
@@ -44,7 +44,10 @@ _FORGETTING: set[asyncio.Task[None]] = set()
 
 
 async def start_stateless(
-    runtime: GatewayRuntime, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
+    runtime: GatewayRuntime,
+    body: RunCreate,
+    default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
+    request: Request | None = None,
 ) -> tuple[str, RunHandle]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
 
@@ -54,7 +57,11 @@ async def start_stateless(
     if body.continues:  # a new thread has nothing to continue
         raise HTTPException(status_code=422, detail=f"{NO_INPUT}; a stateless run has no thread to continue")
     thread_id = str(uuid.uuid4())
-    await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)
+    metadata: dict[str, Any] = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+    if request is not None and request.scope.get("user") is not None:  # the user's run and thread
+        body, owner_metadata = await owned_run(request, runtime, thread_id, body, True)
+        metadata = {**owner_metadata, **metadata}
+    await runtime.store.create_thread(metadata, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
         handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary)
@@ -68,7 +75,7 @@ async def _start(
     request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
 ) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
     runtime = runtime_of(request)
-    thread_id, handle = await start_stateless(runtime, body, default_modes)
+    thread_id, handle = await start_stateless(runtime, body, default_modes, request)
     return thread_id, runtime, handle, following(request, runtime, handle, body)
 
 
