@@ -22,8 +22,9 @@ import jwt
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError
-from pg_support import PG_UNREACHABLE, fresh_database
 from sdk_server import SdkServer, sdk_server
+
+from pg_support import PG_UNREACHABLE, fresh_database
 
 pytestmark = pytest.mark.e2e
 
@@ -185,9 +186,7 @@ def test_authentication_answers_the_handlers_status_and_the_token_is_an_admins(s
     assert bad.status_code == 401 and "invalid token" in bad.json()["detail"]
     assert httpx.get(f"{base.removesuffix('/api')}/health", timeout=10).status_code == 200  # liveness: no user
     # auth.admin_token keeps the API token as an administrator's credential: no handler scopes it.
-    admin = httpx.post(
-        f"{base}/threads/count", json={}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
-    )
+    admin = httpx.post(f"{base}/threads/count", json={}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10)
     assert admin.status_code == 200
     alice_count = client_of(server, token("alice")).threads.count()
     assert admin.json() >= alice_count + 1  # bob's threads too

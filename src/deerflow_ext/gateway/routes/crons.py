@@ -45,7 +45,11 @@ async def create_stateless_cron(request: Request, body: CronCreate) -> CronOut:
 
 
 async def _query(request: Request, body: CronCount) -> dict[str, Any]:
-    found: dict[str, Any] = {"assistant_id": body.assistant_id, "thread_id": body.thread_id, "metadata": body.metadata or {}}
+    found: dict[str, Any] = {
+        "assistant_id": body.assistant_id,
+        "thread_id": body.thread_id,
+        "metadata": body.metadata or {},
+    }
     if request.scope.get("user") is not None:
         value = body.model_dump(mode="json", exclude_none=True)
         found["filters"] = await authorized(request, "crons", "search", value)
