@@ -74,3 +74,22 @@ def test_a_handler_returning_false_is_403(server: SdkServer) -> None:
     assert gone.status_code == 403
     root = {"x-user-key": "root-key"}
     assert httpx.delete(f"{server.url}/threads/{made['thread_id']}", headers=root, timeout=10).status_code == 204
+
+
+def test_a_browser_may_send_the_credential_and_docs_can_authorize(server: SdkServer) -> None:
+    root = server.url.removesuffix("/api")
+    preflight = httpx.options(
+        f"{server.url}/threads/search",
+        headers={
+            "Origin": "http://localhost:3000",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type",
+        },
+        timeout=10,
+    )
+    assert preflight.status_code == 200
+    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+    schema = httpx.get(f"{root}/openapi.json", timeout=10).json()  # the docs need no user
+    assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert schema["security"] == [{"bearer": []}]
+    assert httpx.get(f"{root}/docs", timeout=10).status_code == 200

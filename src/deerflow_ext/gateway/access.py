@@ -191,17 +191,27 @@ _SECURITY_SCHEMES = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "DEERFLOW_API_TOKEN"},
     "apiKey": {"type": "apiKey", "in": "header", "name": "X-Api-Key", "description": "DEERFLOW_API_TOKEN"},
 }
+_USER_SCHEMES = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the credential config.yaml's auth.path accepts (Authorization: Bearer ...)",
+    },
+}
 
 
-def declare_token(app: FastAPI) -> None:
-    """Make the OpenAPI document say every operation takes the token (either header)."""
+def declare_token(app: FastAPI, *, users: bool = False) -> None:
+    """Make the OpenAPI document say every operation takes the token (either header), or
+    (``users``: ``auth`` configured) a bearer credential, so Swagger UI's "Authorize" sends
+    it with every call made from ``/docs``."""
     build = app.openapi
+    schemes = _USER_SCHEMES if users else _SECURITY_SCHEMES
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = build()
-            schema.setdefault("components", {})["securitySchemes"] = _SECURITY_SCHEMES
-            schema["security"] = [{"bearer": []}, {"apiKey": []}]
+            schema.setdefault("components", {})["securitySchemes"] = schemes
+            schema["security"] = [{name: []} for name in schemes]
         return app.openapi_schema or {}
 
     app.openapi = openapi  # type: ignore[method-assign]

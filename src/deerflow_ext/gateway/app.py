@@ -260,7 +260,7 @@ def create_app(
         identity=identity,
     )
     if policy.token is not None or identity is not None:
-        declare_token(app)
+        declare_token(app, users=identity is not None)
     install_principal_resolver(app, token_required=policy.token is not None, identity=identity is not None)
     return app
 
