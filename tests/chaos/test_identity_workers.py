@@ -15,6 +15,7 @@ import jwt
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError
+
 from scaleout.scaleout_cluster import Cluster, spawn_gateways
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auth" / "auth.py"

@@ -93,3 +93,11 @@ def test_a_browser_may_send_the_credential_and_docs_can_authorize(server: SdkSer
     assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert schema["security"] == [{"bearer": []}]
     assert httpx.get(f"{root}/docs", timeout=10).status_code == 200
+
+
+def test_the_operators_routes_are_for_administrators(server: SdkServer) -> None:
+    for path in ("/api/extensions", "/api/extensions-config", "/metrics"):
+        assert get(server, path, **{"x-user-key": "alice-key"}).status_code == 403, path
+        assert get(server, path, **{"x-user-key": "root-key"}).status_code in (200, 404), path  # 404: metrics off
+    config = httpx.put(f"{server.url}/extensions-config", json={}, headers={"x-user-key": "alice-key"}, timeout=10)
+    assert config.status_code == 403

@@ -21,7 +21,7 @@ from ..identity import AuthenticatedUser, Filters, IdentityGate
 from ..persistence.records import ThreadRecord
 from .state import GatewayRuntime
 
-__all__ = ["RUN_OWNER_KEY", "authorized", "request_user", "visible_thread"]
+__all__ = ["RUN_OWNER_KEY", "admin_only", "authorized", "request_user", "visible_thread"]
 
 RUN_OWNER_KEY = "langgraph_auth_user_id"
 """The run metadata key (and run context key) that records the user who created the run,
@@ -32,6 +32,15 @@ def request_user(request: Request) -> AuthenticatedUser | None:
     """The user ``auth`` authenticated for ``request``; None without ``auth``."""
     user = request.scope.get("user")
     return user if isinstance(user, AuthenticatedUser) else None
+
+
+def admin_only(request: Request) -> None:
+    """403 for a user who is not an administrator (``auth``): the operator's routes (the
+    extensions' status and configuration, metrics) change or describe the whole Gateway.
+    Without ``auth``, whoever reached the route is the administrator already."""
+    user = request.scope.get("user")
+    if isinstance(user, AuthenticatedUser) and not user.is_admin:
+        raise HTTPException(status_code=403, detail="this route is for administrators (the 'admin' permission)")
 
 
 async def authorized(request: Request, resource: str, action: str, value: dict[str, Any]) -> Filters | None:

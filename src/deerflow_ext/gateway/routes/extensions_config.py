@@ -38,6 +38,7 @@ from fastapi import APIRouter, Header, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...config.editing import atomic_write, config_lock
+from ..scoping import admin_only
 
 __all__ = [
     "EXTENSIONS_CONFIG_FILE",
@@ -234,6 +235,7 @@ def _if_match(value: str | None) -> IfMatch | None:
 
 @router.get("/api/extensions-config")
 async def get_extensions_config(request: Request, response: Response) -> dict[str, Any]:
+    admin_only(request)
     path = _path(request)
 
     def read() -> tuple[ExtensionsConfig, str]:
@@ -270,6 +272,7 @@ async def put_extensions_config(
     body: ExtensionsConfig,
     if_match: Annotated[str | None, Header(alias="If-Match")] = None,
 ) -> dict[str, Any]:
+    admin_only(request)
     size = len(_render(body).encode())
     if size > MAX_FILE_BYTES:
         raise HTTPException(
