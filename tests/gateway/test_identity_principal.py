@@ -101,3 +101,14 @@ def test_the_operators_routes_are_for_administrators(server: SdkServer) -> None:
         assert get(server, path, **{"x-user-key": "root-key"}).status_code in (200, 404), path  # 404: metrics off
     config = httpx.put(f"{server.url}/extensions-config", json={}, headers={"x-user-key": "alice-key"}, timeout=10)
     assert config.status_code == 403
+
+
+def test_a_runs_user_is_the_servers_word_never_the_callers() -> None:
+    from deerflow_ext.gateway.routes.runs import _spec
+    from deerflow_ext.gateway.schemas import RunCreate
+
+    claimed = RunCreate.model_validate(
+        {"context": {"langgraph_auth_user_id": "mallory"}, "config": {"configurable": {"langgraph_auth_user_id": "m"}}}
+    )
+    assert "langgraph_auth_user_id" not in _spec(claimed, ("values",), {}).context
+    assert _spec(claimed, ("values",), {}, "alice").context["langgraph_auth_user_id"] == "alice"

@@ -17,15 +17,17 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
+from ..extensions.composition.plugin_tools import RUN_USER_CONTEXT_KEY
 from ..identity import AuthenticatedUser, Filters, IdentityGate
 from ..persistence.records import ThreadRecord
 from .state import GatewayRuntime
 
 __all__ = ["RUN_OWNER_KEY", "admin_only", "authorized", "request_user", "visible_thread"]
 
-RUN_OWNER_KEY = "langgraph_auth_user_id"
+RUN_OWNER_KEY = RUN_USER_CONTEXT_KEY
 """The run metadata key (and run context key) that records the user who created the run,
-LangGraph's own name for it: agent code, run readers and plugin tools read it there."""
+LangGraph's own name for it (``langgraph_auth_user_id``): agent code, run readers and plugin
+tools read it there."""
 
 
 def request_user(request: Request) -> AuthenticatedUser | None:

@@ -42,6 +42,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_OUTPUT_BYTES",
     "PLUGIN_TOOL_METADATA_KEY",
+    "RUN_USER_CONTEXT_KEY",
     "TOOL_PRINCIPAL_ID",
     "build_plugin_tools",
     "merge_tools",
@@ -56,9 +57,13 @@ MAX_INPUT_BYTES = 256 * 1024
 MAX_OUTPUT_BYTES = 64 * 1024
 CALL_TIMEOUT_SECONDS = 30.0
 PLUGIN_TOOL_METADATA_KEY = "deerflow_plugin"
-# The one principal this Gateway has (its token holder, or the loopback caller). A tool's
-# principal carries only the user id, as in DeerFlow; per-user identity replaces this seam.
+# The one principal a Gateway without users has (its token holder, or the loopback caller).
+# A tool's principal carries only the user id, as in DeerFlow.
 TOOL_PRINCIPAL_ID = "default"
+RUN_USER_CONTEXT_KEY = "langgraph_auth_user_id"
+"""Where a run's context holds the user who started it (LangGraph's name), with ``auth``
+configured. The Gateway's run routes set it and drop a client's own value for it, so a tool
+reading it reads the authenticated user, never what a caller merged into the context."""
 
 _DISABLED = "Plugin disabled by administrator."
 _INVALID_INPUT = "Invalid plugin tool input."
@@ -164,7 +169,7 @@ def _tool(plugin: RegisteredPlugin, declaration: ModelTool, name: str, installat
         if len(encoded.encode("utf-8")) > MAX_INPUT_BYTES or not validator.is_valid(payload):
             raise ToolException(_INVALID_INPUT)
         context = ToolContext(
-            ExtensionPrincipal(TOOL_PRINCIPAL_ID),
+            ExtensionPrincipal(_run_user(runtime)),
             settings,
             _thread_id(runtime),
         )
@@ -192,6 +197,12 @@ def _tool(plugin: RegisteredPlugin, declaration: ModelTool, name: str, installat
         handle_tool_error=True,
         metadata={PLUGIN_TOOL_METADATA_KEY: namespace, "installation": installation, "tool": declaration.name},
     )
+
+
+def _run_user(runtime: object) -> str:
+    """The run's user (``auth``), else the Gateway's one principal."""
+    value = context_get(getattr(runtime, "context", None), RUN_USER_CONTEXT_KEY)
+    return value if isinstance(value, str) and value else TOOL_PRINCIPAL_ID
 
 
 def _thread_id(runtime: object) -> str | None:

@@ -151,8 +151,8 @@ async def fire_cron(runtime: GatewayRuntime | None, due: Due) -> None:
     }
     body = RunCreate.model_validate(payload)
     if cron.thread_id is not None:
-        await start_run(runtime, cron.thread_id, body)
+        await start_run(runtime, cron.thread_id, body, owner=cron.user_id)
         return
     body = body.model_copy(update={"on_completion": cron.on_run_completed or "delete"})
-    thread_id, handle = await start_stateless(runtime, body)
+    thread_id, handle = await start_stateless(runtime, body, owner=cron.user_id)
     forget_after(runtime, thread_id, handle, body)

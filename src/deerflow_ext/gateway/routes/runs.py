@@ -65,7 +65,9 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
         },
     }
 }
-_HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name")
+# The host's keys of a run's context; a client's value for one is dropped. The run's user
+# (``RUN_OWNER_KEY``) is one: only ``_owned`` sets it, from the authenticated request.
+_HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name", RUN_OWNER_KEY)
 
 
 def _paths(thread_id: str, run_id: str) -> dict[str, str]:
@@ -96,13 +98,15 @@ async def _create_missing_thread(
     await runtime.store.create_thread(dict(ids), thread_id=thread_id)
 
 
-def _spec(body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str]) -> LeadRunSpec:
+def _spec(
+    body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str], owner: str | None = None
+) -> LeadRunSpec:
     config = body.config
     configurable = {k: v for k, v in (config.configurable if config else {}).items() if k not in _HOST_CONTEXT_KEYS}
     return LeadRunSpec(
         messages=tuple(m.for_graph() for m in body.input.messages) if body.input else (),
         goal=body.goal,
-        context={**configurable, **body.context},
+        context=_context(configurable, body, owner),
         stream_modes=body.stream_modes_or(default_modes),
         subgraphs=body.stream_subgraphs,
         checkpoint_id=body.fork_checkpoint_id,
@@ -115,6 +119,15 @@ def _spec(body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str
         interrupt_before=_nodes(body.interrupt_before),
         interrupt_after=_nodes(body.interrupt_after),
     )
+
+
+def _context(configurable: dict[str, Any], body: RunCreate, owner: str | None) -> dict[str, Any]:
+    context = {**configurable, **body.context}
+    if owner is not None:
+        context[RUN_OWNER_KEY] = owner
+    elif RUN_OWNER_KEY in context:  # a caller's claim: only an authenticated run has a user
+        del context[RUN_OWNER_KEY]
+    return context
 
 
 def _nodes(nodes: str | list[str] | None) -> str | tuple[str, ...] | None:
@@ -187,13 +200,16 @@ async def _start(
     *,
     temporary: bool = False,
     request: Request | None = None,
+    owner: str | None = None,
 ) -> RunHandle:
     """``temporary``: a stateless run whose thread goes when it ended; its row says so
     (``TEMPORARY``), so startup recovery deletes the thread if this process cannot.
-    ``request``: the run's request, whose user (``auth``) owns the run."""
+    ``request``: the run's request, whose user (``auth``) owns the run; ``owner``: the
+    user a run started without a request is for (a cron's, a stateless run's)."""
     owner_metadata: dict[str, Any] = {}
     if request is not None and request.scope.get("user") is not None:
         body, owner_metadata = await _owned(request, runtime, thread_id, body, temporary)
+        owner = owner_metadata[RUN_OWNER_KEY]
     assistant = await resolve_assistant(runtime, body.assistant_id)  # 404; none read for lead_agent
     body = assistant.under(body)  # its config and context beneath the run's own
     stored = body.model_dump(mode="json", exclude_none=True)
@@ -211,7 +227,7 @@ async def _start(
         # the common case, costs no lookup of its own.
         return await runtime.runs.start(
             thread_id,
-            spec=_spec(body, default_modes, ids),
+            spec=_spec(body, default_modes, ids, owner),
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
             thread_defaults=ids,
@@ -236,7 +252,7 @@ async def _owned(
 ) -> tuple[RunCreate, dict[str, Any]]:
     """The run as its user may start it: the ``threads.create_run`` handler ran (its
     ``metadata`` changes kept, the run's owner recorded under :data:`RUN_OWNER_KEY` in the
-    run's metadata and context), and the thread is one the user may see (else 404). Answers
+    run's metadata), and the thread is one the user may see (else 404). Answers
     the run and the metadata a thread it creates gets (the handler's)."""
     user = request_user(request)
     value: dict[str, Any] = {
@@ -254,13 +270,11 @@ async def _owned(
     }
     filters = await authorized(request, "threads", "create_run", value)
     metadata = dict(value.get("metadata") or {})
-    if user is not None:
-        metadata[RUN_OWNER_KEY] = user.identity
+    metadata[RUN_OWNER_KEY] = user.identity if user is not None else ""
     if filters and not temporary and await runtime.store.get_thread(thread_id, filters) is None:
         if await runtime.store.get_thread(thread_id) is not None:
             raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
-    context = {**body.context, RUN_OWNER_KEY: user.identity} if user is not None else body.context
-    return body.model_copy(update={"metadata": metadata, "context": context}), metadata
+    return body.model_copy(update={"metadata": metadata}), metadata
 
 
 async def _run_out(runtime: GatewayRuntime, thread_id: str, run_id: str) -> RunOut:

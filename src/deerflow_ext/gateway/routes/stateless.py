@@ -29,6 +29,7 @@ from ...persistence.records import HostStore
 from ...runtime.handle import RunHandle
 from ...runtime.stream_modes import DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
+from ..scoping import RUN_OWNER_KEY
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
@@ -48,6 +49,7 @@ async def start_stateless(
     body: RunCreate,
     default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
     request: Request | None = None,
+    owner: str | None = None,
 ) -> tuple[str, RunHandle]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
 
@@ -61,10 +63,11 @@ async def start_stateless(
     if request is not None and request.scope.get("user") is not None:  # the user's run and thread
         body, owner_metadata = await owned_run(request, runtime, thread_id, body, True)
         metadata = {**owner_metadata, **metadata}
+        owner = owner_metadata[RUN_OWNER_KEY]
     await runtime.store.create_thread(metadata, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
-        handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary)
+        handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary, owner=owner)
     except BaseException:
         await runtime.store.delete_thread(thread_id)
         raise
