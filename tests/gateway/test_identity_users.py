@@ -190,3 +190,33 @@ def test_authentication_answers_the_handlers_status_and_the_token_is_an_admins(s
     assert admin.status_code == 200
     alice_count = client_of(server, token("alice")).threads.count()
     assert admin.json() >= alice_count + 1  # bob's threads too
+
+
+def test_an_a2a_message_runs_as_its_user(server: SdkServer, alice: Any, bob: Any) -> None:
+    """The agent protocols hand no request to the runs they start; the run is still the
+    caller's (``protocol_runs``): a message on another user's thread is refused, one on a
+    new context makes a thread of the caller's own."""
+
+    def send(user: str, context_id: str) -> httpx.Response:
+        message = {
+            "role": "user",
+            "parts": [{"kind": "text", "text": "hello"}],
+            "messageId": str(uuid.uuid4()),
+            "contextId": context_id,
+        }
+        return httpx.post(
+            f"{server.url}/a2a/lead_agent",
+            json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}},
+            headers={"Authorization": f"Bearer {token(user)}"},
+            timeout=30,
+        )
+
+    theirs = alice.threads.create()["thread_id"]
+    refused = send("bob", theirs)
+    assert "result" not in refused.json(), refused.text
+    assert alice.runs.list(theirs) == []
+    context = str(uuid.uuid4())
+    done = send("bob", context).json()
+    assert done["result"]["status"]["state"] == "completed", done
+    assert bob.threads.get(context)["metadata"]["owner"] == "bob"
+    assert bob.runs.list(context)[0]["metadata"]["langgraph_auth_user_id"] == "bob"

@@ -30,7 +30,7 @@ from __future__ import annotations
 from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..identity import IdentityGate
+from ..identity import REQUEST_USER, IdentityGate
 from ..identity.authenticate import AuthenticationRefused
 from .access import OPEN_PATHS, OPEN_PREFIXES, REPEATED_HOST, AccessPolicy, Refusal, presented_token, refusal
 from .asgi import StartTracking
@@ -137,6 +137,7 @@ class GatewayFront:
             return Refusal(found.status, found.detail, found.headers)
         scope["user"] = found
         scope["auth"] = AuthCredentials(list(found.permissions))
+        REQUEST_USER.set(found)  # this request's task only: code handed no request reads it
         return None
 
     async def _behind_cors(self, scope: Scope, receive: Receive, send: Send) -> None:

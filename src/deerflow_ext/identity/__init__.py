@@ -18,10 +18,11 @@ from .authenticate import Authenticator
 from .authorize import Authorizer, Filters
 from .gate import IdentityGate, build_identity_gate
 from .loading import AuthLoadError, load_auth
-from .users import ADMIN_PERMISSION, AuthenticatedUser, user_of
+from .users import ADMIN_PERMISSION, REQUEST_USER, AuthenticatedUser, user_of
 
 __all__ = [
     "ADMIN_PERMISSION",
+    "REQUEST_USER",
     "AuthLoadError",
     "AuthenticatedUser",
     "Authenticator",

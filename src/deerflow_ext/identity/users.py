@@ -15,10 +15,11 @@ API token kept by ``auth.admin_token``; the latter is the only user no handler s
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ADMIN_PERMISSION", "TOKEN_ADMIN", "AuthenticatedUser", "user_of"]
+__all__ = ["ADMIN_PERMISSION", "REQUEST_USER", "TOKEN_ADMIN", "AuthenticatedUser", "user_of"]
 
 ADMIN_PERMISSION = "admin"
 """The permission that makes a user an administrator of the Gateway."""
@@ -117,3 +118,9 @@ def user_of(returned: Any) -> AuthenticatedUser:
         raise InvalidUserError("the user has no 'identity' (a non-empty string)")
     display = returned.get("display_name") or identity
     return AuthenticatedUser(identity, _permissions(returned.get("permissions")), str(display), fields)
+
+
+REQUEST_USER: ContextVar[AuthenticatedUser | None] = ContextVar("deerflow_request_user", default=None)
+"""The user of the request being served, for code that gets no request (the agent protocols'
+runs): set by the front layer, in the request's own task context, only when ``auth`` is
+configured."""

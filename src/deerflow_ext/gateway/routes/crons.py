@@ -28,7 +28,7 @@ from ...scheduling import (
 from ..cron_schemas import CronCount, CronCreate, CronOut, CronPatch, CronSearch
 from ..crons import check_cron, checked_payload, create_cron, cron_store_of, scheduler_of
 from ..schemas import RunCreate
-from ..scoping import authorized
+from ..scoping import RUN_OWNER_KEY, authorized
 from ..state import GatewayRuntime, runtime_of
 from .runs import start_run
 from .stateless import forget_after, start_stateless
@@ -154,5 +154,8 @@ async def fire_cron(runtime: GatewayRuntime | None, due: Due) -> None:
         await start_run(runtime, cron.thread_id, body, owner=cron.user_id)
         return
     body = body.model_copy(update={"on_completion": cron.on_run_completed or "delete"})
-    thread_id, handle = await start_stateless(runtime, body, owner=cron.user_id)
+    # A user's cron (``auth``): its new thread carries the cron's metadata, which the user's
+    # ``crons.create`` handler stamped, so the user finds it as they find the cron.
+    owned = {**cron.metadata, RUN_OWNER_KEY: cron.user_id} if cron.user_id is not None else None
+    thread_id, handle = await start_stateless(runtime, body, owner=cron.user_id, owner_metadata=owned)
     forget_after(runtime, thread_id, handle, body)

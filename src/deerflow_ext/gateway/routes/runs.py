@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from ...identity import AuthenticatedUser, IdentityGate
 from ...persistence.models import RunStatus, ThreadStatus
 from ...persistence.records import TEMPORARY, ThreadNotFoundError
 from ...runtime.handle import RunHandle
@@ -201,15 +202,18 @@ async def _start(
     temporary: bool = False,
     request: Request | None = None,
     owner: str | None = None,
+    owner_metadata: Mapping[str, Any] | None = None,
 ) -> RunHandle:
     """``temporary``: a stateless run whose thread goes when it ended; its row says so
     (``TEMPORARY``), so startup recovery deletes the thread if this process cannot.
     ``request``: the run's request, whose user (``auth``) owns the run; ``owner``: the
-    user a run started without a request is for (a cron's, a stateless run's)."""
-    owner_metadata: dict[str, Any] = {}
+    user a run started without a request is for (a cron's, a stateless run's, a protocol's),
+    ``owner_metadata`` what :func:`owned_run` answered for it."""
     if request is not None and request.scope.get("user") is not None:
-        body, owner_metadata = await _owned(request, runtime, thread_id, body, temporary)
-        owner = owner_metadata[RUN_OWNER_KEY]
+        user = request_user(request)
+        if user is not None:
+            body, owner_metadata = await _owned(request.app.state.identity, user, runtime, thread_id, body, temporary)
+            owner = user.identity
     assistant = await resolve_assistant(runtime, body.assistant_id)  # 404; none read for lead_agent
     body = assistant.under(body)  # its config and context beneath the run's own
     stored = body.model_dump(mode="json", exclude_none=True)
@@ -248,13 +252,17 @@ async def _start(
 
 
 async def _owned(
-    request: Request, runtime: GatewayRuntime, thread_id: str, body: RunCreate, temporary: bool
+    gate: IdentityGate,
+    user: AuthenticatedUser,
+    runtime: GatewayRuntime,
+    thread_id: str,
+    body: RunCreate,
+    temporary: bool,
 ) -> tuple[RunCreate, dict[str, Any]]:
     """The run as its user may start it: the ``threads.create_run`` handler ran (its
     ``metadata`` changes kept, the run's owner recorded under :data:`RUN_OWNER_KEY` in the
     run's metadata), and the thread is one the user may see (else 404). Answers
     the run and the metadata a thread it creates gets (the handler's)."""
-    user = request_user(request)
     value: dict[str, Any] = {
         "thread_id": None if temporary else thread_id,
         "assistant_id": body.assistant_id,
@@ -268,9 +276,9 @@ async def _owned(
         "prevent_insert_if_inflight": True,
         "action": None,
     }
-    filters = await authorized(request, "threads", "create_run", value)
+    filters = await gate.authorize(user, "threads", "create_run", value)
     metadata = dict(value.get("metadata") or {})
-    metadata[RUN_OWNER_KEY] = user.identity if user is not None else ""
+    metadata[RUN_OWNER_KEY] = user.identity
     if filters and not temporary and await runtime.store.get_thread(thread_id, filters) is None:
         if await runtime.store.get_thread(thread_id) is not None:
             raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -29,7 +29,7 @@ from ...persistence.records import HostStore
 from ...runtime.handle import RunHandle
 from ...runtime.stream_modes import DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
-from ..scoping import RUN_OWNER_KEY
+from ..scoping import request_user
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
@@ -50,6 +50,7 @@ async def start_stateless(
     default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
     request: Request | None = None,
     owner: str | None = None,
+    owner_metadata: Mapping[str, Any] | None = None,
 ) -> tuple[str, RunHandle]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
 
@@ -60,10 +61,12 @@ async def start_stateless(
         raise HTTPException(status_code=422, detail=f"{NO_INPUT}; a stateless run has no thread to continue")
     thread_id = str(uuid.uuid4())
     metadata: dict[str, Any] = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
-    if request is not None and request.scope.get("user") is not None:  # the user's run and thread
-        body, owner_metadata = await owned_run(request, runtime, thread_id, body, True)
+    user = request_user(request) if request is not None else None
+    if request is not None and user is not None:  # the user's run and thread
+        body, owner_metadata = await owned_run(request.app.state.identity, user, runtime, thread_id, body, True)
+        owner = user.identity
+    if owner_metadata:
         metadata = {**owner_metadata, **metadata}
-        owner = owner_metadata[RUN_OWNER_KEY]
     await runtime.store.create_thread(metadata, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
