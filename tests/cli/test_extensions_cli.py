@@ -158,7 +158,8 @@ def test_doctor_loads_auth_as_the_gateway_would(tmp_path: Path, capsys: pytest.C
     code, out, err = run(capsys, "extensions", "doctor", "--config", str(path))
     assert code == 1 and err.startswith(f"error: {path}: auth.path: no file") and "would not start" in out
     (tmp_path / "auth.py").write_text(
-        "from langgraph_sdk import Auth\nauth = Auth()\n\n@auth.authenticate\nasync def who(authorization):\n    return 'u'\n"
+        "from langgraph_sdk import Auth\nauth = Auth()\n\n"
+        "@auth.authenticate\nasync def who(authorization):\n    return 'u'\n"
     )
     code, out, _ = run(capsys, "extensions", "doctor", "--config", str(path))
     assert code == 0 and out.splitlines()[-1] == "The Gateway would start."
