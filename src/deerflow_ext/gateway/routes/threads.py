@@ -123,13 +123,15 @@ async def create_thread(request: Request, body: Annotated[ThreadCreate | None, B
 
 
 async def _query(request: Request, body: ThreadCount | ThreadSearch) -> ThreadQuery:
-    filters = None
+    filters, metadata = None, body.metadata
     if request.scope.get("user") is not None:
         value = body.model_dump(mode="json", exclude_none=True)
         filters = await authorized(request, "threads", "search", value)
+        if isinstance(value.get("metadata"), dict):  # a handler may narrow the search itself
+            metadata = value["metadata"]
     if isinstance(body, ThreadSearch):
         return ThreadQuery(
-            metadata=body.metadata,
+            metadata=metadata,
             values=body.values or {},
             status=body.status,
             ids=tuple(body.ids) if body.ids is not None else None,
@@ -139,7 +141,7 @@ async def _query(request: Request, body: ThreadCount | ThreadSearch) -> ThreadQu
             offset=body.offset,
             filters=filters,
         )
-    return ThreadQuery(metadata=body.metadata, values=body.values or {}, status=body.status, filters=filters)
+    return ThreadQuery(metadata=metadata, values=body.values or {}, status=body.status, filters=filters)
 
 
 @router.post("/search", response_model=None, responses={200: {"model": list[ThreadOut]}})
