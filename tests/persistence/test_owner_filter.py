@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deerflow_ext.persistence import create_engine, upgrade_head
+from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
 from deerflow_ext.persistence.assistants import (
     AssistantChange,
     AssistantDraft,
@@ -18,6 +18,7 @@ from deerflow_ext.persistence.assistants import (
     AssistantStore,
 )
 from deerflow_ext.persistence.owner_filter import check_owner_filter
+from deerflow_ext.persistence.thread_search import ThreadQuery
 
 META = {"owner": "alice", "n": 1, "tags": ["red", "blue", 3], "team": {"id": "t1", "x": True}}
 
@@ -72,6 +73,27 @@ async def test_filters_select_in_every_statement(store: AssistantStore) -> None:
     with pytest.raises(AssistantNotFoundError):
         await store.versions(made.assistant_id, filters=bob)
     assert (await store.update(made.assistant_id, AssistantChange(name="kept"), {"owner": "alice"})).name == "kept"
+
+
+async def test_one_thread_by_filter_agrees_with_the_search(database_url: str) -> None:
+    """``get_thread(id, filters)`` sends a statement built once per filter shape, values bound;
+    it must find exactly what the search (built afresh, values inline) finds."""
+    engine = create_engine(database_url)
+    await upgrade_head(engine)
+    store = HostStore(make_session_factory(engine))
+    try:
+        made = await store.create_thread(META)
+        other = await store.create_thread({"owner": "bob", "tags": ["red"], "n": 1})
+        for filters, matches in [*CASES, ({"owner": None}, False), ({"team": {"x": True, "id": "t1"}}, True)]:
+            found = await store.get_thread(made.id, filters)
+            assert (found is not None and found.metadata == META) is matches, filters
+            searched = {t.id for t in await store.search_threads(ThreadQuery(filters=filters))} - {other.id}
+            assert searched == ({made.id} if matches else set()), filters
+        assert await store.get_thread(other.id, {"owner": "alice"}) is None
+        assert (await store.get_thread(other.id, {"owner": "bob"})) is not None  # the same shape, other values
+    finally:
+        await store.aclose()
+        await engine.dispose()
 
 
 @pytest.mark.parametrize(

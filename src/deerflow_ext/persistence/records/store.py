@@ -91,7 +91,7 @@ class HostStore:
         """The thread, or None; ``filters`` (an authorization handler's, ``owner_filter``)
         makes a thread whose metadata does not match one that is not found."""
         if filters:
-            found = await self._tx.read_aside(thread_search.find_thread, thread_id, filters)
+            found = await self._tx.read(thread_search.find_thread, thread_id, filters)
             return ThreadRecord.of(found) if found is not None else None
         row = await self._first(SELECT_THREAD, {"thread_id": thread_id})
         return ThreadRecord.of(row) if row is not None else None
