@@ -22,7 +22,6 @@ import tempfile
 from pathlib import Path
 
 import httpx
-import httpx2
 from cpu_per_run import process_cpu  # the sibling script
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -49,15 +48,15 @@ async def _wait_round(server: Server, calls: int) -> float:
 
 async def _mcp_round(server: Server, calls: int) -> float:
     async with (
-        httpx2.AsyncClient(timeout=60) as http,
-        streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write),
+        httpx.AsyncClient(timeout=60) as http,
+        streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
         before = _cpu(server)
         for _ in range(calls):
             result = await session.call_tool("lead_agent", {"messages": [_MESSAGE]})
-            assert not result.is_error, result
+            assert not result.isError, result
         return (_cpu(server) - before) / calls
 
 

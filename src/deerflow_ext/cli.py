@@ -188,8 +188,16 @@ def _cmd_extensions_config(args: argparse.Namespace) -> int:
 
     path = _config_path(args).parent / ec.EXTENSIONS_CONFIG_FILE
     enabled = args.action == "enable"
+
+    def change(config: Any) -> Any:
+        if args.action == "add":  # an operator at the machine: any command (no allowed_commands check)
+            return ec.add_mcp_server(config, args.name, _mcp_entry(args))
+        if args.action == "remove":
+            return ec.remove_mcp_server(config, args.name)
+        return ec.set_entry_enabled(config, args.kind, args.name, enabled)
+
     try:  # under the file's lock, as the Gateway's PUT: no torn file, no lost update
-        ec.update_extensions_config(path, lambda config: ec.set_entry_enabled(config, args.kind, args.name, enabled))
+        ec.update_extensions_config(path, change)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         _error(f"{path}: {problems}")
@@ -197,8 +205,32 @@ def _cmd_extensions_config(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ValidationError's base: after it
         _error(str(exc))
         return EXIT_FAILED
-    print(f"{args.action}d {args.kind} {args.name} in {path}")
+    done = {"add": "added", "remove": "removed"}.get(args.action, f"{args.action}d")
+    print(f"{done} {args.kind} {args.name} in {path}")
     return EXIT_OK
+
+
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values or ():
+        key, sep, rest = value.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{option} {value!r}: NAME=VALUE is required")
+        pairs[key] = rest
+    return pairs
+
+
+def _mcp_entry(args: argparse.Namespace) -> dict[str, Any]:
+    """``extensions mcp add``'s options as an ``mcpServers`` entry (DeerFlow's shape)."""
+    if (args.command is None) == (args.url is None):
+        raise ValueError("extensions mcp add: give --command (a stdio server) or --url (an http or sse one)")
+    if args.command is not None:
+        entry: dict[str, Any] = {"type": "stdio", "command": args.command, "args": list(args.arg or ())}
+        entry["env"] = _pairs(args.env, "--env")
+    else:
+        entry = {"type": args.transport or "http", "url": args.url, "headers": _pairs(args.header, "--header")}
+    entry["enabled"] = not args.disabled
+    return entry
 
 
 # -- extensions doctor ----------------------------------------------------------------------
@@ -439,8 +471,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     for kind, what in (("skill", "a skill"), ("mcp", "an MCP server")):
         sub = ext_commands.add_parser(kind, help=f"enable or disable {what} in extensions_config.json")
-        sub.add_argument("action", choices=("enable", "disable"))
+        sub.add_argument(
+            "action", choices=("enable", "disable", "add", "remove") if kind == "mcp" else ("enable", "disable")
+        )
         sub.add_argument("name", metavar="NAME")
+        if kind == "mcp":  # add: a stdio server (--command) or a remote one (--url)
+            sub.add_argument("--command", help="add: the stdio server's command")
+            sub.add_argument(
+                "--arg",
+                action="append",
+                help="add: one argument of the command (repeatable; --arg=-y for one that starts with -)",
+            )
+            sub.add_argument("--env", action="append", help="add: NAME=VALUE for the process; VALUE may say $VAR")
+            sub.add_argument("--url", help="add: the http or sse server's URL")
+            sub.add_argument("--transport", choices=("http", "sse"), help="add: with --url (default http)")
+            sub.add_argument("--header", action="append", help="add: NAME=VALUE sent with each request")
+            sub.add_argument("--disabled", action="store_true", help="add it switched off")
         _add_config(sub)
         sub.set_defaults(handler=_cmd_extensions_config, kind=kind)
 

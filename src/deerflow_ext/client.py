@@ -26,6 +26,7 @@ from deerflow_ext.config.schema import AppConfig
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
 from deerflow_ext.extensions.notifications.lifecycle import task_bracket
 from deerflow_ext.extensions.notifications.notification_loop import notification_loop
+from deerflow_ext.skills import SkillShelf
 from deerflow_extension_api import TaskInfo
 
 __all__ = ["DeerFlowClient", "StreamEvent"]
@@ -50,6 +51,7 @@ class DeerFlowClient:
         checkpointer: Checkpointer | None = None,
         memory: Any | None = None,
         model_factory: ModelFactory | None = None,
+        skills: SkillShelf | None = None,
     ) -> None:
         self.config = config if config is not None else AppConfig()
         self._extensions = extensions
@@ -58,6 +60,7 @@ class DeerFlowClient:
             checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
             memory=memory,
             model_factory=model_factory,
+            skills=skills,
         )
 
     @property

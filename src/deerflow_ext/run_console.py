@@ -28,6 +28,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -205,14 +206,18 @@ def one_run_config(config: Any) -> Any:
 
 async def _run_stored(config: Any, extensions: Any, settings: Any, console: StepConsole, args: Any) -> Any:
     from .client import DeerFlowClient
+    from .gateway.routes.extensions_config import EXTENSIONS_CONFIG_FILE
     from .persistence import open_checkpointer
+    from .skills import SkillShelf
 
     async with open_checkpointer(settings.async_database_url, settings.database_durability) as checkpointer:
         if args.thread is not None:
             stored = await checkpointer.aget_tuple({"configurable": {"thread_id": args.thread, "checkpoint_ns": ""}})
             if stored is None:
                 raise UnknownThread(args.thread)
-        client = DeerFlowClient(one_run_config(config), extensions=extensions, checkpointer=checkpointer)
+        folder = Path(settings.config).parent  # the skills the Gateway would list, beside config.yaml
+        skills = SkillShelf(folder / config.skills.path, folder / EXTENSIONS_CONFIG_FILE)
+        client = DeerFlowClient(one_run_config(config), extensions=extensions, checkpointer=checkpointer, skills=skills)
         try:
             return await _run(client, console, args.prompt, args.thread)
         finally:

@@ -8,7 +8,7 @@ to set up and fold up per-task state.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -37,6 +37,9 @@ class TaskInfo:
     may be the delegating tool-call id instead, so do not use the store for identity.
     ``thread_id`` is ``""`` for a subagent that runs without a thread (direct factory
     calls), as in DeerFlow: always a string, so it can be logged and stored as one.
+    ``user_id`` is whose task it is (the run's owner, ``ExtensionPrincipal.user_id``), or
+    ``None`` where the host records none: an addition of this host, keyword-only so
+    DeerFlow's positional constructions stay valid.
     """
 
     task_id: str
@@ -46,6 +49,7 @@ class TaskInfo:
     parent_task_id: str | None = None
     agent_name: str | None = None
     resumed: bool = False
+    user_id: str | None = field(default=None, kw_only=True)
 
 
 @runtime_checkable

@@ -151,21 +151,23 @@ async def test_the_lead_agent_calls_a_plugin_tool_with_the_host_bound_context() 
         tool_context.settings["enabled"] = False  # type: ignore[index]
 
 
-async def test_a_tool_sees_the_runs_user_when_the_gateway_has_users() -> None:
-    """``langgraph_auth_user_id`` is set by the Gateway's run routes from the authenticated
-    request (and a client's own value dropped there: ``test_identity_principal``)."""
+async def test_a_tool_sees_the_runs_owner_never_a_langgraph_key_the_caller_sent() -> None:
+    """The run's owner reaches a tool as the host's ``user_id`` (the Gateway records it from
+    the authenticated request); a caller's ``langgraph_auth_user_id`` in the context is not
+    the principal (the run routes drop it too: ``test_identity_principal``)."""
     handler = Handler()
     ext = extensions(plugin(handler))
     name = plugin_tool_name(NS, "search")
     graph = make_lead_agent(make_config(memory={"enabled": False}, title={"enabled": False}), extensions=ext)
     context = build_run_context(
-        {"langgraph_auth_user_id": "alice"},
+        {"langgraph_auth_user_id": "mallory", "user_id": "mallory"},
         thread_id="t-1",
         run_id="r-1",
         task_id="r-1",
         agent_name="lead",
         task_store=None,
         extensions=ext,
+        user_id="alice",
     )
     await graph.ainvoke({"messages": [{"role": "user", "content": f'use {name} {{"query": "milk"}}'}]}, context=context)
     ((_, tool_context),) = handler.calls
@@ -311,3 +313,26 @@ def test_a_graph_run_synchronously_calls_the_tool_too() -> None:
     message = AIMessage("", tool_calls=[{"name": built.name, "args": {"query": "q"}, "id": "call-1"}])
     state = graph.compile().invoke({"messages": [message]}, context={"thread_id": "t-2"})
     assert state["messages"][-1].text == '"sync ok"' and handler.calls[0][1].thread_id == "t-2"
+
+
+# -- groups per agent and the run's principal ------------------------------------------------------
+async def test_lead_and_subagents_get_their_tool_groups_and_the_tool_acts_for_the_runs_user() -> None:
+    lead_handler, research_handler = Handler(), Handler()
+    ext = extensions(plugin(lead_handler), plugin(research_handler, namespace="acme.other", group="research"))
+    lead_name, research_name = plugin_tool_name(NS, "search"), plugin_tool_name("acme.other", "search")
+    config = make_config(memory={"enabled": False}, tool_groups=["extensions"], subagents={"tool_groups": ["research"]})
+    context = build_run_context(
+        None, thread_id="t", run_id="r", task_id="r", agent_name="x", task_store=None, extensions=ext, user_id="alice"
+    )
+    lead = make_lead_agent(config, extensions=ext)
+    sub = make_subagent(config, extensions=ext)
+    for graph, good, bad in ((lead, lead_name, research_name), (sub, research_name, lead_name)):
+        for name in (good, bad):
+            prompt = f'use {name} {{"query": "x"}}'
+            state = await graph.ainvoke(
+                {"messages": [{"role": "user", "content": prompt}]},
+                {"configurable": {"thread_id": name}},
+                context=context,
+            )
+            assert state["messages"][-1].text.startswith(f"Done. {name} returned:") is (name == good)
+    assert [c[1].principal.user_id for c in lead_handler.calls + research_handler.calls] == ["alice", "alice"]

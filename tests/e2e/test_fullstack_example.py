@@ -90,7 +90,7 @@ def test_get_api_plugins_lists_it_with_its_packaged_entry(gateway: Gateway) -> N
     assert (card["module"], card["transport"]) == ("example-notes.v1", "assets-v1")
     assert card["entry"].startswith(f"/api/plugins/{NAMESPACE}/assets/") and card["entry"].endswith("/notes.mjs")
     assert card["settings"] == {"enabled": True, "heading": "Team notes"}  # max_notes stays private
-    assert card["backend_actions"] == ["list", "add", "clear"]
+    assert card["backend_actions"] == ["list", "add", "clear", "ask"]
 
 
 def test_its_assets_are_served_with_their_types_and_immutable_sandboxed_headers(gateway: Gateway) -> None:
@@ -125,6 +125,11 @@ def test_its_actions_answer_over_http(gateway: Gateway) -> None:
     bad = _action(gateway, "add", {"text": "   "})
     assert (bad.status_code, bad.json()["detail"]) == (422, "Invalid plugin action input.")
     assert _action(gateway, "nope", {}).status_code == 404
+    # ``ask`` runs the agent through the host's agent_runs handle and keeps its answer.
+    asked = _action(gateway, "ask", {"text": "what is a note?"})
+    assert asked.status_code == 200, asked.text
+    assert (asked.json()["status"], asked.json()["saved"]["source"]) == ("success", "agent-run")
+    assert asked.json()["saved"]["text"]
 
 
 def _run_and_read_back(gateway: Gateway, prompt: str) -> tuple[str, list[dict[str, Any]]]:

@@ -19,12 +19,13 @@ from deerflow_ext.extensions.plugin_loading.tables import (
 @pytest.mark.parametrize(
     ("prefix", "claimed"),
     [
-        ("run", ("runs",)),
+        ("run", ("run_events", "runs")),
+        ("run_", ("run_events",)),  # the run journal (migration 0011)
         ("runs", ("runs",)),
         ("checkpoint", ("checkpoint_blobs", "checkpoint_migrations", "checkpoint_writes", "checkpoints")),
         ("THREAD", ("thread_leases", "threads")),
         ("thread_", ("thread_leases",)),
-        ("w", ("writes",)),
+        ("w", ("webhook_outbox", "writes")),
         ("acme_", ()),
         ("runs_acme_", ()),  # extends a host name without claiming it
         ("alembic", ("alembic_version",)),

@@ -46,11 +46,12 @@ def sdk_server(
     *,
     database_url: str | None = None,
     plugins: list[dict[str, Any]] | None = None,
-    config_extra: dict[str, Any] | None = None,
+    sections: dict[str, Any] | None = None,
     **settings: Any,
 ) -> Iterator[SdkServer]:
     """Serve a Gateway on ``directory``'s SQLite (or ``database_url``), the gate extension
-    loaded first and then ``plugins`` (config.yaml entries) in their order."""
+    loaded first and then ``plugins`` (config.yaml entries) in their order; ``sections``
+    are config.yaml's other top-level sections (``checkpointer``, ``store``...)."""
     import uvicorn
 
     from deerflow_ext.config.loading import load_app_config
@@ -63,8 +64,8 @@ def sdk_server(
     config = directory / "config.yaml"
     entries = [{"name": "gate", "use": "gateway.sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
     entries += plugins or []
-    # JSON is YAML; ``config_extra``: more top-level sections (``auth``)
-    config.write_text(json.dumps({"plugins": entries, **(config_extra or {})}), encoding="utf-8")
+    # JSON is YAML; ``sections``: more top-level sections (``auth``, ``store``...)
+    config.write_text(json.dumps({**(sections or {}), "plugins": entries}), encoding="utf-8")
     previous = get_loaded_extensions()
     app = create_app(
         Settings(

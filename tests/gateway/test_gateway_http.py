@@ -68,14 +68,18 @@ async def test_extensions_config_cannot_carry_plugins(client, tmp_path) -> None:
     sneaky = {"mcpServers": {"fs": {"command": "npx", "use": "evil:install"}}}
     assert (await client.put("/api/extensions-config", json=sneaky)).status_code == 422
 
+    # A stdio command is code execution: over HTTP only one config.yaml allows (mcp_servers/policy.py).
+    stdio = {"mcpServers": {"fs": {"command": "npx", "args": ["-y", "server"]}}, "skills": {}}
+    refused = await client.put("/api/extensions-config", json=stdio)
+    assert refused.status_code == 422 and "allowed_commands" in refused.json()["detail"]
     good = {
-        "mcpServers": {"fs": {"command": "npx", "args": ["-y", "server"]}},
+        "mcpServers": {"fs": {"type": "http", "url": "https://mcp.example.com/fs"}},
         "skills": {"pdf": {"enabled": False}},
     }
     saved = await client.put("/api/extensions-config", json=good)
     assert saved.status_code == 200
     path = tmp_path / "extensions_config.json"  # next to config.yaml
-    assert json.loads(path.read_text())["mcpServers"]["fs"]["command"] == "npx"
+    assert json.loads(path.read_text())["mcpServers"]["fs"]["url"] == "https://mcp.example.com/fs"
     assert (await client.get("/api/extensions-config")).json() == saved.json()
     assert client.app.state.extensions.loaded == ()
 

@@ -43,7 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
     (directory / "users_auth.py").write_text(AUTH_PY)
     plugins = [{"name": "identity_routes", "use": "gateway.identity_routes_ext:install"}]
     extra = {"auth": {"path": "./users_auth.py:auth"}}
-    with sdk_server(directory, plugins=plugins, config_extra=extra, api_token=API_TOKEN) as running:
+    with sdk_server(directory, plugins=plugins, sections=extra, api_token=API_TOKEN) as running:
         yield running
 
 
@@ -108,7 +108,10 @@ def test_a_runs_user_is_the_servers_word_never_the_callers() -> None:
     from deerflow_ext.gateway.schemas import RunCreate
 
     claimed = RunCreate.model_validate(
-        {"context": {"langgraph_auth_user_id": "mallory"}, "config": {"configurable": {"langgraph_auth_user_id": "m"}}}
+        {
+            "context": {"langgraph_auth_user_id": "mallory", "user_id": "mallory", "topic": "x"},
+            "config": {"configurable": {"langgraph_auth_user_id": "m", "user_id": "m"}},
+        }
     )
-    assert "langgraph_auth_user_id" not in _spec(claimed, ("values",), {}).context
-    assert _spec(claimed, ("values",), {}, "alice").context["langgraph_auth_user_id"] == "alice"
+    # The owner is the host's to write (the run's recorded user_id, set by the agent host).
+    assert _spec(claimed, ("values",), {}).context == {"topic": "x"}

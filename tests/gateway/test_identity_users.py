@@ -44,16 +44,19 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     previous = os.environ.get("AUTH_JWT_SECRET")
     os.environ["AUTH_JWT_SECRET"] = SECRET
     auth = {"auth": {"path": "./auth.py:auth", "admin_token": True}}
+    plugins = [{"name": "identity_routes", "use": "gateway.identity_routes_ext:install"}]
     try:
         if request.param == "sqlite":
-            with sdk_server(directory, config_extra=auth, api_token=ADMIN_TOKEN) as running:
+            with sdk_server(directory, plugins=plugins, sections=auth, api_token=ADMIN_TOKEN) as running:
                 yield running
             return
         if PG_UNREACHABLE:
             pytest.skip(PG_UNREACHABLE)
         with fresh_database() as name:
             url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
-            with sdk_server(directory, database_url=url, config_extra=auth, api_token=ADMIN_TOKEN) as running:
+            with sdk_server(
+                directory, database_url=url, plugins=plugins, sections=auth, api_token=ADMIN_TOKEN
+            ) as running:
                 yield running
     finally:
         if previous is None:
@@ -133,6 +136,31 @@ def test_another_users_thread_is_not_found_anywhere(server: SdkServer, alice: An
     assert alice.threads.get(thread_id)["metadata"]["owner"] == "alice"
     assert [r["run_id"] for r in alice.runs.list(thread_id)] == [run_id]
     assert alice.threads.get_state(thread_id)["values"]["messages"][-1]["type"] == "ai"
+
+
+def agent_runs(server: SdkServer, subject: str, **step: Any) -> dict[str, Any]:
+    """One step of ``subject``'s agent-run handle, through the extension's route."""
+    url = server.url.removesuffix("/api") + "/identity-test/agent-runs"
+    answer = httpx.post(url, json=step, headers={"Authorization": f"Bearer {token(subject)}"}, timeout=90)
+    answer.raise_for_status()
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+def test_an_extensions_agent_runs_go_through_the_users_handlers(server: SdkServer, alice: Any, bob: Any) -> None:
+    """The handle scopes threads as the routes do (``threads.create`` stamps, ``threads.read``
+    filters, ``threads.create_run`` admits), and its runs have the one owner rule."""
+    made = agent_runs(server, "alice", step="create", metadata={"topic": "handle"})["thread_id"]
+    assert alice.threads.get(made)["metadata"]["owner"] == "alice"  # the create handler's stamp
+    with pytest.raises(NotFoundError):
+        bob.threads.get(made)
+    assert agent_runs(server, "bob", step="start", thread_id=made) == {"refused": 404}
+    over_http = alice.threads.create()["thread_id"]  # a thread alice made herself is hers to the handle
+    ran = agent_runs(server, "alice", step="start", thread_id=over_http)
+    assert ran["status"] == "success"  # the handle's get read runs.user_id == "alice"
+    run = alice.runs.get(over_http, ran["run_id"])
+    assert run["metadata"]["langgraph_auth_user_id"] == "alice"
+    assert agent_runs(server, "bob", step="start", thread_id=over_http) == {"refused": 404}
 
 
 def test_runs_record_their_owner_and_a_new_thread_is_the_runs_user(alice: Any, bob: Any) -> None:

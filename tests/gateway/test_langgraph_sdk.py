@@ -236,7 +236,6 @@ def test_messages_in_langgraph_shapes_and_every_run_option(client: Any) -> None:
                 checkpoint_during=True,
                 feedback_keys=["score"],
                 on_disconnect="continue",
-                webhook="http://127.0.0.1:9/hook",
                 multitask_strategy="interrupt",
                 if_not_exists="reject",
                 after_seconds=0,

@@ -23,7 +23,9 @@ from deerflow_ext.gateway import create_app
 from deerflow_extension_api import (
     ActionContext,
     AgentRunError,
+    AgentRuns,
     BackendAction,
+    BatchResultError,
     BrowserAssets,
     BrowserModule,
     ModelTool,
@@ -58,7 +60,9 @@ async def _slow(payload: Any, context: Any) -> Any:
 
 async def _batches(payload: Any, context: ActionContext) -> Any:
     assert context.batch_results is not None
-    return await context.batch_results().list_batches(thread_id="t")
+    if not await context.batch_results().list_batches(thread_id="t"):  # the host's reader: no such run
+        raise BatchResultError(404, "Batch not found")
+    return None
 
 
 async def _mutate(payload: Any, context: ActionContext) -> Any:
@@ -226,7 +230,8 @@ async def test_an_enabled_action_answers_with_the_handlers_json(client: Any) -> 
     assert (response.status_code, response.json()) == (200, {"echo": {"q": 1}, "user": "default"})
     ((name, payload, context),) = calls
     assert (name, payload, dict(context.settings)) == ("echo", {"q": 1}, {"enabled": True, "limit": 5, "quota": 9})
-    assert context.principal.is_admin and context.agent_runs is None
+    # The host lends the action an agent-run handle bound to its principal (test_agent_runs_host).
+    assert context.principal.is_admin and isinstance(context.agent_runs, AgentRuns)
 
 
 async def test_the_viewer_header_must_name_the_principal(client: Any) -> None:
@@ -284,7 +289,7 @@ async def test_the_body_must_be_a_json_object(client: Any, body: bytes) -> None:
         ("rejects", 422, "Invalid plugin action input."),
         ("fails", 502, "Plugin action failed."),
         ("conflict", 409, "a run is active"),
-        ("batches", 503, "Durable batch storage is unavailable"),
+        ("batches", 404, "Batch not found"),  # a BatchResultError keeps its status
         ("mutates", 502, "Plugin action failed."),  # settings are read-only
         ("nan", 502, "Plugin action failed."),  # not JSON
     ],

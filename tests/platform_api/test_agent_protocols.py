@@ -19,14 +19,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
 from langgraph_sdk import get_client, get_sync_client
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import McpError
 from platform_support import Platform, human
 
 pytestmark = pytest.mark.e2e
@@ -45,8 +44,8 @@ async def _answer(platform: Platform, text: str, assistant_id: str = "lead_agent
 @asynccontextmanager
 async def _mcp(platform: Platform) -> AsyncIterator[ClientSession]:
     async with (
-        httpx2.AsyncClient(timeout=60) as http,
-        streamable_http_client(f"{platform.url}/mcp", http_client=http) as (read, write),
+        httpx.AsyncClient(timeout=60) as http,
+        streamable_http_client(f"{platform.url}/mcp", http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -75,10 +74,10 @@ async def test_the_mcp_client_lists_the_assistants_as_tools(platform: Platform, 
     assert {"lead_agent", travel_desk["tool"]} <= set(tools)
     assert tools[travel_desk["tool"]].description == "Plans trips."
     for tool in (tools["lead_agent"], tools[travel_desk["tool"]]):
-        assert tool.input_schema["type"] == "object" and "messages" in tool.input_schema["properties"]
+        assert tool.inputSchema["type"] == "object" and "messages" in tool.inputSchema["properties"]
     # A divergence: LangGraph's server gives the graph's input schema with `messages` a string
     # (one user message); ours a list of {role, content} messages, taking a string too.
-    messages = tools["lead_agent"].input_schema["properties"]["messages"]
+    messages = tools["lead_agent"].inputSchema["properties"]["messages"]
     assert messages["type"] == ("string" if platform.is_peer else "array")
 
 
@@ -92,7 +91,7 @@ async def test_the_mcp_client_calls_an_assistant_and_gets_its_answer(
         as_text = await session.call_tool(travel_desk["tool"], {"messages": question})
         as_list = await session.call_tool("lead_agent", {"messages": [{"role": "user", "content": question}]})
     for result in (as_text, as_list):
-        assert not result.is_error, _text(result)
+        assert not result.isError, _text(result)
         if platform.is_peer:
             # A divergence: LangGraph's server answers the repr of the run's whole final state;
             # ours the text of its final AI message.
@@ -111,7 +110,7 @@ async def test_an_mcp_call_asking_for_progress_gets_its_answer(platform: Platfor
     answer = await _answer(platform, question)
     async with _mcp(platform) as session:
         result = await session.call_tool("lead_agent", {"messages": question}, progress_callback=progress)
-    assert not result.is_error and answer in _text(result)
+    assert not result.isError and answer in _text(result)
     # A divergence: ours tells each step of the run (an event-stream answer); LangGraph's
     # server answers JSON only, with no progress.
     assert (heard == []) if platform.is_peer else ("model" in heard)
@@ -122,11 +121,11 @@ async def test_an_mcp_call_of_an_unknown_tool_is_refused(platform: Platform) -> 
         if platform.is_peer:
             # A divergence: LangGraph's server refuses it as a JSON-RPC error (invalid params);
             # ours answers a tool error naming the tool.
-            with pytest.raises(MCPError, match="Unknown tool"):
+            with pytest.raises(McpError, match="Unknown tool"):
                 await session.call_tool("nobody", {"messages": "hi"})
             return
         refused = await session.call_tool("nobody", {"messages": "hi"})
-    assert refused.is_error and "no tool named 'nobody'" in _text(refused)
+    assert refused.isError and "no tool named 'nobody'" in _text(refused)
 
 
 async def test_an_mcp_call_on_a_thread_continues_its_conversation(platform: Platform) -> None:
@@ -136,7 +135,7 @@ async def test_an_mcp_call_on_a_thread_continues_its_conversation(platform: Plat
     async with _mcp(platform) as session:
         for text in ("one", "two"):
             result = await session.call_tool("lead_agent", {"messages": text, "thread_id": thread})
-            assert not result.is_error, _text(result)
+            assert not result.isError, _text(result)
     state = await get_client(url=platform.url, api_key=None).threads.get_state(thread)
     assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "human", "ai"]
     assert state["values"]["messages"][-1]["content"] == _text(result)

@@ -165,7 +165,7 @@ def test_async_client_creates_searches_counts_and_deletes_crons(served: Served) 
 @pytest.mark.parametrize(
     ("body", "says"),
     [
-        ({"schedule": DAILY, "webhook": "https://example.com/hook"}, "webhooks are not served yet"),
+        ({"schedule": DAILY, "webhook": "http://example.com/hook"}, "http:// is refused"),
         ({"schedule": "* * * * * *"}, "has 6 field(s)"),
         ({"schedule": "61 * * * *"}, "not a valid cron expression"),
         ({"schedule": DAILY, "timezone": "Mars/Olympus"}, "timezone"),

@@ -1,39 +1,26 @@
 """``/api/mcp``: the official MCP client and LangChain's MCP adapters use the Gateway's
-assistants as tools (real uvicorn, embedded model, SQLite and PostgreSQL)."""
+assistants as tools (real uvicorn, SQLite and PostgreSQL; the embedded model, and a real
+``ChatOpenAI`` against the loopback provider on both sides of the adapters)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from protocol_support import TOKEN, gateway
 
+from fake_openai import FakeOpenAI
+
 _AUTH = {"Authorization": f"Bearer {TOKEN}"}
 _HERE = Path(__file__).parent
-_ADAPTERS = ("mcp>=1.24,<2", "langchain-mcp-adapters>=0.3.2", "httpx-sse>=0.4")
-"""langchain-mcp-adapters needs the 1.x MCP SDK (the Gateway serves on 2.x), so the agent
-that uses them runs in a process of its own with both installed for it alone (and httpx-sse, which
-the 1.x client imports and the Gateway's own dependencies do not bring)."""
-
-
-@pytest.fixture(scope="session")
-def adapters_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    target = tmp_path_factory.mktemp("mcp-adapters")
-    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), *_ADAPTERS]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot install {' '.join(_ADAPTERS)} for the client process: {done.stderr.strip()[-300:]}")
-    return str(target)
 
 
 def _text(result: Any) -> str:
@@ -57,19 +44,19 @@ async def test_the_official_client_lists_the_assistants_and_calls_one(tmp_path: 
         assert made.status_code == 200, made.text
         url = f"{served.base_url}/api/mcp"
         async with (
-            httpx2.AsyncClient(headers=_AUTH, timeout=60) as mcp_http,
-            streamable_http_client(url, http_client=mcp_http) as (read, write),
+            httpx.AsyncClient(headers=_AUTH, timeout=60) as mcp_http,
+            streamable_http_client(url, http_client=mcp_http) as (read, write, _),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert set(tools) == {"lead_agent", "Travel_desk"}
             assert tools["Travel_desk"].description == "Plans trips."
-            assert tools["Travel_desk"].input_schema["required"] == ["messages"]
+            assert tools["Travel_desk"].inputSchema["required"] == ["messages"]
 
             question = "what is the capital of France?"
             result = await session.call_tool("Travel_desk", {"messages": [{"role": "user", "content": question}]})
-            assert not result.is_error, _text(result)
+            assert not result.isError, _text(result)
             # The tool answers what /runs/wait answers for the same input: the same run machinery.
             assert _text(result) == await _wait_answer(http, made.json()["assistant_id"], question)
 
@@ -81,15 +68,15 @@ async def test_the_official_client_lists_the_assistants_and_calls_one(tmp_path: 
             second = await session.call_tool(
                 "lead_agent", {"messages": [{"role": "user", "content": "two"}], "thread_id": thread}
             )
-            assert not first.is_error and not second.is_error
+            assert not first.isError and not second.isError
             state = (await http.get(f"/api/threads/{thread}/state", headers=_AUTH)).json()
             assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "human", "ai"]
             assert state["values"]["messages"][-1]["content"] == _text(second)
 
             refused = await session.call_tool("nobody", {"messages": [{"role": "user", "content": "hi"}]})
-            assert refused.is_error and "no tool named 'nobody'" in _text(refused)
+            assert refused.isError and "no tool named 'nobody'" in _text(refused)
             bad = await session.call_tool("lead_agent", {"messages": [{"role": "robot", "content": "hi"}]})
-            assert bad.is_error and "messages.0" in _text(bad)
+            assert bad.isError and "messages.0" in _text(bad)
 
         # The front layer guards the endpoint like every route: no token, no MCP.
         unauthorised = await http.post("/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
@@ -106,8 +93,8 @@ async def test_a_call_asking_for_progress_hears_each_step_of_the_run(tmp_path: P
             heard.append((done, total, message))
 
         async with (
-            httpx2.AsyncClient(timeout=60) as mcp_http,
-            streamable_http_client(f"{served.base_url}/api/mcp", http_client=mcp_http) as (read, write),
+            httpx.AsyncClient(timeout=60) as mcp_http,
+            streamable_http_client(f"{served.base_url}/api/mcp", http_client=mcp_http) as (read, write, _),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
@@ -115,10 +102,10 @@ async def test_a_call_asking_for_progress_hears_each_step_of_the_run(tmp_path: P
             result = await session.call_tool(
                 "lead_agent", {"messages": "hello there", "thread_id": thread}, progress_callback=progress
             )
-            assert not result.is_error, _text(result)
+            assert not result.isError, _text(result)
             assert _text(result) == await _wait_answer(http, "lead_agent", "hello there")
             quiet = await session.call_tool("lead_agent", {"messages": "and again"})  # no token: a JSON answer
-            assert not quiet.is_error
+            assert not quiet.isError
         # One notification per node update of the run, in order, told before the result.
         [run] = (await http.get(f"/api/threads/{thread}/runs")).json()
         assert heard and [done for done, _, _ in heard] == list(range(1, len(heard) + 1))
@@ -127,26 +114,42 @@ async def test_a_call_asking_for_progress_hears_each_step_of_the_run(tmp_path: P
         assert run["status"] == "success"
 
 
+def _ask_the_gateway(body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | None:
+    """The loopback provider's tool choice: the client agent (offered ``lead_agent``) asks
+    the Gateway once; the Gateway's own lead agent (offered its built-in tools) just answers."""
+    offered = {tool["function"]["name"] for tool in body.get("tools", ())}
+    if "lead_agent" not in offered or any(m.get("role") == "tool" for m in body["messages"]):
+        return None
+    question = next(m["content"] for m in reversed(body["messages"]) if m.get("role") == "user")
+    return [("lead_agent", {"messages": question})]
+
+
 async def test_a_langchain_agent_in_another_process_uses_the_gateway_as_a_tool(
-    tmp_path: Path, database_url: str, adapters_path: str
+    tmp_path: Path, database_url: str
 ) -> None:
-    async with gateway(tmp_path, database_url) as served, served.client() as http:
-        src = str(Path(__file__).parents[2] / "src")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([adapters_path, src])}
-        agent = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(_HERE / "adapters_agent.py"),
-            f"{served.base_url}/api/mcp",
-            "hello there",
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(agent.communicate(), 120)
-        assert agent.returncode == 0, err.decode()[-2000:]
-        report = json.loads(out.decode().strip().splitlines()[-1])
+    """The client agent runs once on the embedded model and once on ``ChatOpenAI``; the
+    Gateway's own agent answers on ``ChatOpenAI`` (both against the loopback provider)."""
+    with FakeOpenAI(call_tools=_ask_the_gateway) as fake:
+        entry = {"name": "gpt", "use": "langchain_openai:ChatOpenAI", "model": "gpt-x", "api_key": "k"}
+        config = {"models": [{**entry, "base_url": fake.base_url}], "title": {"enabled": False}}
+        async with gateway(tmp_path, database_url, **config) as served, served.client() as http:
+            src = str(Path(__file__).parents[2] / "src")
+            agent = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(_HERE / "adapters_agent.py"),
+                f"{served.base_url}/api/mcp",
+                "hello there",
+                fake.base_url,
+                env={**os.environ, "PYTHONPATH": src},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(agent.communicate(), 120)
+            assert agent.returncode == 0, err.decode()[-2000:]
+            report = json.loads(out.decode().strip().splitlines()[-1])
+            answer = await _wait_answer(http, "lead_agent", "hello there")
         assert report["tools"] == ["lead_agent"]
-        assert report["tool_results"] == [await _wait_answer(http, "lead_agent", "hello there")]
+        assert report["embedded"] == report["chat_openai"] == [answer] == ["Echo: hello there"]
 
 
 async def test_a_call_whose_client_goes_away_cancels_its_run(tmp_path: Path, database_url: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-import httpx2
+import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 from mcp import ClientSession
@@ -26,13 +26,13 @@ async def test_an_mcp_tool_and_an_a2a_agent_answer_with_chat_openai(tmp_path: Pa
         }
         async with gateway(tmp_path, database_url, **config) as served, served.client() as http:
             async with (
-                httpx2.AsyncClient(timeout=60) as mcp_http,
-                streamable_http_client(f"{served.base_url}/api/mcp", http_client=mcp_http) as (read, write),
+                httpx.AsyncClient(timeout=60) as mcp_http,
+                streamable_http_client(f"{served.base_url}/api/mcp", http_client=mcp_http) as (read, write, _),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
                 result = await session.call_tool("lead_agent", {"messages": [{"role": "user", "content": "tea?"}]})
-            assert not result.is_error
+            assert not result.isError
             assert [part.text for part in result.content] == ["Echo: tea?"]
 
             resolver = A2ACardResolver(

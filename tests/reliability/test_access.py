@@ -176,7 +176,7 @@ async def test_extensions_config_writes_are_validated_and_bounded(tmp_path: Path
     app = create_app(make_settings(tmp_path, []))
     target = tmp_path / "extensions_config.json"
     async with live_server(app) as live, live.client() as client:
-        good = {"mcpServers": {"files": {"command": "mcp-files", "args": ["--root", "/srv"]}}, "skills": {}}
+        good = {"mcpServers": {"files": {"type": "http", "url": "https://mcp.example.com/files"}}, "skills": {}}
         assert (await client.put("/api/extensions-config", json=good)).status_code == 200
         written = target.read_bytes()
         bad_bodies = [

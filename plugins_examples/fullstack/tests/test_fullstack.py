@@ -51,7 +51,7 @@ def test_install_registers_one_plugin_with_every_part() -> None:
     install(registry, {"enabled": True})
     (plugin,) = registry.plugins
     assert (plugin.namespace, plugin.enabled) == (NAMESPACE, True)
-    assert [a.name for a in plugin.backend] == ["list", "add", "clear"]
+    assert [a.name for a in plugin.backend] == ["list", "add", "clear", "ask"]
     assert [t.name for t in plugin.tools] == ["remember"]
     assert isinstance(plugin.frontend, BrowserAssets) and plugin.frontend.module == MODULE
     assert [f.key for f in plugin.settings_contribution().fields] == ["enabled", "max_notes", "heading"]

@@ -3,7 +3,8 @@
 The host leans on a few names no library promises to keep: LangChain's chain composers and
 trace helpers, LangChain core's streaming route, LangGraph's state-channel reader and its
 PostgreSQL saver's cursor hook, FastAPI's and Starlette's router internals, langsmith's
-runtime overrides, ``importlib_metadata``'s distribution path, CPython's bytecode, uvicorn's
+runtime overrides, ``importlib_metadata``'s distribution path, CPython's bytecode and its sqlite3
+connection's handle (loading sqlite-vec where Python was built without extension loading), uvicorn's
 HTTP protocol class (a deadline for request heads). Each is reached only through the module
 here named after its library, which
 

@@ -30,6 +30,7 @@ RunContext = TypedDict(
         "run_id": str | None,
         "task_id": str | None,
         "agent_name": str,
+        "user_id": str,
         "sandbox_lease": Any,
         # mypy takes literal keys only; these two are the contract's and the snapshot's names.
         EXTENSION_TASK_STORE_KEY: ExtensionData,  # type: ignore[misc]
@@ -38,7 +39,7 @@ RunContext = TypedDict(
     total=False,
 )
 
-_HOST_KEYS = ("thread_id", "run_id", "task_id", "agent_name", "sandbox_lease", EXTENSION_TASK_STORE_KEY)
+_HOST_KEYS = ("thread_id", "run_id", "task_id", "agent_name", "user_id", "sandbox_lease", EXTENSION_TASK_STORE_KEY)
 
 
 def build_run_context(
@@ -51,12 +52,18 @@ def build_run_context(
     task_store: ExtensionData | None,
     extensions: LoadedExtensions | None,
     sandbox_lease: Any = None,
+    user_id: str | None = None,
 ) -> dict[str, Any]:
-    """Caller values first, then the host's: a caller value under a host key never wins."""
+    """Caller values first, then the host's: a caller value under a host key never wins.
+
+    ``user_id`` is whose run it is (DeerFlow's runtime-context key, which plugin tools read
+    for their principal): absent when the host records none, never the caller's."""
     context: dict[str, Any] = dict(caller or {})
     for key in _HOST_KEYS:
         context.pop(key, None)
     context.update(thread_id=thread_id, run_id=run_id, task_id=task_id, agent_name=agent_name)
+    if user_id is not None:
+        context["user_id"] = user_id
     if sandbox_lease is not None:
         context["sandbox_lease"] = sandbox_lease
     if task_store is not None:

@@ -19,8 +19,10 @@ from langgraph.types import Checkpointer, Command
 
 from deerflow_ext.config.schema import AppConfig, ModelPurpose
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, get_loaded_extensions
+from deerflow_ext.mcp_servers import McpServers
 from deerflow_ext.memory.manager import MemoryManager
 from deerflow_ext.persistence.checkpointer import run_writes
+from deerflow_ext.skills import SkillShelf
 from deerflow_ext.tokens import TokenUsage
 from deerflow_extension_api import ExtensionData
 
@@ -89,11 +91,13 @@ class LeadRunRequest(LeadRunInput):
     is read from it); with ``subgraphs`` an event from a subgraph reaches ``emit`` as
     ``"<mode>|<namespace>"``. ``metadata`` holds the run id, the assistant and the
     client's run metadata. ``events`` streams LangChain's callback events too
-    (``emit("events", event)``).
+    (``emit("events", event)``). ``user_id`` is the principal the run is for: its tools
+    and subagents read it from the runtime context (``user_id``, a host key).
     """
 
     thread_id: str = field(kw_only=True)
     run_id: str = field(kw_only=True)
+    user_id: str | None = field(default=None, kw_only=True)
     stream_modes: tuple[str, ...] = DEFAULT_GRAPH_STREAM_MODES
     recursion_limit: int = DEFAULT_RECURSION_LIMIT
     events: bool = False
@@ -131,8 +135,16 @@ class AgentHost:
         model_name: str | None = None,
         extensions: LoadedExtensions | None = None,
         store: BaseStore | None = None,
+        skills: SkillShelf | None = None,
+        mcp_servers: McpServers | None = None,
     ) -> None:
         self.config = config
+        # The skills folder and extensions_config.json the lead prompt lists skills from,
+        # read again when they change (None: no skills).
+        self.skills = skills
+        # The MCP servers of extensions_config.json (mcp_servers/): their tools join each
+        # lead run's and each subagent's; None (an embedded host) means none.
+        self.mcp_servers = mcp_servers
         self.checkpointer = checkpointer
         # The LangGraph store the lead graph is compiled with (``runtime.store`` in a tool or
         # middleware): the Gateway's, which its ``/store`` routes serve too.
@@ -170,7 +182,12 @@ class AgentHost:
         return claimed if claimed is not None else self.model_name
 
     def make_lead_agent(
-        self, *, extensions: LoadedExtensions, task_store: ExtensionData | None = None, reuse: bool = False
+        self,
+        *,
+        extensions: LoadedExtensions,
+        task_store: ExtensionData | None = None,
+        reuse: bool = False,
+        mcp_tools: Sequence[Any] = (),
     ) -> Any:
         """Build the lead graph (sync) under ``extensions``.
 
@@ -178,7 +195,8 @@ class AgentHost:
         context. It is accepted so callers hand construction the same objects as the run.
         ``reuse`` shares the compiled graph with this host's earlier runs of the same shape
         (a :class:`~.reuse.BoundGraph`, run with ``astream``/``ainvoke``); without it the
-        graph is compiled over this construction's own stack.
+        graph is compiled over this construction's own stack. ``mcp_tools``: the MCP servers'
+        tools for this run (:meth:`run_lead` asks them of ``mcp_servers``).
         """
         del task_store
         return make_lead_agent(
@@ -190,7 +208,9 @@ class AgentHost:
             store=self.store,
             memory=self.memory,
             task_tool=self._task_tool(),
+            skills=self.skills.enabled() if self.skills is not None else (),
             graphs=self._graphs if reuse else None,
+            extra_tools=mcp_tools,
         )
 
     def _task_tool(self) -> Any:
@@ -203,7 +223,10 @@ class AgentHost:
         """
         if self._cached_task_tool is None and self.config.subagents.enabled:
             self._cached_task_tool = subagent_task_tool(
-                self.config, model_factory=self.model_factory, model_name=self.purpose_model_name("subagent")
+                self.config,
+                model_factory=self.model_factory,
+                model_name=self.purpose_model_name("subagent"),
+                mcp_tools=self.mcp_servers.ready_tools if self.mcp_servers is not None else None,
             )
         return self._cached_task_tool
 
@@ -216,7 +239,8 @@ class AgentHost:
         emit: Emit | None = None,
     ) -> LeadRunResult:
         """Build the agent, run it and its goal continuations, and report the outcome."""
-        graph = self.make_lead_agent(extensions=extensions, task_store=task_store, reuse=True)
+        mcp_tools = await self.mcp_servers.tools() if self.mcp_servers is not None else ()
+        graph = self.make_lead_agent(extensions=extensions, task_store=task_store, reuse=True, mcp_tools=mcp_tools)
         context = build_run_context(
             request.context,
             thread_id=request.thread_id,
@@ -225,6 +249,7 @@ class AgentHost:
             agent_name="lead",
             task_store=task_store,
             extensions=extensions,
+            user_id=request.user_id,
         )
         run_config: dict[str, Any] = {
             "configurable": {"thread_id": request.thread_id},
@@ -338,9 +363,14 @@ class AgentHost:
         return values, interrupted
 
     async def aclose(self) -> None:
-        """Flush pending memory extraction (on a thread: the engine's flush blocks)."""
-        if self.memory is not None:
-            await asyncio.to_thread(self.memory.flush)
+        """Flush pending memory extraction (on a thread: the engine's flush blocks); stop the
+        MCP servers."""
+        try:
+            if self.memory is not None:
+                await asyncio.to_thread(self.memory.flush)
+        finally:
+            if self.mcp_servers is not None:
+                await self.mcp_servers.aclose()
 
 
 async def _stream_with_events(

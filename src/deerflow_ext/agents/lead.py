@@ -32,7 +32,9 @@ from deerflow_ext.extensions.composition.assembly import (
 from deerflow_ext.extensions.composition.plugin_tools import merge_tools, plugin_tools, tool_source
 from deerflow_ext.extensions.composition.stack import compose_middleware_stack, host_layers
 from deerflow_ext.extensions.contract.snapshot import LoadedExtensions, bound_extensions, build_extensions
+from deerflow_ext.mcp_servers.origin import mcp_origin
 from deerflow_ext.memo import DescriptorMemo
+from deerflow_ext.skills import Skill, load_skill_tool, skills_prompt
 from deerflow_ext.subagents.executor import SubagentBuilder
 from deerflow_ext.subagents.task_tool import make_task_tool
 from deerflow_extension_api import (
@@ -160,6 +162,14 @@ def _describe_stack(
     return tuple(described)
 
 
+def _describe_tool(tool: Any) -> Any:
+    """A tool's descriptor; an MCP server's tool names its server and transport."""
+    origin = mcp_origin(tool)
+    if origin is None:
+        return describe_tool(tool, tool_source(tool))
+    return describe_tool(tool, "mcp", mcp_server=origin.server, mcp_transport=origin.transport)
+
+
 def effective_policies(config: AppConfig, policy: HostPolicySnapshot, scope: AgentScope) -> dict[str, Any]:
     """The limits that shape this agent's behaviour, as plain JSON for the descriptor."""
     policies: dict[str, Any] = {
@@ -212,8 +222,11 @@ def build_agent(
     memory: Any | None = None,
     graphs: CompiledGraphs | None = None,
     store: BaseStore | None = None,
+    enabled_skills: tuple[str, ...] = (),
 ) -> Any:
     """Build one agent graph; shared by the lead and subagent builders.
+
+    ``enabled_skills`` names the skills the prompt lists (the assembly reports them).
 
     With ``graphs``, a graph compiled for an earlier construction of the same shape is
     reused, bound to this construction's stack and model (``agents/reuse.py``); everything
@@ -225,7 +238,8 @@ def build_agent(
     factory = model_factory or (lambda name: create_chat_model(config, name))
     with bound_extensions(ext):
         # Plugin model tools join the host's, after them: a host tool keeps its name.
-        tools = merge_tools(tools, plugin_tools(ext)) if ext.plugins else tools
+        if ext.plugins:
+            tools = merge_tools(tools, plugin_tools(ext, _tool_groups(config, scope)))
         model = factory(model_name)
         policy = project_policy(config, scope, agent_name)
         host = build_host_stack(
@@ -277,7 +291,7 @@ def build_agent(
 
         def describe() -> AgentAssemblyDescriptor:
             all_tools = [*tools, *(t for m in stack for t in getattr(m, "tools", ()) or ())]
-            described_tools = tuple(describe_tool(t, tool_source(t)) for t in all_tools)
+            described_tools = tuple(map(_describe_tool, all_tools))
             middlewares = _describe_stack(stack, layers, config, scope, policy, memory)
             effective_model = effective_model_name(model)
             build = build_info()
@@ -298,7 +312,7 @@ def build_agent(
                     tools=described_tools,
                     middlewares=middlewares,
                     deferred_tool_names=(),
-                    enabled_skills=(),
+                    enabled_skills=enabled_skills,
                     effective_policies=effective_policies(config, policy, scope),
                     build=build,
                 )
@@ -308,7 +322,15 @@ def build_agent(
             return _descriptors.descriptor(
                 agent_name,
                 same=(config, *middlewares),
-                inputs=(scope, model_name, effective_model, system_prompt, described_tools, tuple(build.items())),
+                inputs=(
+                    scope,
+                    model_name,
+                    effective_model,
+                    system_prompt,
+                    described_tools,
+                    enabled_skills,
+                    tuple(build.items()),
+                ),
                 build=new,
             )
 
@@ -329,8 +351,10 @@ def make_lead_agent(
     task_tool: BaseTool | None = None,
     graphs: CompiledGraphs | None = None,
     store: BaseStore | None = None,
+    skills: Sequence[Skill] = (),
 ) -> Any:
-    """The lead agent: built-in tools plus ``task`` (when subagents are enabled).
+    """The lead agent: built-in tools plus ``task`` (when subagents are enabled), and with
+    ``skills`` their list in the prompt and the ``load_skill`` tool (``deerflow_ext.skills``).
 
     ``task_tool`` lets a long-lived caller (``AgentHost``) pass one it built once for the
     same config, model factory and model name; otherwise one is made here. ``graphs``:
@@ -339,6 +363,9 @@ def make_lead_agent(
     tools: list[BaseTool] = [*builtin_tools(), *extra_tools]
     if config.subagents.enabled:
         tools.append(task_tool or subagent_task_tool(config, model_factory=model_factory, model_name=model_name))
+    if skills:
+        tools.append(load_skill_tool(skills))
+        system_prompt += skills_prompt(skills)
     return build_agent(
         config,
         scope=AgentScope.LEAD,
@@ -352,7 +379,16 @@ def make_lead_agent(
         memory=memory,
         graphs=graphs,
         store=store,
+        enabled_skills=tuple(skill.name for skill in skills),
     )
+
+
+def _tool_groups(config: AppConfig, scope: AgentScope) -> list[str] | None:
+    """The plugin tool groups an agent of ``scope`` gets (None: every group): the lead's
+    ``tool_groups``; a subagent's ``subagents.tool_groups``, else the lead's."""
+    if scope is AgentScope.SUBAGENT and config.subagents.tool_groups is not None:
+        return config.subagents.tool_groups
+    return config.tool_groups
 
 
 def make_subagent(
@@ -363,8 +399,10 @@ def make_subagent(
     model_name: str | None = None,
     model_factory: ModelFactory | None = None,
     graphs: CompiledGraphs | None = None,
+    extra_tools: Sequence[BaseTool] = (),
 ) -> Any:
-    """A subagent graph: same builder, ``AgentScope.SUBAGENT``, built-in tools only, no checkpointer."""
+    """A subagent graph: same builder, ``AgentScope.SUBAGENT``, no checkpointer; the built-in
+    tools and ``extra_tools`` (the MCP servers', as DeerFlow's subagents get them), no ``task``."""
     return build_agent(
         config,
         scope=AgentScope.SUBAGENT,
@@ -372,20 +410,25 @@ def make_subagent(
         extensions=extensions,
         model_name=model_name,
         model_factory=model_factory,
-        tools=builtin_tools(),
+        tools=[*builtin_tools(), *extra_tools] if extra_tools else builtin_tools(),
         system_prompt=SUBAGENT_SYSTEM_PROMPT,
         graphs=graphs,
     )
 
 
 def subagent_builder(
-    config: AppConfig, *, model_name: str | None = None, model_factory: ModelFactory | None = None
+    config: AppConfig,
+    *,
+    model_name: str | None = None,
+    model_factory: ModelFactory | None = None,
+    mcp_tools: Callable[[], Sequence[BaseTool]] | None = None,
 ) -> SubagentBuilder:
     """How a delegation builds its subagent: :func:`make_subagent` on this config and model.
 
     The wiring is explicit: the executor is handed this builder instead of importing the
     agent builders (which import the ``task`` tool, which imports the executor). The
     builder reuses its compiled subagent graphs across delegations (``agents/reuse.py``).
+    ``mcp_tools`` answers the MCP servers' tools at each delegation (it starts nothing).
     """
     graphs = CompiledGraphs()
 
@@ -397,15 +440,19 @@ def subagent_builder(
             model_name=model_name,
             model_factory=model_factory,
             graphs=graphs,
+            extra_tools=mcp_tools() if mcp_tools is not None else (),
         )
 
     return build
 
 
 def subagent_task_tool(
-    config: AppConfig, *, model_factory: ModelFactory | None = None, model_name: str | None = None
+    config: AppConfig,
+    *,
+    model_factory: ModelFactory | None = None,
+    model_name: str | None = None,
+    mcp_tools: Callable[[], Sequence[BaseTool]] | None = None,
 ) -> BaseTool:
     """The lead's ``task`` tool, delegating to subagents built by :func:`subagent_builder`."""
-    return make_task_tool(
-        config, build_subagent=subagent_builder(config, model_name=model_name, model_factory=model_factory)
-    )
+    builder = subagent_builder(config, model_name=model_name, model_factory=model_factory, mcp_tools=mcp_tools)
+    return make_task_tool(config, build_subagent=builder)

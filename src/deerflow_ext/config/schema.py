@@ -9,23 +9,37 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .plugin_values import SettingValueIn
+from .ttl import CheckpointerConfig, StoreTTLConfig
+from .webhooks_config import WebhooksConfig
 
 __all__ = [
     "JSON_DEPTH_CEILING",
     "MIN_TOKEN_CHARS",
     "MODEL_PURPOSES",
+    "AccessRule",
     "AppConfig",
     "AuthConfig",
+    "AuthorizationConfig",
     "GatewayConfig",
     "GoalConfig",
     "HostAccess",
     "HttpConfig",
+    "McpConfig",
     "MemoryConfig",
     "ModelEntry",
     "ModelInvocationGrant",
@@ -33,6 +47,9 @@ __all__ = [
     "PluginEntry",
     "RequestLimits",
     "RetryConfig",
+    "SkillsConfig",
+    "StoreConfig",
+    "StoreIndexConfig",
     "SubagentsConfig",
     "SummarizationConfig",
     "TitleConfig",
@@ -252,6 +269,8 @@ class SubagentsConfig(_Strict):
     token_budget: TokenBudgetConfig | None = None
     # Per-agent overrides of the subagent budget, keyed by subagent name.
     agents: dict[str, TokenBudgetConfig] = Field(default_factory=dict)
+    #: The plugin model tool groups subagents get; None: the lead agent's (``tool_groups``).
+    tool_groups: list[str] | None = None
 
 
 class TitleConfig(_Strict):
@@ -274,6 +293,39 @@ class SummarizationConfig(_Strict):
 
 class GoalConfig(_Strict):
     max_continuations: int = Field(default=3, ge=0)
+
+
+class StoreIndexConfig(_Strict):
+    """``store.index``: the store's semantic search, in ``langgraph.json``'s keys.
+
+    ``embed`` is ``provider:model`` (LangChain's ``init_embeddings``), or ``module:attr`` /
+    ``./file.py:attr`` naming an ``Embeddings`` object or a function of a list of texts;
+    ``dims`` the length of its vectors; ``fields`` the JSON paths of a value that are
+    embedded (``$``: the whole value). What it resolves to is ``deerflow_ext.semantic``'s.
+    """
+
+    embed: str = Field(min_length=3, pattern=r"^[^:\s]+:\S+$")
+    dims: int = Field(ge=1, le=16000)
+    fields: list[str] = Field(default_factory=lambda: ["$"], min_length=1)
+
+
+class StoreConfig(_Strict):
+    """``store``: the LangGraph store's options. With no ``index``, ``query`` in a search is
+    ignored as LangGraph's own server ignores it without one (newest first, ``score`` null);
+    ``ttl`` is how long items live (``config.ttl``)."""
+
+    index: StoreIndexConfig | None = None
+    ttl: StoreTTLConfig = Field(default_factory=StoreTTLConfig)
+
+
+class SkillsConfig(_Strict):
+    """``skills``: where skill folders live (DeerFlow's ``skills/public`` and
+    ``skills/custom`` under ``path``; relative to ``config.yaml``'s folder). Which are on is
+    ``extensions_config.json``'s ``skills`` section."""
+
+    path: str = "skills"
+    #: DeerFlow's sandbox mount of the folder: accepted so its config loads, unused here.
+    container_path: str | None = None
 
 
 JSON_DEPTH_CEILING = 128
@@ -309,11 +361,45 @@ class GatewayConfig(_Strict):
     #: Bearer token every route except /health and /ok requires; prefer DEERFLOW_API_TOKEN.
     api_token: str | None = Field(default=None, repr=False)
     limits: RequestLimits = Field(default_factory=RequestLimits)
+    #: Whether runs leave the journal run evidence readers page (one write as a run ends):
+    #: unset, when the extensions have a service, router or plugin that could read it.
+    run_journal: bool | None = None
 
     @field_validator("api_token")
     @classmethod
     def _token_long_enough(cls, value: str | None) -> str | None:
         return None if value is None else long_enough_token(value)
+
+
+class AccessRule(_Strict):
+    """One role's rule on one resource, as DeerFlow's built-in RBAC reads it: ``allow`` is
+    ``"*"``, ``true`` (every target), ``false`` (none) or a list of targets, and absent means
+    every target; ``deny`` lists targets refused whatever ``allow`` says (deny wins)."""
+
+    allow: Literal["*"] | StrictBool | list[Annotated[StrictStr, Field(min_length=1)]] = "*"
+    deny: list[Annotated[StrictStr, Field(min_length=1)]] = Field(default_factory=list)
+
+    def permits(self, target: str) -> bool:
+        if target in self.deny:
+            return False
+        if self.allow == "*" or self.allow is True:
+            return True
+        return isinstance(self.allow, list) and target in self.allow
+
+
+class AuthorizationConfig(_Strict):
+    """Role-based authorization of plugin resources (DeerFlow's ``authorization:`` section).
+
+    ``roles`` maps a role to its rules per resource (``plugin_action``: targets
+    ``<namespace>/<action>``). A role with no rule for a resource is unrestricted on it, as
+    in DeerFlow; a principal without a known role cannot be answered, which ``fail_closed``
+    (the default) turns into a refusal. Internal callers take ``default_role``.
+    """
+
+    enabled: bool = False
+    fail_closed: bool = True
+    default_role: str = "user"
+    roles: dict[str, dict[str, AccessRule]] = Field(default_factory=dict)
 
 
 class HttpConfig(_Strict):
@@ -324,6 +410,34 @@ class HttpConfig(_Strict):
 
     disable_mcp: bool = False
     disable_a2a: bool = False
+    disable_webhooks: bool = Field(
+        default=False, description="Refuse every run's and cron's webhook (422): no URL is ever called."
+    )
+
+
+class McpConfig(_Strict):
+    """The agent's MCP servers (``extensions_config.json``'s ``mcpServers``): what an API
+    caller may point them at, and how long the Gateway waits for them.
+
+    A stdio server runs a command on this machine, and ``extensions_config.json`` is writable
+    over HTTP: a ``PUT`` whose stdio server has a new or changed ``command``, ``args`` or
+    ``env`` is refused (422) unless its command is in ``allowed_commands`` (the command as
+    written: a bare name or a path). A new or changed ``http``/``sse`` URL written over HTTP
+    must be ``https`` to a host that is no loopback, private or link-local address, unless it
+    starts with one of ``allowed_url_prefixes``. The CLI writes anything.
+    """
+
+    allowed_commands: list[str] = Field(default_factory=list)
+    allowed_url_prefixes: list[str] = Field(default_factory=list)
+    #: Seconds a run waits for a server that is starting; past it the run goes on without
+    #: that server's tools (the start goes on, for the next run).
+    startup_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Seconds one tool call may take before it is a tool error the model sees.
+    call_timeout_seconds: float = Field(default=60.0, gt=0)
+    #: A server that failed is started again after this many seconds, doubled per failure in
+    #: a row up to ``max_restart_backoff_seconds``.
+    restart_backoff_seconds: float = Field(default=1.0, ge=0)
+    max_restart_backoff_seconds: float = Field(default=60.0, ge=0)
 
 
 class AuthConfig(_Strict):
@@ -363,6 +477,16 @@ class AppConfig(_Strict):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     auth: AuthConfig | None = None
+    # Time to live of threads (langgraph.json's keys; ``config.ttl``).
+    checkpointer: CheckpointerConfig = Field(default_factory=CheckpointerConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
+    #: The lead agent's tool groups (DeerFlow's agent ``tool_groups``): plugin model tools
+    #: whose ``group`` is listed; None: every group.
+    tool_groups: list[str] | None = None
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -24,6 +24,7 @@ import dataclasses
 import gc
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,9 +39,11 @@ from deerflow_extension_api import AgentScope, ExtensionRuntimeDeps
 from ..agents.host import AgentHost
 from ..agents.model_access import GrantedModelInvoker
 from ..agents.policy import project_policy
+from ..agents.tools import BUILTIN_TOOL_NAMES
 from ..config.loading import ConfigError, load_app_config
 from ..config.schema import AppConfig, PluginEntry
 from ..config.settings import Settings
+from ..expiry import Expiry, default_thread_ttl, store_ttl_config
 from ..extensions.boundary.diagnostics import DiagnosticsList
 from ..extensions.boundary.loopwatch import DEFAULT_BLOCK_THRESHOLD, LoopWatchdog
 from ..extensions.boundary.memwatch import MemoryWatchdog
@@ -58,6 +61,7 @@ from ..extensions.serving.services_routers import (
     stop_services,
 )
 from ..identity import AuthLoadError, IdentityGate, build_identity_gate
+from ..mcp_servers import McpServers
 from ..persistence import (
     HostStore,
     create_engine,
@@ -76,12 +80,16 @@ from ..runtime.signals import PostgresRunSignals
 from ..runtime.stream import MemoryStreamBridge, StreamBridge
 from ..runtime.worker import RunCompletion
 from ..scheduling import CronStore, Due, Scheduler, clock_from_env
+from ..semantic import store_index_of
+from ..skills import SkillShelf
+from ..webhooks import WebhookService, filled_headers
 from .access import OPEN_PATHS, OPEN_PREFIXES, AccessPolicy, allowed_hosts, declare_token
 from .cors import cors_origins
 from .door import door
 from .errors import TolerantJSONResponse, install_error_handlers
 from .exit_bound import DEFAULT_EXIT_GRACE, ExitBound
 from .front import GatewayFront
+from .host_access import DEFAULT_SETTLE_SECONDS, install_host_access, service_evidence_reader
 from .principal import install_principal_resolver
 from .protocol_runs import GatewayServedRuns
 from .routes import HOST_ROUTERS
@@ -90,6 +98,7 @@ from .routes.extensions_config import EXTENSIONS_CONFIG_FILE
 from .routes.health import package_version
 from .routes.stateless import delete_left_threads
 from .state import GatewayRuntime
+from .webhook_orders import owed_on_recovery
 
 __all__ = ["AgentHostFactory", "GatewayOptions", "create_app", "load_gateway_extensions"]
 
@@ -130,12 +139,18 @@ class GatewayOptions:
     freeze_startup_heap: bool = False
 
 
-def _default_agent_host(extensions: LoadedExtensions) -> AgentHostFactory:
+def _default_agent_host(
+    extensions: LoadedExtensions, extensions_config: Path, skills: SkillShelf | None = None
+) -> AgentHostFactory:
     """``AgentHost`` on this app's snapshot: what it builds outside a run (thread state) uses
-    the app's extensions, never the process-wide set another app may have published."""
+    the app's extensions, never the process-wide set another app may have published. Its
+    agents get the tools of the MCP servers ``extensions_config`` lists."""
 
     def factory(config: AppConfig, checkpointer: Any, store: Any = None) -> Any:
-        return AgentHost(config, checkpointer=checkpointer, extensions=extensions, store=store)
+        servers = McpServers(extensions_config, config.mcp, reserved_names=(*BUILTIN_TOOL_NAMES, "task"))
+        return AgentHost(
+            config, checkpointer=checkpointer, extensions=extensions, store=store, skills=skills, mcp_servers=servers
+        )
 
     return factory
 
@@ -204,6 +219,7 @@ def create_app(
         settings = Settings()
     if config is None:
         config = load_app_config(settings.config)
+    filled_headers(config.webhooks, os.environ, str(settings.config))  # a variable missing: no start, one line
     opts = options or GatewayOptions()
     if opts.sse_heartbeat is None:
         opts = dataclasses.replace(opts, sse_heartbeat=settings.sse_heartbeat_seconds)
@@ -232,7 +248,13 @@ def create_app(
     app.state.extension_diagnostics = diagnostics
     app.state.entry_points = entry_points
     app.state.extensions_config_path = Path(settings.config).parent / EXTENSIONS_CONFIG_FILE
-    app.state.agent_host_factory = agent_host_factory or _default_agent_host(extensions)
+    # store.index resolved now: a bad embed stops startup with one line, not the first put.
+    app.state.store_index = store_index_of(config, settings.config)
+    # Skills: config.yaml's skills.path (beside it), switched by extensions_config.json.
+    skills = SkillShelf(Path(settings.config).parent / config.skills.path, app.state.extensions_config_path)
+    app.state.agent_host_factory = agent_host_factory or _default_agent_host(
+        extensions, app.state.extensions_config_path, skills
+    )
     app.state.agent_host_takes_store = agent_host_factory is None
     app.state.options = opts
     app.state.runtime = None
@@ -262,6 +284,7 @@ def create_app(
     if policy.token is not None or identity is not None:
         declare_token(app, users=identity is not None)
     install_principal_resolver(app, token_required=policy.token is not None, identity=identity is not None)
+    install_host_access(app)
     return app
 
 
@@ -368,14 +391,21 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     engine = create_engine(url, durability=durability, **pool)
     store: HostStore | None = None
     items: ItemStore | None = None
+    webhooks: WebhookService | None = None
     try:
         await upgrade_head(engine, table_prefixes=[p.prefix for p in extensions.table_prefixes])
         store = HostStore(make_session_factory(engine))
-        items = ItemStore(engine)  # the LangGraph store: /store routes and the graph's runtime.store
+        store.default_ttl = default_thread_ttl(config.checkpointer)  # checkpointer.ttl.default_ttl
+        webhooks = WebhookService(
+            config.webhooks, store.transactions, os.environ, disabled=config.http.disable_webhooks
+        )
+        # The LangGraph store: /store routes and the graph's runtime.store (store.ttl's defaults,
+        # semantic search included).
+        items = ItemStore(engine, ttl_config=store_ttl_config(config.store), index=state.store_index)
         expired = await items.sweep_expired()
         if expired:
             logger.info("deleted %d store item(s) past their time to live", expired)
-        orphaned = await store.interrupt_orphaned_runs()
+        orphaned = await store.interrupt_orphaned_runs(owed=owed_on_recovery(webhooks))
         if orphaned:
             logger.warning("marked %d run(s) left by a stopped process as interrupted", len(orphaned))
         settled = await store.settle_idle_busy_threads()
@@ -402,6 +432,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     completion_hooks=(_rollback_hook(agent_host),),
                     signals=signals,
                     streams=streams,
+                    journal=config.gateway.run_journal,
                 )
                 if signals is not None:
                     await signals.start(runs)
@@ -409,11 +440,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     app_store=extensions.app_store,
                     policy=_policy(config),
                     session_factory=store.session_factory,
+                    run_evidence_reader=service_evidence_reader(
+                        store, getattr(state, "run_evidence_settle_seconds", DEFAULT_SETTLE_SECONDS)
+                    ),
                 )
                 # Every service whose start is attempted is stopped, in reverse, whatever ends
                 # this block: a later startup step failing or startup being cancelled included.
                 services = AttemptedServices()
                 crons: Scheduler | None = None
+                expiry: Expiry | None = None
                 try:
                     await start_services(
                         extensions,
@@ -425,8 +460,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                     crons = _cron_scheduler(state, store)
                     if signals is not None:  # crons changed through another process wake this one
                         signals.subscribe(CRONS_CHANGED["kind"], crons.changed)
-                    state.runtime = GatewayRuntime(engine, store, runs, agent_host, checkpointer, items, crons)
+                    expiry = Expiry(
+                        store.transactions,
+                        checkpointer,
+                        items,
+                        checkpointer_config=config.checkpointer,
+                        store_config=config.store,
+                    )
+                    state.runtime = GatewayRuntime(
+                        engine, store, runs, agent_host, checkpointer, items, crons, webhooks=webhooks, expiry=expiry
+                    )
                     await crons.start()  # one query; no wake at all while no cron exists
+                    await webhooks.start()  # one query: what a stopped process still owed is sent
+                    expiry.start()  # a timer each; nothing on a run's path
                     async with state.protocol_endpoints.serving():
                         if opts.freeze_startup_heap:
                             _freeze_startup_heap()
@@ -436,6 +482,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
                         gc.unfreeze()
                     if crons is not None:
                         await crons.stop()  # no tick starts a run once the drain began
+                    if expiry is not None:
+                        await expiry.stop()
                     state.runtime = None
                     if opts.exit_bound:
                         bound = ExitBound(_shutdown_seconds(opts, services), grace=opts.exit_grace).arm()
@@ -443,6 +491,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             finally:
                 notification_loop.reset()
     finally:
+        if webhooks is not None:
+            await webhooks.stop()  # what the drained runs still owe is sent by the next start
         if store is not None:
             await store.aclose()  # SQLite: its transactions' thread and connection
         if items is not None:

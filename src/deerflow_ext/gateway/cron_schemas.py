@@ -2,11 +2,10 @@
 sends and reads them.
 
 A cron's run fields (``input``, ``config``, ``context``, ``metadata``, ``assistant_id``,
-``interrupt_*``, ``stream_*``, ``durability``, ``multitask_strategy``, ``checkpoint_during``)
-are kept as its ``payload`` and checked at creation as the run they will start
-(:class:`RunCreate`), so a payload no run would accept is a 422 now, not a failed run at
-its first tick. ``webhook`` is refused (422): no webhook is called yet, and a field a client
-relies on must not be dropped in silence.
+``interrupt_*``, ``stream_*``, ``durability``, ``multitask_strategy``, ``checkpoint_during``,
+``webhook``) are kept as its ``payload`` and checked at creation as the run they will start
+(:class:`RunCreate`; the ``webhook`` by the Gateway's URL policy), so a payload no run would
+accept is a 422 now, not a failed run at its first tick.
 """
 
 from __future__ import annotations
@@ -22,15 +21,12 @@ from .schemas import ASSISTANT_ID, MAX_OFFSET, Timestamp
 
 __all__ = [
     "RUN_FIELDS",
-    "WEBHOOKS_REFUSED",
     "CronCount",
     "CronCreate",
     "CronOut",
     "CronPatch",
     "CronSearch",
 ]
-
-WEBHOOKS_REFUSED = "webhook: webhooks are not served yet; leave webhook out (a cron's runs call no URL)"
 
 RUN_FIELDS = (
     "input",
@@ -46,6 +42,7 @@ RUN_FIELDS = (
     "stream_resumable",
     "durability",
     "multitask_strategy",
+    "webhook",
 )
 """What a cron keeps of its request as the payload of each run it starts."""
 
@@ -65,7 +62,9 @@ class _CronFields(BaseModel):
     checkpoint_during: bool | None = None
     interrupt_before: Any = None
     interrupt_after: Any = None
-    webhook: str | None = Field(default=None, description="Refused (422): webhooks are not served yet.")
+    webhook: str | None = Field(
+        default=None, description="Called when each of the cron's runs ended, as a run's webhook (422 if refused)."
+    )
     enabled: bool | None = None
     timezone: str | None = Field(default=None, description="An IANA time zone for the schedule; none: UTC.")
     stream_mode: Any = None

@@ -4,7 +4,8 @@ for a thread's cron, ``routes.runs``, beside the thread's other run routes).
 A cron is checked when it is created or changed as the runs it will start would be: its
 schedule and time zone (``scheduling.check_schedule``), its assistant (404) and its payload
 as a ``RunCreate`` (422 naming the field), so no tick finds a cron no run would take.
-``webhook`` is refused (422), never dropped.
+A ``webhook`` is checked by the Gateway's URL policy as a run's is (422 naming the reason),
+and again when each tick's run starts.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from pydantic import ValidationError
 
 from ..scheduling import CronDraft, CronStore, ScheduleError, Scheduler, check_schedule
 from .assistants import resolve_assistant
-from .cron_schemas import WEBHOOKS_REFUSED, CronCreate, CronOut, CronPatch
+from .cron_schemas import CronCreate, CronOut, CronPatch
 from .errors import validation_message
 from .schemas import RunCreate
-from .scoping import RUN_OWNER_KEY, authorized, request_user, visible_thread
+from .scoping import RUN_USER_METADATA_KEY, authorized, request_user, visible_thread
 from .state import GatewayRuntime
+from .webhook_orders import check_webhook
 
 __all__ = ["check_cron", "checked_payload", "create_cron", "cron_store_of", "scheduler_of"]
 
@@ -45,9 +47,11 @@ def checked_payload(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def check_cron(body: CronCreate | CronPatch, schedule: str, timezone: str | None) -> None:
+async def check_cron(
+    runtime: GatewayRuntime, body: CronCreate | CronPatch, schedule: str, timezone: str | None
+) -> None:
     if body.webhook is not None:
-        raise HTTPException(status_code=422, detail=WEBHOOKS_REFUSED)
+        await check_webhook(runtime, body.webhook)
     try:
         check_schedule(schedule, timezone)
     except ScheduleError as exc:
@@ -62,7 +66,7 @@ async def create_cron(
     ``request``: with ``auth``, its user's ``crons.create`` handler runs first (its
     ``metadata`` changes kept), the thread must be one the user may see (``threads.read``),
     and the cron and the runs it starts record the user (``user_id``, the runs' metadata)."""
-    check_cron(body, body.schedule, body.timezone)
+    await check_cron(runtime, body, body.schedule, body.timezone)
     metadata = dict(body.metadata or {})
     user = request_user(request) if request is not None else None
     if request is not None and user is not None:
@@ -82,7 +86,7 @@ async def create_cron(
     await resolve_assistant(runtime, body.assistant_id)  # 404 now rather than at every tick
     payload = checked_payload(body.run_payload())
     if user is not None:  # each tick's run is the user's, as if they had started it
-        payload["metadata"] = {**(payload.get("metadata") or {}), RUN_OWNER_KEY: user.identity}
+        payload["metadata"] = {**(payload.get("metadata") or {}), RUN_USER_METADATA_KEY: user.identity}
     scheduler = scheduler_of(runtime)
     draft = CronDraft(
         assistant_id=body.assistant_id,

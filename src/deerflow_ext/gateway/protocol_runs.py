@@ -19,6 +19,7 @@ from fastapi import FastAPI, HTTPException
 from pydantic import ValidationError
 
 from ..identity import REQUEST_USER
+from ..persistence.models import DEFAULT_USER_ID
 from ..protocols.runs import RunCall, RunRefused, StartedRun
 from ..runtime.stream_modes import WAIT_STREAM_MODES
 from ..runtime.wire import jsonable
@@ -76,16 +77,18 @@ class GatewayServedRuns:
         body = self._body(call)
         modes = call.stream_modes or WAIT_STREAM_MODES
         user = REQUEST_USER.get()  # with ``auth``: the protocol request's user, as a run route's
-        owner = user.identity if user is not None else None
+        # The run routes' owner rule (``scoping.run_owner``) without a request: the user with
+        # ``auth``, else the Gateway's one principal.
+        owner = user.identity if user is not None else DEFAULT_USER_ID
         owned: dict[str, Any] | None = None
         try:
             if user is not None:
                 gate = self._app.state.identity
                 body, owned = await owned_run(gate, user, runtime, call.thread_id or "", body, call.thread_id is None)
             if call.thread_id is None:
-                thread_id, handle = await start_stateless(runtime, body, modes, owner=owner, owner_metadata=owned)
+                thread_id, handle = await start_stateless(runtime, body, modes, user_id=owner, owner_metadata=owned)
             else:
-                handle = await start_run(runtime, call.thread_id, body, modes, owner=owner, owner_metadata=owned)
+                handle = await start_run(runtime, call.thread_id, body, modes, user_id=owner, owner_metadata=owned)
                 thread_id = call.thread_id
         except HTTPException as exc:
             raise RunRefused(exc.status_code, str(exc.detail)) from None

@@ -6,7 +6,7 @@ would otherwise run without the goal the client meant to set, and the client wou
 learn why. Every run option LangGraph defines *is* accepted; the ones the Gateway has no
 equivalent for are ignored, and say so in their description (``/docs``):
 
-* ``webhook``, ``feedback_keys``, ``langsmith_tracer``, ``on_completion`` on a thread's run
+* ``feedback_keys``, ``langsmith_tracer``, ``on_completion`` on a thread's run
   (a stateless run honours it), ``checkpoint_during``, ``strict_resume``, ``stream_resumable``
   (every run's stream is resumable);
 * stream modes ``tools`` and ``lifecycle`` (no events: see ``stream_modes``).
@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.messages import convert_to_messages
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..config.ttl import MAX_TTL_MINUTES
 from ..persistence.json_match import MAX_FILTER_KEYS, check_filter_keys
 from ..persistence.records import RunRecord, ThreadRecord
 from ..runtime.stream_modes import DEFAULT_STREAM_MODES, ApiStreamMode
@@ -45,6 +46,7 @@ __all__ = [
     "ASSISTANT_ID",
     "GRAPH_ID",
     "MAX_OFFSET",
+    "MAX_PRUNE_IDS",
     "MAX_THREAD_IDS",
     "NO_INPUT",
     "THREAD_ID_PATTERN",
@@ -61,7 +63,9 @@ __all__ = [
     "ThreadCreate",
     "ThreadOut",
     "ThreadPatch",
+    "ThreadPrune",
     "ThreadSearch",
+    "ThreadTTLIn",
     "TokenUsageOut",
     "selected",
 ]
@@ -236,7 +240,11 @@ class RunCreate(_Request):
     )
     interrupt_before: _Nodes = Field(default=None, description="Pause before these graph nodes ('*': every node).")
     interrupt_after: _Nodes = Field(default=None, description="Pause after these graph nodes ('*': every node).")
-    webhook: str | None = Field(default=None, description=_IGNORED + "no webhook is called.")
+    webhook: str | None = Field(
+        default=None,
+        description="Called (POST, LangGraph's payload, signed) once the run ended; a URL the Gateway's "
+        "webhooks.url policy refuses is a 422.",
+    )
     feedback_keys: list[str] | None = Field(default=None, description=_IGNORED + "no LangSmith feedback.")
     langsmith_tracer: dict[str, Any] | None = Field(default=None, description=_IGNORED + "use LangSmith's settings.")
     on_completion: Literal["delete", "keep"] | None = Field(
@@ -283,13 +291,29 @@ THREAD_ID_PATTERN = r"^[\w.:@~-]{1,64}$"
 control characters (one with them could be created but never addressed again)."""
 
 
+class ThreadTTLIn(_Request):
+    """A thread's ``ttl`` as ``langgraph_sdk`` sends it: minutes of inactivity after which
+    the sweep applies ``strategy`` (None: ``checkpointer.ttl.strategy``; ``deerflow_ext.expiry``)."""
+
+    strategy: Literal["delete", "keep_latest"] | None = None
+    ttl: float = Field(gt=0, le=MAX_TTL_MINUTES, allow_inf_nan=False)
+
+
+_TTL_DESCRIPTION = (
+    "minutes without activity after which the thread is deleted (strategy delete) or pruned to its "
+    f"latest checkpoint (keep_latest); a number is taken as delete's; at most {MAX_TTL_MINUTES} (100 years)"
+)
+
+
 class ThreadCreate(_Request):
     thread_id: str | None = Field(default=None, pattern=THREAD_ID_PATTERN)
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
     graph_id: str | None = None
     supersteps: list[dict[str, Any]] | None = None
-    ttl: Any = Field(default=None, description=_IGNORED + "threads are kept until deleted.")
+    ttl: ThreadTTLIn | Annotated[float, Field(gt=0, le=MAX_TTL_MINUTES, allow_inf_nan=False)] | None = Field(
+        default=None, description=_TTL_DESCRIPTION
+    )
 
     @field_validator("supersteps")
     @classmethod
@@ -301,7 +325,21 @@ class ThreadCreate(_Request):
 
 class ThreadPatch(_Request):
     metadata: dict[str, Any] = Field(default_factory=dict)
-    ttl: Any = Field(default=None, description=_IGNORED + "threads are kept until deleted.")
+    ttl: ThreadTTLIn | Annotated[float, Field(gt=0, le=MAX_TTL_MINUTES, allow_inf_nan=False)] | None = Field(
+        default=None, description=_TTL_DESCRIPTION + "; counted from now"
+    )
+
+
+MAX_PRUNE_IDS = 1000
+"""The most threads one ``threads.prune`` names: each is locked and pruned in one request."""
+
+
+class ThreadPrune(_Request):
+    """LangGraph's ``POST /threads/prune``: ``delete`` the threads (with their runs,
+    checkpoints and crons) or keep each with only its latest checkpoint (``keep_latest``)."""
+
+    thread_ids: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(max_length=MAX_PRUNE_IDS)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 _ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
@@ -424,6 +462,12 @@ class TokenUsageOut(BaseModel):
 _REQUEST_ONLY = ("assistant_id", "metadata", "multitask_strategy")
 
 
+def request_kwargs(stored: dict[str, Any]) -> dict[str, Any]:
+    """A run's ``kwargs`` as LangGraph shows them: its stored request but the fields the run
+    shows on their own (``RunOut``, and the webhook payload)."""
+    return {k: v for k, v in stored.items() if k not in _REQUEST_ONLY}
+
+
 class RunOut(BaseModel):
     run_id: str
     thread_id: str
@@ -454,7 +498,7 @@ class RunOut(BaseModel):
             status=record.status,
             metadata=dict(stored.get("metadata") or {}),
             multitask_strategy=str(stored.get("multitask_strategy") or "interrupt"),
-            kwargs={k: v for k, v in stored.items() if k not in _REQUEST_ONLY},
+            kwargs=request_kwargs(stored),
             outcome=record.outcome,
             input=stored,
             answer=record.answer,

@@ -17,22 +17,36 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from ..extensions.composition.plugin_tools import RUN_USER_CONTEXT_KEY
+from deerflow_extension_api import resolve_principal
+
 from ..identity import AuthenticatedUser, Filters, IdentityGate
+from ..persistence.models import DEFAULT_USER_ID
 from ..persistence.records import ThreadRecord
 from .state import GatewayRuntime
 
-__all__ = ["RUN_OWNER_KEY", "admin_only", "authorized", "request_user", "visible_thread"]
+__all__ = ["RUN_USER_METADATA_KEY", "admin_only", "authorized", "request_user", "run_owner", "visible_thread"]
 
-RUN_OWNER_KEY = RUN_USER_CONTEXT_KEY
-"""The run metadata key (and run context key) that records the user who created the run,
-LangGraph's own name for it (``langgraph_auth_user_id``): agent code, run readers and plugin
-tools read it there."""
+RUN_USER_METADATA_KEY = "langgraph_auth_user_id"
+"""The run metadata key that records the authenticated user who started a run (``auth``),
+LangGraph's own name for it, so LangGraph clients and run readers find it where they look.
+It repeats the run's owner (``runs.user_id``); the run's context carries the owner under the
+host key ``user_id``, which plugin tools read."""
 
 
-def request_user(request: Request) -> AuthenticatedUser | None:
+def run_owner(request: object) -> str:
+    """Whose run ``request`` starts: the one rule for a run's owner. The request's principal
+    (with ``auth``, the authenticated user; without, the Gateway's one principal), and
+    ``default`` for a request with none. Recorded as ``runs.user_id``, set as the run
+    context's ``user_id`` by the host, and, with ``auth``, in the run's metadata under
+    :data:`RUN_USER_METADATA_KEY`."""
+    principal = resolve_principal(request)
+    return principal.user_id if principal is not None else DEFAULT_USER_ID
+
+
+def request_user(request: object) -> AuthenticatedUser | None:
     """The user ``auth`` authenticated for ``request``; None without ``auth``."""
-    user = request.scope.get("user")
+    scope = getattr(request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
     return user if isinstance(user, AuthenticatedUser) else None
 
 

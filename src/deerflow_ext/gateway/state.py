@@ -26,6 +26,12 @@ class GatewayRuntime:
     # The cron scheduler (``scheduling.Scheduler``) the crons routes write through and wake;
     # None where a Gateway is built without one.
     crons: Any = None
+    # The TTL sweeps and thread expiry (``expiry.Expiry``) the thread routes set a client's
+    # ``ttl`` and prune through; None where a Gateway is built without one.
+    expiry: Any = None
+    # The webhooks (``webhooks.WebhookService``): the URL policy the run routes check and the
+    # delivery worker a run's end wakes; None where a Gateway is built without one.
+    webhooks: Any = None
 
 
 def runtime_of(request: Request) -> GatewayRuntime:

@@ -23,7 +23,9 @@ from .models import (
     ThreadStatus,
 )
 from .records import PROCESS_OWNER, HostStore, RunRecord, ThreadNotFoundError, ThreadRecord, owner_is_dead
+from .run_events_table import RUN_EVENTS  # on Base.metadata, as the run journal's
 from .store_table import STORE_ITEMS  # on Base.metadata wherever the host's tables are
+from .webhook_table import WEBHOOK_OUTBOX  # on Base.metadata, as the webhook worker's
 
 __all__ = [
     "ASSISTANTS",
@@ -34,7 +36,9 @@ __all__ = [
     "HOST_VERSION_TABLE",
     "MIGRATIONS_DIR",
     "PROCESS_OWNER",
+    "RUN_EVENTS",
     "STORE_ITEMS",
+    "WEBHOOK_OUTBOX",
     "Base",
     "HostStore",
     "RunOutcome",

@@ -14,20 +14,31 @@ A search or a namespace listing, whose size a client sets, never runs on the eve
 SQLite it always goes to the connection's thread (``Transactions.read_aside``), and it reads
 values by key, a few at a time, up to :data:`SEARCH_ANSWER_BYTES`.
 
-What it does not do: vector search. ``SearchOp.query`` is ignored (results come in
-``updated_at`` order, newest first, ``score`` None), as LangGraph's own stores do without an
-index configured; ``PutOp.index`` is accepted and ignored likewise.
+Semantic search, with an index (``store.index`` in config.yaml: ``semantic.StoreIndex``): a
+put embeds its value's configured fields (or the put's own ``index`` list; ``index=False``:
+none) before anything is written, off the event loop, and writes the item and its vectors in
+one transaction; a search with a ``query`` embeds it likewise and ranks by cosine similarity
+(``item_vectors``), each item with its ``score``; filters, the namespace prefix, ``limit`` and
+``offset`` apply as without one. With no index configured, ``SearchOp.query`` and
+``PutOp.index`` are ignored, as LangGraph's own stores ignore them without an index (newest
+first, ``score`` None), and a put is the one statement it always was.
 
 TTL: a put with ``ttl`` (minutes) expires the item then; reads skip expired items and,
-with ``refresh_ttl``, push the deadline forward by the item's ttl again.
-:meth:`ItemStore.sweep_expired` deletes what has expired (the Gateway calls it at startup).
+with ``refresh_ttl``, push the deadline forward by the item's ttl again. ``ttl_config``
+(``store.ttl`` in config.yaml: ``default_ttl``, ``refresh_on_read``) is LangGraph's
+``BaseStore.ttl_config``: what a put without ``ttl`` and a read without ``refresh_ttl`` get
+through ``aput``/``aget``/``asearch`` (the graph's ``runtime.store``; the ``/store`` routes
+ask :meth:`ItemStore.default_ttl` and :meth:`ItemStore.refresh_on_read`).
+:meth:`ItemStore.sweep_expired` deletes what has expired, in bounded batches off the event
+loop (the Gateway calls it at startup and every ``sweep_interval_minutes``: ``deerflow_ext.expiry``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,6 +52,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 from sqlalchemy import (
     ColumnElement,
@@ -59,6 +71,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from deerflow_ext.semantic import StoreIndex, embed_items, embed_query, texts_to_embed
+
 from . import sqlite_statements
 from .item_matching import (
     SEPARATOR,
@@ -70,12 +84,13 @@ from .item_matching import (
     split_namespace,
     truncate,
 )
+from .item_vectors import delete_vectors, has_pgvector, insert_vectors, ranked_keys, vector_rows
 from .loop_statements import LoopStatements, aclose_after
 from .models import utcnow
 from .store_table import STORE_ITEMS
 from .transactions import Transactions, transactions_for
 
-__all__ = ["MAX_TTL_MINUTES", "SEARCH_ANSWER_BYTES", "ItemStore"]
+__all__ = ["MAX_TTL_MINUTES", "SEARCH_ANSWER_BYTES", "SWEEP_BATCH", "SWEEP_BATCHES", "ItemStore"]
 
 MAX_TTL_MINUTES = 100 * 366 * 24 * 60
 """The longest time to live a put may ask for: 100 years, in minutes. A deadline past what a
@@ -100,7 +115,21 @@ _REFRESH_ITEM = (
     .where(_T.c.prefix == bindparam("p_prefix"), _T.c.key == bindparam("p_key"))
     .values(expires_at=bindparam("p_expires_at"))
 )
-_SWEEP = delete(_T).where(_T.c.expires_at <= bindparam("p_now"))
+SWEEP_BATCH = 500
+"""Expired items one sweep transaction deletes at most; a sweep takes batches until one
+comes back short (or :data:`SWEEP_BATCHES` of them: the rest wait for the next sweep)."""
+SWEEP_BATCHES = 200
+
+# The oldest expired items, locked where they are (``SKIP LOCKED``: rows another process's
+# sweep holds are skipped, so two processes never wait on each other's batch).
+_EXPIRED = (
+    select(_T.c.prefix, _T.c.key)
+    .where(_T.c.expires_at <= bindparam("p_now"))
+    .order_by(_T.c.expires_at)
+    .limit(bindparam("p_limit"))
+    .with_for_update(skip_locked=True)
+)
+_SWEEP = delete(_T).where(tuple_(_T.c.prefix, _T.c.key).in_(_EXPIRED.scalar_subquery()))
 
 
 @functools.cache
@@ -118,12 +147,11 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _under(prefix: str) -> ColumnElement[bool]:
+def _under(prefix: str, column: Any = _T.c.prefix) -> ColumnElement[bool]:
     """Rows whose namespace is ``prefix`` or lies under it, as a range on the primary key:
     in bytewise order (SQLite's; PostgreSQL's "C" collation on this column) every text that
     starts with "a.b." sorts at or after it and before "a.b/". (Not ``LIKE``: SQLite's
     ignores case, and a label may hold ``%`` or ``_``.)"""
-    column = _T.c.prefix
     below = prefix + chr(ord(SEPARATOR) + 1)
     return or_(column == prefix, (column >= prefix + SEPARATOR) & (column < below))
 
@@ -132,23 +160,37 @@ def _expiry(now: datetime, ttl_minutes: float | None) -> datetime | None:
     return None if ttl_minutes is None else now + timedelta(minutes=ttl_minutes)
 
 
-def _item(row: Any, kind: type[Item] = Item) -> Any:
+def _item(row: Any, kind: type[Item] = Item, score: float | None = None) -> Any:
     namespace = split_namespace(row.prefix)
     value = dict(row.value)
     created, updated = _aware(row.created_at), _aware(row.updated_at)
     if kind is SearchItem:
-        return SearchItem(namespace, row.key, value, created, updated)
+        return SearchItem(namespace, row.key, value, created, updated, score)
     return Item(namespace=namespace, key=row.key, value=value, created_at=created, updated_at=updated)
+
+
+class _Semantic:
+    """What a batch's semantic work computed before its transaction: each indexed put's
+    vectors (by op; ``None``: the put is not indexed), each query's vector, and whether the
+    PostgreSQL database has pgvector (asked once per store, in the first search)."""
+
+    __slots__ = ("pgvector", "puts", "queries")
+
+    def __init__(self) -> None:
+        self.puts: dict[int, list[tuple[str, list[float]]] | None] = {}
+        self.queries: dict[str, list[float]] = {}
+        self.pgvector: bool | None = None
 
 
 class _Batch:
     """One batch's ops run in order on one connection; the TTL refreshes its reads owe."""
 
-    def __init__(self, conn: Connection, now: datetime) -> None:
+    def __init__(self, conn: Connection, now: datetime, semantic: _Semantic | None = None) -> None:
         self.conn = conn
         self.dialect = conn.dialect.name
         self.now = now
         self.refresh: list[dict[str, Any]] = []
+        self.semantic = semantic
 
     def run(self, op: Op) -> Result:
         if isinstance(op, PutOp):
@@ -165,9 +207,14 @@ class _Batch:
     def put(self, op: PutOp) -> None:
         prefix = join_namespace(op.namespace)
         if op.value is None:
-            self.conn.execute(_DELETE_ITEM, {"p_prefix": prefix, "p_key": op.key})
+            self.conn.execute(_DELETE_ITEM, {"p_prefix": prefix, "p_key": op.key})  # its vectors: cascade
         else:
             self.conn.execute(_upsert(self.dialect), _put_row(op, prefix, self.now))
+            if self.semantic is not None:  # the old value's vectors go, the new one's (if any) come
+                delete_vectors(self.conn, prefix, op.key)
+                embedded = self.semantic.puts.get(id(op))
+                if embedded:
+                    insert_vectors(self.conn, vector_rows(prefix, op.key, embedded, self.dialect))
 
     def get(self, op: GetOp) -> Item | None:
         params = {"p_prefix": join_namespace(op.namespace), "p_key": op.key, "p_now": self.now}
@@ -185,17 +232,38 @@ class _Batch:
         of values. Never a value read twice or a scan re-sorted page by page (an ``OFFSET``
         that grows, as the filtered scan once was: 21 s for 1,000 items of 200 KiB)."""
         check_filter(op.filter)
-        keys = select(_T.c.prefix, _T.c.key).where(_LIVE)
-        if op.namespace_prefix:
-            keys = keys.where(_under(join_namespace(op.namespace_prefix)))
-        keys = keys.order_by(_T.c.updated_at.desc(), _T.c.prefix, _T.c.key)
-        if not op.filter:
-            keys = keys.limit(op.limit).offset(op.offset)
-        ordered = [(prefix, key) for prefix, key in self.conn.execute(keys, {"p_now": self.now})]
+        scores: dict[tuple[str, str], float | None] = {}
+        query = self.semantic.queries.get(op.query) if self.semantic is not None and op.query else None
+        ranked: Any = None
+        ordered: Iterable[tuple[str, str]]
+        if query is not None:
+            # Read as the page fills: with a filter, every item is ranked (the filter runs
+            # here), and fetching all of them first cost more than ranking them.
+            ranked = self._ranked(op, query)
+            ordered = _keeping_scores(ranked, scores)
+        else:
+            keys = select(_T.c.prefix, _T.c.key).where(_LIVE)
+            if op.namespace_prefix:
+                keys = keys.where(_under(join_namespace(op.namespace_prefix)))
+            keys = keys.order_by(_T.c.updated_at.desc(), _T.c.prefix, _T.c.key)
+            if not op.filter:
+                keys = keys.limit(op.limit).offset(op.offset)
+            ordered = [(prefix, key) for prefix, key in self.conn.execute(keys, {"p_now": self.now})]
         rows: list[Any] = []
+        try:
+            self._fill(op, iter(ordered), rows)
+        finally:
+            if ranked is not None:
+                ranked.close()
+        for row in rows:
+            self._owe_refresh(row, op.refresh_ttl)
+        return [_item(row, SearchItem, scores.get((row.prefix, row.key))) for row in rows]
+
+    def _fill(self, op: SearchOp, pending: Iterator[tuple[str, str]], rows: list[Any]) -> None:
+        """``rows`` filled with the page: the values of ``pending``'s keys read a chunk at a
+        time, filtered and offset here, up to ``limit`` items or the answer's byte cap."""
         skipped = size = 0
-        for start in range(0, len(ordered), _VALUE_CHUNK):
-            chunk = ordered[start : start + _VALUE_CHUNK]
+        while chunk := list(itertools.islice(pending, _VALUE_CHUNK)):
             found = {(row.prefix, row.key): row for row in self.conn.execute(_values_of(chunk, self.dialect))}
             for at in chunk:
                 row = found.get(at)
@@ -211,9 +279,25 @@ class _Batch:
             else:
                 continue
             break
-        for row in rows:
-            self._owe_refresh(row, op.refresh_ttl)
-        return [_item(row, SearchItem) for row in rows]
+
+    def _ranked(self, op: SearchOp, query: list[float]) -> Any:
+        """The search's ``(namespace, key, score)`` rows best first (``item_vectors.ranked_keys``),
+        an open result the caller closes."""
+        assert self.semantic is not None
+        if self.dialect == "postgresql" and self.semantic.pgvector is None:
+            self.semantic.pgvector = has_pgvector(self.conn)
+        prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
+        ranked = ranked_keys(
+            self.conn,
+            _LIVE,
+            None if prefix is None else (lambda column: _under(prefix, column)),
+            query,
+            pgvector=bool(self.semantic.pgvector),
+            limit=None if op.filter else op.limit,
+            offset=op.offset,
+            params={"p_now": self.now},
+        )
+        return ranked
 
     def list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         """Distinct namespaces: narrowed in SQL by the literal labels a prefix condition
@@ -241,6 +325,12 @@ class _Batch:
             self.refresh.append(
                 {"p_prefix": row.prefix, "p_key": row.key, "p_expires_at": _expiry(self.now, row.ttl_minutes)}
             )
+
+
+def _keeping_scores(ranked: Iterable[Any], scores: dict[tuple[str, str], float | None]) -> Iterator[tuple[str, str]]:
+    for namespace, key, score in ranked:
+        scores[(namespace, key)] = None if score is None else float(score)
+        yield namespace, key
 
 
 def _values_of(keys: list[tuple[str, str]], dialect: str) -> Any:
@@ -310,8 +400,19 @@ class ItemStore(BaseStore):
 
     supports_ttl = True
 
-    def __init__(self, engine: AsyncEngine, *, transactions: Transactions | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        transactions: Transactions | None = None,
+        ttl_config: TTLConfig | None = None,
+        index: StoreIndex | None = None,
+    ) -> None:
+        self.ttl_config = ttl_config
         self._tx = transactions if transactions is not None else transactions_for(engine)
+        # Semantic search (``store.index``); None: ``query`` and ``index`` are ignored.
+        self.index = index
+        self._pgvector: bool | None = None
         self._pg = LoopStatements.for_engine(engine)
         self._dialect = "postgresql" if self._pg is not None else engine.dialect.name
         try:
@@ -341,8 +442,9 @@ class ItemStore(BaseStore):
             _check(op)
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
+        semantic = await self._embed(ops) if self.index is not None else None
         now = utcnow()
-        if len(ops) == 1 and isinstance(ops[0], PutOp):
+        if len(ops) == 1 and isinstance(ops[0], PutOp) and semantic is None:
             await self._put_one(ops[0], now)
             return [None]
         if len(ops) == 1 and isinstance(ops[0], GetOp) and self._pg is not None:
@@ -351,11 +453,38 @@ class ItemStore(BaseStore):
         kept = _last_puts(ops) if writes else ops
         # A search or a namespace listing reads as much as the client asks: never on the loop.
         reads = self._tx.read_aside if any(isinstance(op, SearchOp | ListNamespacesOp) for op in ops) else self._tx.read
-        by_op = await (self._tx.write if writes else reads)(_run_batch, kept, now)
+        by_op = await (self._tx.write if writes else reads)(_run_batch, kept, now, semantic)
+        if semantic is not None and semantic.pgvector is not None:
+            self._pgvector = semantic.pgvector
         if by_op.refresh:
             await self._tx.write(_refresh, by_op.refresh)
         results: dict[int, Result] = dict(zip(map(id, kept), by_op.results, strict=True))
         return [results.get(id(op)) for op in ops]
+
+    async def _embed(self, ops: list[Op]) -> _Semantic:
+        """The vectors of the batch's indexed puts and of its searches' queries, computed
+        before its transaction opens (one model call for all the puts' texts)."""
+        index = self.index
+        assert index is not None
+        semantic = _Semantic()
+        semantic.pgvector = self._pgvector
+        pending: list[tuple[int, list[str]]] = []
+        texts: list[str] = []
+        for op in ops:
+            if not isinstance(op, PutOp) or op.value is None:
+                continue
+            fields = index.fields if op.index is None else (op.index or ())
+            found = texts_to_embed(op.value, fields) if fields else []
+            semantic.puts[id(op)] = None
+            if found:
+                pending.append((id(op), [text.field for text in found]))
+                texts.extend(text.text for text in found)
+        vectors = iter(await embed_items(index, texts))
+        for op_id, names in pending:
+            semantic.puts[op_id] = [(name, next(vectors)) for name in names]
+        for query in {op.query for op in ops if isinstance(op, SearchOp) and op.query}:
+            semantic.queries[query] = await embed_query(index, query)
+        return semantic
 
     async def _put_one(self, op: PutOp, now: datetime) -> None:
         """One statement: what every ``put_item`` and every tool's ``put`` costs."""
@@ -381,9 +510,24 @@ class ItemStore(BaseStore):
         item: Item = _item(row)
         return item
 
+    def default_ttl(self) -> float | None:
+        """Minutes a put that names no ``ttl`` lives (``store.ttl.default_ttl``), or None."""
+        return None if self.ttl_config is None else self.ttl_config.get("default_ttl")
+
+    def refresh_on_read(self) -> bool:
+        """Whether a read that does not say refreshes what it reads (LangGraph's default: yes)."""
+        return True if self.ttl_config is None else bool(self.ttl_config.get("refresh_on_read", True))
+
     async def sweep_expired(self) -> int:
-        """Delete the items whose time to live has passed; how many."""
-        return await self._tx.write(_sweep, utcnow())
+        """Delete the items whose time to live has passed, :data:`SWEEP_BATCH` per
+        transaction, never on the event loop (``write_aside``); how many."""
+        swept = 0
+        for _ in range(SWEEP_BATCHES):
+            deleted = await self._tx.write_aside(_sweep, utcnow(), SWEEP_BATCH)
+            swept += deleted
+            if deleted < SWEEP_BATCH:
+                break
+        return swept
 
 
 class _Ran:
@@ -394,8 +538,8 @@ class _Ran:
         self.refresh = refresh
 
 
-def _run_batch(conn: Connection, ops: list[Op], now: datetime) -> _Ran:
-    batch = _Batch(conn, now)
+def _run_batch(conn: Connection, ops: list[Op], now: datetime, semantic: _Semantic | None = None) -> _Ran:
+    batch = _Batch(conn, now, semantic)
     results = [batch.run(op) for op in ops]
     return _Ran(results, batch.refresh)
 
@@ -404,5 +548,5 @@ def _refresh(conn: Connection, rows: list[dict[str, Any]]) -> None:
     conn.execute(_REFRESH_ITEM, rows)
 
 
-def _sweep(conn: Connection, now: datetime) -> int:
-    return int(conn.execute(_SWEEP, {"p_now": now}).rowcount)
+def _sweep(conn: Connection, now: datetime, limit: int) -> int:
+    return int(conn.execute(_SWEEP, {"p_now": now, "p_limit": limit}).rowcount)

@@ -11,18 +11,22 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, MetaData, String, Text, text
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "ASSISTANT_TABLES",
     "CHECKPOINT_TABLES",
     "CRON_TABLE",
+    "DEFAULT_USER_ID",
     "HOST_TABLES",
     "HOST_VERSION_TABLE",
     "LIVE_RUN_STATUSES",
+    "RUN_EVENTS_TABLE",
     "STORE_TABLE",
+    "STORE_VECTORS_TABLE",
     "THREAD_STATUS_AFTER",
+    "WEBHOOK_TABLE",
     "Base",
     "GatewayProcessRow",
     "RunOutcome",
@@ -33,6 +37,10 @@ __all__ = [
     "ThreadStatus",
     "utcnow",
 ]
+
+DEFAULT_USER_ID = "default"
+"""The owner of a run recorded without a principal (and of every run before migration 0011):
+the Gateway's one principal when it has no per-user identity."""
 
 HOST_VERSION_TABLE = "alembic_version"
 """The host's alembic version table; extensions keep their own (e.g. ``acme_alembic_version``)."""
@@ -88,8 +96,13 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=_NAMING)
 
 
+# Threads with a time to live alone: what the expiry sweep reads (migration 0013).
+_EXPIRING = text("expires_at IS NOT NULL")
+
+
 class ThreadRow(Base):
     __tablename__ = "threads"
+    __table_args__ = (Index("ix_threads_expires_at", "expires_at", postgresql_where=_EXPIRING, sqlite_where=_EXPIRING),)
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -101,6 +114,12 @@ class ThreadRow(Base):
     # The state's values but ``messages``, written at a run's end: what thread search's
     # ``values`` filter reads (migration 0008; checkpoints are LangGraph's serialisation).
     state_values: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A time to live (LangGraph's thread ``ttl``; ``deerflow_ext.expiry``): what happens at
+    # expiry (``delete`` or ``keep_latest``), the minutes of inactivity it allows, and when
+    # the sweep looks at the thread next (migration 0013). NULL: kept until deleted.
+    ttl_strategy: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    ttl_minutes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 # The text migration 0005 wrote, built from the statuses it names.
@@ -135,6 +154,11 @@ class RunRow(Base):
     # "interrupt" or "rollback" once another process asked this run to stop: the durable
     # record behind the NOTIFY signal, which a reconnecting listener can miss.
     cancel_requested: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # The principal that asked for the run (``ExtensionPrincipal.user_id``): what run evidence
+    # readers and agent-run handles are scoped to (migration 0011).
+    user_id: Mapped[str] = mapped_column(
+        String(255), default=DEFAULT_USER_ID, server_default=DEFAULT_USER_ID, nullable=False
+    )
 
 
 class ThreadLeaseRow(Base):
@@ -189,17 +213,29 @@ CHECKPOINT_TABLES: tuple[str, ...] = (
 STORE_TABLE = "store_items"
 """The LangGraph Platform store's items (``store_table``: a Core table on this metadata)."""
 
+STORE_VECTORS_TABLE = "store_vectors"
+"""The embeddings of the store's items, for semantic search (``store_table``, migration 0014)."""
+
 ASSISTANT_TABLES: tuple[str, ...] = ("assistants", "assistant_versions")
 """Assistants and their versions (``assistant_tables``: Core tables on this metadata)."""
+
+RUN_EVENTS_TABLE = "run_events"
+"""The run journal run evidence readers page through (``run_journal``: a Core table on this metadata)."""
 
 CRON_TABLE = "crons"
 """Scheduled runs (``cron_table``: a Core table on this metadata; ``deerflow_ext.scheduling``)."""
 
+WEBHOOK_TABLE = "webhook_outbox"
+"""Webhook deliveries owed (``webhook_table``: a Core table on this metadata; ``deerflow_ext.webhooks``)."""
+
 HOST_TABLES: tuple[str, ...] = (
     *Base.metadata.tables,
     STORE_TABLE,
+    STORE_VECTORS_TABLE,
     *ASSISTANT_TABLES,
     CRON_TABLE,
+    WEBHOOK_TABLE,
+    RUN_EVENTS_TABLE,
     HOST_VERSION_TABLE,
     *CHECKPOINT_TABLES,
 )

@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from ..adapters.langgraph_sqlite_private import prune_sqlite_saver
 from .checkpoint_copy import copy_checkpoints
 from .engine import SQLITE_TIMEOUT_SECONDS, is_sqlite_busy, wait_for_no_lock
 from .one_thread import OneThread
@@ -63,6 +64,13 @@ class OneThreadSqliteSaver(OnThreads, SqliteSaver):
         """:meth:`copy_thread` on the saver's thread, never on the event loop: a copy is as
         big as the thread's history."""
         await self.thread.run_aside(copy_checkpoints, self, source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """LangGraph's ``prune`` (``delete``, ``keep_latest``), which ``SqliteSaver`` lacks:
+        the saver's own tables, in one transaction under its lock
+        (``adapters.langgraph_sqlite_private``); ``aprune`` runs it on the saver's thread."""
+        with self.lock:
+            prune_sqlite_saver(self.conn, thread_ids, strategy)
 
     async def asetup(self) -> None:
         """Create or migrate the tables (``SqliteSaver.setup``), on the saver's thread."""

@@ -163,13 +163,16 @@ class OnThreads:
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``prune`` on each thread's own shard, so it keeps its place among that thread's
-        operations (a saver without ``prune`` raises ``NotImplementedError``, as LangGraph's)."""
+        operations (a saver without ``prune`` raises ``NotImplementedError``, as LangGraph's).
+        Always on the shard's thread, never on the event loop: a prune is as big as the
+        threads' histories (``run_aside``); after the writes still queued (``_before_read``)."""
+        await self._before_read()
         groups: dict[int, tuple[Shard, list[str]]] = {}
         for thread_id in thread_ids:
             shard = self._shard(thread_id)
             groups.setdefault(id(shard[1]), (shard, []))[1].append(thread_id)
         for (saver, thread), ids in groups.values():
-            await thread.run(saver.prune, ids, strategy=strategy)
+            await thread.run_aside(saver.prune, ids, strategy=strategy)
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -63,6 +63,12 @@ class Transactions(Protocol):
         does the work; the rows come back in awaited round trips)."""
         ...
 
+    async def write_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """:meth:`write`, for background work whose size the data sets (an expiry sweep's
+        batch): on SQLite always on the connection's thread, never on the event loop; on
+        PostgreSQL a write as any other."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -91,6 +97,9 @@ class ThreadTransactions:
 
     async def read_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await self._thread.run_aside(self._held.read, fn, args)
+
+    async def write_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
+        return await self._thread.run_aside(self._held.write, fn, args)
 
     async def aclose(self) -> None:
         await self._thread.run(_shut_down, self._held, self._engine)
@@ -122,6 +131,9 @@ class EngineTransactions:
 
     async def read_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await self.read(fn, *args)
+
+    async def write_aside(self, fn: Callable[..., T], /, *args: Any) -> T:
+        return await self.write(fn, *args)
 
     async def aclose(self) -> None:
         """Nothing of its own to close: the engine is its owner's."""

@@ -1,6 +1,8 @@
 """``/api/mcp``: every assistant as a Model Context Protocol tool (streamable HTTP).
 
-The official ``mcp`` SDK speaks the protocol; this module answers two of its requests.
+The official ``mcp`` SDK speaks the protocol; this module answers two of its requests. It
+is the SDK's 1.x line: the agent's own MCP client (``mcp_servers/``, through
+``langchain-mcp-adapters``) needs it in the same process, and one process has one SDK.
 ``tools/list`` names one tool per assistant (its name made tool-safe, its description, and
 as input the messages a run takes plus an optional ``thread_id``). ``tools/call`` runs the
 assistant as ``POST /runs/wait`` does — a stateless run, or a run on the caller's thread —
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -93,7 +96,7 @@ def tool_names(assistants: list[Mapping[str, Any]]) -> dict[str, Mapping[str, An
 
 
 def _refusal(text: str) -> mcp_types.CallToolResult:
-    return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], is_error=True)
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], isError=True)
 
 
 class McpEndpoint:
@@ -111,13 +114,15 @@ class McpEndpoint:
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
         """A session manager runs once (the SDK's rule), so each lifespan makes its own."""
-        server: Server[Any] = Server(
+        server: Server[Any, Any] = Server(
             self._name,
             version=self._version,
             instructions="Each tool is one of this Gateway's assistants: call it with the conversation to answer.",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
         )
+        server.list_tools()(self._list_tools)  # type: ignore[no-untyped-call]  # the SDK's 1.x decorators
+        # The arguments are checked here, not against the schema by the SDK: a model calling
+        # the tool may hand ``messages`` over as a string, which the schema does not admit.
+        server.call_tool(validate_input=False)(functools.partial(self._call_tool, server))
         json_manager, stream_manager = (
             StreamableHTTPSessionManager(
                 app=server,
@@ -161,32 +166,34 @@ class McpEndpoint:
                 return tool_names(rows)
             offset += _PAGE
 
-    async def _list_tools(self, ctx: Any, params: Any) -> mcp_types.ListToolsResult:
-        tools = [
+    async def _list_tools(self) -> list[mcp_types.Tool]:
+        return [
             mcp_types.Tool(
                 name=name,
                 description=row.get("description")
                 or f"Ask the assistant {row.get('name') or name} (graph {row['graph_id']}).",
-                input_schema=MESSAGES_INPUT,
+                inputSchema=MESSAGES_INPUT,
             )
             for name, row in (await self._assistants()).items()
         ]
-        return mcp_types.ListToolsResult(tools=tools)
 
-    async def _call_tool(self, ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
-        if params.name == BUILT_IN_ASSISTANT_ID:
+    async def _call_tool(
+        self, server: Server[Any, Any], name: str, given: dict[str, Any] | None
+    ) -> mcp_types.CallToolResult:
+        ctx = server.request_context
+        if name == BUILT_IN_ASSISTANT_ID:
             # The built-in assistant's row is the oldest, so it always holds its own name: the
             # common call reads no assistant, as a run addressed to it does not.
             assistant_id = BUILT_IN_ASSISTANT_ID
         else:
             try:
-                row = (await self._assistants()).get(params.name)
+                row = (await self._assistants()).get(name)
             except RunRefused as exc:
                 return _refusal(exc.message)
             if row is None:
-                return _refusal(f"no tool named {params.name!r}; tools/list names this Gateway's assistants")
+                return _refusal(f"no tool named {name!r}; tools/list names this Gateway's assistants")
             assistant_id = str(row["assistant_id"])
-        arguments = dict(params.arguments or {})
+        arguments = dict(given or {})
         messages = arguments.get("messages")
         if isinstance(messages, str):  # a model calling the tool may hand over the question alone
             messages = [{"role": "user", "content": messages}]
@@ -195,14 +202,14 @@ class McpEndpoint:
         thread_id = arguments.get("thread_id")
         if thread_id is not None and not isinstance(thread_id, str):
             return _refusal("arguments.thread_id: a string is required")
-        wants_progress = bool(params.meta and params.meta.get("progress_token") is not None)
+        wants_progress = ctx.meta is not None and ctx.meta.progressToken is not None
         call = RunCall(
             assistant_id=assistant_id,
             messages=tuple(messages),
             thread_id=thread_id or None,
             stream_modes=("updates",) if wants_progress else (),
         )
-        return await self._run(call, ctx if wants_progress else None, getattr(ctx, "request", None))
+        return await self._run(call, ctx if wants_progress else None, ctx.request)
 
     async def _run(self, call: RunCall, progress_to: Any, request: Any) -> mcp_types.CallToolResult:
         try:
@@ -243,7 +250,13 @@ class McpEndpoint:
                 continue
             step += 1
             try:
-                await ctx.session.report_progress(step, None, ", ".join(str(node) for node in update))
+                await ctx.session.send_progress_notification(
+                    ctx.meta.progressToken,
+                    step,
+                    None,
+                    ", ".join(str(node) for node in update),
+                    related_request_id=str(ctx.request_id),
+                )
             except Exception:  # the stream closed (the caller went away): nobody left to tell
                 logger.debug("MCP progress for run %s not delivered", started.run_id, exc_info=True)
                 return

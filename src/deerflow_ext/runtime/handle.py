@@ -43,11 +43,16 @@ class RunHandle:
     # The persisted creation time: other processes compare it to decide which run a
     # follow-up interrupts (see ``signals``).
     created_at: datetime | None = None
+    # When it went running; set only for a run with a webhook (its payload's run_started_at).
+    started_at: datetime | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     # A successful run's final state values, set once it is persisted (before ``finished``):
     # ``/wait`` answers with them instead of reading the thread back. None otherwise.
     final_values: Mapping[str, Any] | None = field(default=None, repr=False)
+    # The principal that asked for the run (``ExtensionPrincipal.user_id``): its row's owner,
+    # its ``TaskInfo.user_id``, the scope its evidence is read under.
+    user_id: str = "default"
 
     def interrupt(self, *, rollback: bool = False) -> bool:
         """Stop the run unless it is already finalizing; True when the stop was accepted.

@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..background_task import stop_task
 from ..extensions.contract.snapshot import LoadedExtensions
-from ..persistence.models import RunStatus
+from ..persistence.models import DEFAULT_USER_ID, RunStatus
 from ..persistence.records import PROCESS_OWNER, HostStore
-from .background_task import stop_task
 from .coordinator import LocalThreadCoordinator, ThreadCoordinator
 from .handle import RunHandle, RunPhase
 from .signals import RunSignals
@@ -84,6 +84,7 @@ class RunManager:
         signals: RunSignals | None = None,
         streams: StreamBridge | None = None,
         backstop_interval: float = 2.0,
+        journal: bool | None = None,
     ) -> None:
         self.store = store
         self.owner = owner
@@ -94,6 +95,7 @@ class RunManager:
             agent_host=agent_host,
             notify_budget=notify_budget,
             completion_hooks=tuple(completion_hooks),
+            journal=journal,
         )
         self._runs: dict[str, RunHandle] = {}
         self._closed = False
@@ -129,13 +131,15 @@ class RunManager:
         spec: LeadRunSpec | None = None,
         multitask_strategy: MultitaskStrategy = MultitaskStrategy.INTERRUPT,
         thread_defaults: Mapping[str, Any] | None = None,
+        user_id: str = DEFAULT_USER_ID,
     ) -> RunHandle:
         """Persist a pending run, apply the multitask strategy, start the worker.
 
         ``spec`` carries every run option; without it one is made from ``messages``,
         ``goal`` and ``context``. ``thread_defaults`` are metadata keys the thread gets
         with the run's row unless it has them. A missing thread raises
-        ``ThreadNotFoundError`` before anything is written.
+        ``ThreadNotFoundError`` before anything is written. ``user_id`` is the principal
+        the run is recorded for (its owner: what run evidence readers are scoped to).
         """
         if self._closed:
             raise RunsClosedError("the Gateway is shutting down; no new runs are accepted")
@@ -164,14 +168,20 @@ class RunManager:
                 owner=self.owner,
                 action="rollback" if rollback else "interrupt",
                 thread_defaults=defaults,
+                user_id=user_id,
             )
         else:
             record = await self.store.create_run(
-                thread_id, run_id, stored_input, owner=self.owner, thread_defaults=defaults
+                thread_id, run_id, stored_input, owner=self.owner, thread_defaults=defaults, user_id=user_id
             )
         # Resolved once: the same snapshot serves the task store, both hooks and the agent.
         handle = RunHandle(
-            run_id, thread_id, self._extensions(), self.streams.writer(run_id), created_at=record.created_at
+            run_id,
+            thread_id,
+            self._extensions(),
+            self.streams.writer(run_id),
+            created_at=record.created_at,
+            user_id=user_id,
         )
         await handle.stream.publish("metadata", {"run_id": run_id, "thread_id": thread_id})
         if interrupting:

@@ -53,9 +53,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from ..background_task import stop_task
 from ..persistence.engine import create_engine
 from ..persistence.records import PROCESS_OWNER
-from .background_task import stop_task
 from .coordinator import LocalThreadCoordinator, advisory_key
 from .lease_refresh import LeaseRefresh
 from .lock_session import LockSession, LockSessionLostError

@@ -14,7 +14,13 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from ..persistence.models import RunStatus
-from ..persistence.records.pg_statements import interrupt_busy_thread, interrupt_runs, status_is
+from ..persistence.records.pg_statements import (
+    OWED_RETURNING,
+    interrupt_busy_thread,
+    interrupt_runs,
+    owed_webhooks,
+    status_is,
+)
 
 __all__ = [
     "ABANDONED_THREADS",
@@ -35,14 +41,16 @@ def _orphans(held: str) -> str:
     given back) after the statement's snapshot was taken is left alone, and an update that
     matches nothing writes nothing. It reads a thread's live runs alone
     (``ix_runs_live_thread_id``, migration 0005). ``held`` makes it conditional on the lock
-    just taken."""
+    just taken. The interrupted runs' webhooks are owed in the same statement
+    (``owed_webhooks``: an insert only when such a run had one)."""
     running, pending = status_is(RunStatus.RUNNING), status_is(RunStatus.PENDING)
-    dead = interrupt_runs(f"{held}thread_id = :t AND {running} AND owner <> :o", returning="id, owner")
+    dead = interrupt_runs(f"{held}thread_id = :t AND {running} AND owner <> :o", returning=f"owner, {OWED_RETURNING}")
     queued = interrupt_runs(
-        f"thread_id = :t AND {pending} AND id <> :r AND owner IN (SELECT owner FROM dead)", returning="id"
+        f"thread_id = :t AND {pending} AND id <> :r AND owner IN (SELECT owner FROM dead)", returning=OWED_RETURNING
     )
     busy = interrupt_busy_thread("id = :t AND EXISTS (SELECT 1 FROM dead)")
-    return f"dead AS ({dead}), queued AS ({queued}), busy AS ({busy}) "
+    owed = f"owed_dead AS ({owed_webhooks('dead')}), owed_queued AS ({owed_webhooks('queued')})"
+    return f"dead AS ({dead}), queued AS ({queued}), busy AS ({busy}), {owed} "
 
 
 _INTERRUPTED = "ARRAY(SELECT id FROM dead) || ARRAY(SELECT id FROM queued), ARRAY(SELECT DISTINCT owner FROM dead)"

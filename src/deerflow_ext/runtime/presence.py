@@ -32,9 +32,9 @@ from typing import Any
 
 from sqlalchemy import text
 
+from ..background_task import stop_task
 from ..persistence.models import RunStatus
-from ..persistence.records.pg_statements import interrupt_runs, status_is
-from .background_task import stop_task
+from ..persistence.records.pg_statements import OWED_RETURNING, interrupt_runs, owed_webhooks, status_is
 
 __all__ = ["ProcessPresence"]
 
@@ -45,13 +45,13 @@ _BEAT = text(
     "VALUES (:o, clock_timestamp(), clock_timestamp(), clock_timestamp() + make_interval(secs => :s)) "
     "ON CONFLICT (owner) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at"
 )
-_FAIL_QUEUED = text(
-    interrupt_runs(
-        f"{status_is(RunStatus.PENDING)} AND owner <> :me AND owner IN "
-        "(SELECT owner FROM gateway_processes WHERE expires_at < clock_timestamp())",
-        returning="id, owner",
-    )
+_FAILED = interrupt_runs(
+    f"{status_is(RunStatus.PENDING)} AND owner <> :me AND owner IN "
+    "(SELECT owner FROM gateway_processes WHERE expires_at < clock_timestamp())",
+    returning=f"owner, {OWED_RETURNING}",
 )
+# The failed runs' webhooks owed in the same statement (``owed_webhooks``).
+_FAIL_QUEUED = text(f"WITH failed AS ({_FAILED}), owed AS ({owed_webhooks('failed')}) SELECT id, owner FROM failed")
 _WHY = "the process that queued it stopped before it started (no heartbeat within the lease)"
 # Rows expired this long ago have been swept many times over: forget them.
 _FORGET = text("DELETE FROM gateway_processes WHERE expires_at < clock_timestamp() - make_interval(secs => :keep)")

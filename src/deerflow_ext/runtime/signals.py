@@ -28,7 +28,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
-from .background_task import stop_task
+from ..background_task import stop_task
 
 __all__ = ["CHANNEL", "PostgresRunSignals", "RunSignalHandler", "RunSignals"]
 

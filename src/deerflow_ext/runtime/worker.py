@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from deerflow_ext.exception_text import exception_text
@@ -38,14 +39,16 @@ from ..agents.host import LeadRunInput, LeadRunRequest
 from ..extensions.boundary.exits import PROCESS_EXITS, contain_exit
 from ..extensions.contract.snapshot import publish_snapshot
 from ..extensions.notifications.lifecycle import TaskBracket, task_bracket
-from ..persistence.models import THREAD_STATUS_AFTER, RunStatus
+from ..persistence.models import THREAD_STATUS_AFTER, RunStatus, utcnow
 from ..persistence.records import HostStore
 from ..tokens import TokenUsage
+from ..webhooks import WebhookOrder
 from .coordinator import ThreadCoordinator
 from .handle import RunHandle, RunPhase
+from .journal import RunJournal, append_journal, journal_wanted
 from .prometheus_metrics import record_run
 from .stream_modes import DEFAULT_STREAM_MODES, StreamProjection, graph_stream_modes
-from .wire import searchable_values
+from .wire import jsonable, searchable_values
 
 __all__ = [
     "CompletionHook",
@@ -91,6 +94,8 @@ class RunWorkerDeps:
     agent_host: LeadRunner
     notify_budget: float | None = None
     completion_hooks: Sequence[CompletionHook] = field(default_factory=tuple)
+    # Whether runs leave a journal (``journal``): None decides by the run's extensions.
+    journal: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,9 @@ class LeadRunSpec(LeadRunInput):
     stream_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
     recursion_limit: int | None = None
     delay: float = 0.0
+    # The run's ``webhook``, checked when it was accepted: its end writes the delivery in
+    # the same transaction as its final status (``deerflow_ext.webhooks``). None: nothing.
+    webhook: WebhookOrder | None = None
 
 
 #: The input a run's graph is given as the client asked it: all of it but these two.
@@ -122,6 +130,7 @@ def _lead_request(handle: RunHandle, spec: LeadRunSpec) -> LeadRunRequest:
     return LeadRunRequest(
         thread_id=handle.thread_id,
         run_id=handle.run_id,
+        user_id=handle.user_id,
         context=context,
         stream_modes=graph_stream_modes(spec.stream_modes),
         metadata={**spec.metadata, "run_id": handle.run_id, "thread_id": handle.thread_id},
@@ -163,13 +172,15 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
                     return
                 handle.phase = RunPhase.RUNNING
                 started = time.monotonic()
+                if spec.webhook is not None:
+                    handle.started_at = datetime.now(UTC)
                 status, outcome = await _lifecycle(handle, spec, deps)
         except asyncio.CancelledError:
             if handle.phase not in _NOT_STARTED:
                 raise  # a second cancel during finalization: the drain gave up on us
             # Cancelled before admission: no hooks, but the row must not stay "pending".
             _absorb_cancel()
-            await _persist_unstarted(handle, deps)
+            await _persist_unstarted(handle, deps, webhook=spec.webhook)
         except Exception as exc:
             if handle.phase not in _NOT_STARTED:
                 # The run finished and was persisted; only releasing the thread failed.
@@ -180,7 +191,9 @@ async def execute_lead_run(handle: RunHandle, spec: LeadRunSpec, deps: RunWorker
             logger.exception("run %s could not be admitted", handle.run_id)
             status, outcome = RunStatus.ERROR, TaskOutcome.FAILED
             await handle.stream.publish("error", {"error": type(exc).__name__, "message": str(exc)})
-            await _persist_unstarted(handle, deps, status=status, error=f"not admitted: {exception_text(exc)}")
+            await _persist_unstarted(
+                handle, deps, status=status, error=f"not admitted: {exception_text(exc)}", webhook=spec.webhook
+            )
     finally:
         record_run(outcome.value, None if started is None else time.monotonic() - started)
         handle.phase = RunPhase.DONE
@@ -199,6 +212,7 @@ async def _persist_unstarted(
     *,
     status: RunStatus = RunStatus.INTERRUPTED,
     error: str = "interrupted before it started",
+    webhook: WebhookOrder | None = None,
 ) -> None:
     outcome = TaskOutcome.ABORTED if status is RunStatus.INTERRUPTED else TaskOutcome.FAILED
     thread: dict[str, Any] = {}
@@ -207,10 +221,29 @@ async def _persist_unstarted(
         # midway; "mark started" may have committed, so the thread must not stay busy.
         error = error.replace("before it started", "while it was being admitted")
         thread = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
+    owed = None if webhook is None else _owed(handle, webhook, status, error, None)
     try:
-        await deps.store.finish_run(handle.run_id, status=status.value, outcome=outcome.value, error=error, **thread)
+        await deps.store.finish_run(
+            handle.run_id, status=status.value, outcome=outcome.value, error=error, webhook=owed, **thread
+        )
     except Exception:
         logger.exception("run %s: could not persist its interruption", handle.run_id)
+    else:
+        if webhook is not None:
+            webhook.wake()
+
+
+def _owed(handle: RunHandle, webhook: WebhookOrder, status: RunStatus, error: str | None, values: Any) -> Any:
+    """The outbox row of the run's webhook (``webhooks.order``), written with its end."""
+    return webhook.outbox_row(
+        run_id=handle.run_id,
+        thread_id=handle.thread_id,
+        status=status.value,
+        created_at=handle.created_at,
+        started_at=handle.started_at,
+        error=error,
+        values=None if values is None else jsonable(values),
+    )
 
 
 async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) -> tuple[RunStatus, TaskOutcome]:
@@ -218,15 +251,22 @@ async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) 
     extensions = handle.extensions
     task_store = extensions.new_task_store(handle.run_id)
     info = TaskInfo(
-        task_id=handle.run_id, run_id=handle.run_id, thread_id=handle.thread_id, kind="lead", agent_name="lead"
+        task_id=handle.run_id,
+        run_id=handle.run_id,
+        thread_id=handle.thread_id,
+        kind="lead",
+        agent_name="lead",
+        user_id=handle.user_id,
     )
     where = f"run {handle.run_id}"
     # No task store means no lifecycle contributor: nothing to notify.
+    wanted = journal_wanted(extensions) if deps.journal is None else deps.journal
+    journal = RunJournal(handle.run_id, len(spec.messages), utcnow()) if wanted else None
     async with task_bracket(extensions, task_store, info, where=where, budget=deps.notify_budget) as bracket:
-        status, outcome, error, error_text, result = await _run(handle, spec, deps, bracket, task_store)
+        status, outcome, error, error_text, result = await _run(handle, spec, deps, bracket, task_store, journal)
         bracket.outcome = outcome  # on_task_stop follows persistence and the completion hooks
         handle.phase = RunPhase.FINALIZING
-        await _persist(handle, deps, status, outcome, result, error, error_text)
+        await _persist(handle, deps, status, outcome, result, error, error_text, spec.webhook, journal)
         if result is not None:  # completed, or paused by the graph (its values hold the interrupts)
             handle.final_values = getattr(result, "values", None)
         await _run_completion_hooks(
@@ -239,7 +279,12 @@ async def _lifecycle(handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps) 
 
 
 async def _run(
-    handle: RunHandle, spec: LeadRunSpec, deps: RunWorkerDeps, bracket: TaskBracket, task_store: ExtensionData | None
+    handle: RunHandle,
+    spec: LeadRunSpec,
+    deps: RunWorkerDeps,
+    bracket: TaskBracket,
+    task_store: ExtensionData | None,
+    journal: RunJournal | None = None,
 ) -> tuple[RunStatus, TaskOutcome, BaseException | None, str | None, Any]:
     """Step 3: the run itself, its failure caught and described (never raised)."""
     result: Any = None
@@ -255,9 +300,11 @@ async def _run(
 
         projection = StreamProjection(spec.stream_modes)
 
-        async def emit(mode: str, chunk: Any) -> None:
+        async def publish(mode: str, chunk: Any) -> None:
             for event, data in projection.events(mode, chunk):
                 await handle.stream.publish(event, data)
+
+        emit = publish if journal is None else journal.tap(publish)
 
         result = await deps.agent_host.run_lead(
             _lead_request(handle, spec), extensions=handle.extensions, task_store=task_store, emit=emit
@@ -300,6 +347,8 @@ async def _persist(
     result: Any,
     error: BaseException | None,
     error_text: str | None = None,
+    webhook: WebhookOrder | None = None,
+    journal: RunJournal | None = None,
 ) -> None:
     # A database failure here is logged, not raised: on_task_stop must still run. What the
     # run produced may itself be what the database refuses (an answer holding a lone
@@ -311,6 +360,10 @@ async def _persist(
     thread: dict[str, Any] = {"thread_id": handle.thread_id, "thread_status": THREAD_STATUS_AFTER[status].value}
     tokens = TokenUsage.of(getattr(result, "token_usage", None)) if result is not None else None
     values = getattr(result, "values", None)
+    owed = None if webhook is None else _owed(handle, webhook, status, error_text, values)
+    if journal is not None:  # before the status: a reader that sees the run ended finds its events
+        rows = journal.rows(status, values, getattr(result, "answer", None), error_text, utcnow())
+        await append_journal(deps.store, handle.thread_id, journal, rows)
     try:
         await deps.store.finish_run(
             handle.run_id,
@@ -321,8 +374,11 @@ async def _persist(
             tokens=tokens,
             title=getattr(result, "title", None),
             state_values=searchable_values(values) if values else None,
+            webhook=owed,
             **thread,
         )
+        if webhook is not None:
+            webhook.wake()
         return
     except Exception as exc:
         logger.warning(
@@ -336,10 +392,14 @@ async def _persist(
         outcome=outcome.value,
         error=unsaved if error_text is None else f"{error_text[:2000]!a}; {unsaved}",
         tokens=tokens,
+        # A payload the database refused is not sent again: the receiver still learns the run ended.
+        webhook=None if owed is None else {**owed, "payload": {**owed["payload"], "values": None}},
         **thread,
     )
     try:
         await outcome_only()
+        if webhook is not None:
+            webhook.wake()
     except Exception as exc:
         # The database is away (a restart, a failover). The run must not stay "running" until
         # this process restarts: the outcome is saved again in the background until the

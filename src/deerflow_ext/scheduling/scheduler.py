@@ -21,6 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from ..background_task import stop_task
 from .schedules import Clock
 from .store import CronStore, Due
 
@@ -60,10 +61,7 @@ class Scheduler:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
         if self._firing:
             await asyncio.gather(*self._firing, return_exceptions=True)
 

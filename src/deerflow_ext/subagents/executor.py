@@ -72,6 +72,7 @@ class SubagentExecutor:
         tool_call_id: str | None = None,
         agent_name: str = "general-purpose",
         pool: SandboxPool | None = None,
+        user_id: str | None = None,
     ) -> None:
         self.config = config
         self.build_subagent = build_subagent
@@ -81,6 +82,7 @@ class SubagentExecutor:
         self.thread_id = thread_id
         self.tool_call_id = tool_call_id
         self.agent_name = agent_name
+        self.user_id = user_id  # the parent run's principal: the subagent acts for the same user
         self.pool = pool if pool is not None else sandbox_pool
         self.task_id = f"subagent-{uuid.uuid4().hex}"
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -136,6 +138,7 @@ class SubagentExecutor:
             kind="subagent",
             parent_task_id=self.parent_run_id,
             agent_name=self.agent_name,
+            user_id=self.user_id,
         )
 
     async def _run(self, task: str) -> SubagentResult:
@@ -184,6 +187,7 @@ class SubagentExecutor:
             task_store=task_store,
             extensions=self.extensions,
             sandbox_lease=lease,
+            user_id=self.user_id,
         )
         state = await graph.ainvoke({"messages": [HumanMessage(content=task)]}, context=context)
         return final_answer(state.get("messages", []))

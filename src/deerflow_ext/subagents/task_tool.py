@@ -45,6 +45,7 @@ def make_task_tool(config: AppConfig, *, build_subagent: SubagentBuilder) -> Bas
             parent_run_id=context_value(runtime, "run_id"),
             thread_id=context_value(runtime, "thread_id"),
             tool_call_id=runtime.tool_call_id,
+            user_id=context_value(runtime, "user_id"),
         )
 
     def task(description: str, prompt: str, runtime: ToolRuntime[dict[str, Any], Any]) -> str:

@@ -63,6 +63,7 @@ def contribution(notebook: Notebook, *, enabled: bool = False) -> PluginContribu
             BackendAction("list", notebook.list_action),
             BackendAction("add", notebook.add_action),
             BackendAction("clear", notebook.clear_action),
+            BackendAction("ask", notebook.ask_action),
         ),
         tools=(
             ModelTool(

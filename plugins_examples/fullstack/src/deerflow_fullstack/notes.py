@@ -12,12 +12,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from deerflow_extension_api import ActionContext, ToolContext
+from deerflow_extension_api import ActionContext, AgentRunError, ToolContext
 
-__all__ = ["MAX_NOTE_CHARS", "NAMESPACE", "REMEMBER_SCHEMA", "Notebook"]
+__all__ = ["ASK_TIMEOUT_SECONDS", "MAX_NOTE_CHARS", "NAMESPACE", "REMEMBER_SCHEMA", "Notebook"]
 
 NAMESPACE = "example.notes"
 MAX_NOTE_CHARS = 2000
+ASK_TIMEOUT_SECONDS = 25.0  # under the host's 30 s for an action
 
 REMEMBER_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -75,3 +76,21 @@ class Notebook:
         async with self._lock:
             dropped = len(self._notes.pop(context.principal.user_id, ()))
         return {"cleared": dropped}
+
+    async def ask_action(self, payload: Mapping[str, Any], context: ActionContext) -> Any:
+        """``ask``: a question the agent answers in a run of the caller's own (the host's
+        ``agent_runs`` handle), on a thread of the caller's; the answer is kept as a note.
+        A host without agent runs is the action's 503."""
+        runs = context.agent_runs
+        if runs is None:
+            raise AgentRunError(503, "this host does not start agent runs for plugins")
+        question = _text(payload)
+        thread_id = await runs.create_thread(metadata={"source": NAMESPACE})
+        run = await runs.start(thread_id=thread_id, input={"messages": [{"role": "user", "content": question}]})
+        run = await runs.wait(thread_id=thread_id, run_id=run.run_id, timeout=ASK_TIMEOUT_SECONDS)
+        state = await runs.get_state(thread_id=thread_id)
+        messages = state.get("values", {}).get("messages", [])
+        answer = str(messages[-1].get("content", "")) if messages else ""
+        note = {"text": answer[:MAX_NOTE_CHARS], "source": "agent-run", "thread_id": thread_id}
+        saved = await self._add(context.principal.user_id, note, context.settings["max_notes"])
+        return {**saved, "status": run.status}

@@ -57,13 +57,14 @@ MAX_INPUT_BYTES = 256 * 1024
 MAX_OUTPUT_BYTES = 64 * 1024
 CALL_TIMEOUT_SECONDS = 30.0
 PLUGIN_TOOL_METADATA_KEY = "deerflow_plugin"
-# The one principal a Gateway without users has (its token holder, or the loopback caller).
-# A tool's principal carries only the user id, as in DeerFlow.
+# A tool's principal carries only the user id, as in DeerFlow: the run's owner, read from its
+# runtime context; this one when the run has none (an embedded client's run).
 TOOL_PRINCIPAL_ID = "default"
-RUN_USER_CONTEXT_KEY = "langgraph_auth_user_id"
-"""Where a run's context holds the user who started it (LangGraph's name), with ``auth``
-configured. The Gateway's run routes set it and drop a client's own value for it, so a tool
-reading it reads the authenticated user, never what a caller merged into the context."""
+RUN_USER_CONTEXT_KEY = "user_id"
+"""Where a run's context holds its owner (DeerFlow's host key): the host writes it from the
+run's recorded ``user_id`` (the request's principal: the authenticated user with ``auth``,
+``default`` without) after dropping a caller's value, so a tool reads the run's owner, never
+what a caller merged into the context."""
 
 _DISABLED = "Plugin disabled by administrator."
 _INVALID_INPUT = "Invalid plugin tool input."
@@ -132,8 +133,9 @@ _built_lock = threading.Lock()
 _BUILT_KEPT = 8
 
 
-def plugin_tools(extensions: LoadedExtensions) -> tuple[BaseTool, ...]:
-    """Every enabled plugin tool of ``extensions``, built once per snapshot.
+def plugin_tools(extensions: LoadedExtensions, groups: Sequence[str] | None = None) -> tuple[BaseTool, ...]:
+    """Every enabled plugin tool of ``extensions`` (of ``groups``, when given), built once
+    per snapshot and built once in all: a tool of two groups' agents is one object.
 
     The same tool objects for the same snapshot keep the agent's compiled graph and its
     descriptor reusable (both are keyed by tool identity).
@@ -142,14 +144,16 @@ def plugin_tools(extensions: LoadedExtensions) -> tuple[BaseTool, ...]:
         return ()
     with _built_lock:
         known = _built.get(id(extensions))
-        if known is not None and known[0] is extensions:
-            return known[1]
-    tools = tuple(build_plugin_tools(extensions.plugins))
-    with _built_lock:
-        if len(_built) >= _BUILT_KEPT:
-            _built.pop(next(iter(_built)))
-        _built[id(extensions)] = (extensions, tools)
-    return tools
+        tools = known[1] if known is not None and known[0] is extensions else None
+    if tools is None:
+        tools = tuple(build_plugin_tools(extensions.plugins))
+        with _built_lock:
+            if len(_built) >= _BUILT_KEPT:
+                _built.pop(next(iter(_built)))
+            _built[id(extensions)] = (extensions, tools)
+    if groups is None:
+        return tools
+    return tuple(tool for tool in tools if (tool.metadata or {}).get("group") in groups)
 
 
 def _tool(plugin: RegisteredPlugin, declaration: ModelTool, name: str, installation: str) -> BaseTool:
@@ -169,7 +173,7 @@ def _tool(plugin: RegisteredPlugin, declaration: ModelTool, name: str, installat
         if len(encoded.encode("utf-8")) > MAX_INPUT_BYTES or not validator.is_valid(payload):
             raise ToolException(_INVALID_INPUT)
         context = ToolContext(
-            ExtensionPrincipal(_run_user(runtime)),
+            ExtensionPrincipal(_user_id(runtime)),
             settings,
             _thread_id(runtime),
         )
@@ -195,12 +199,18 @@ def _tool(plugin: RegisteredPlugin, declaration: ModelTool, name: str, installat
         func=invoke_sync,
         coroutine=invoke,
         handle_tool_error=True,
-        metadata={PLUGIN_TOOL_METADATA_KEY: namespace, "installation": installation, "tool": declaration.name},
+        metadata={
+            PLUGIN_TOOL_METADATA_KEY: namespace,
+            "installation": installation,
+            "tool": declaration.name,
+            "group": declaration.group,
+        },
     )
 
 
-def _run_user(runtime: object) -> str:
-    """The run's user (``auth``), else the Gateway's one principal."""
+def _user_id(runtime: object) -> str:
+    """The run's principal (the ``user_id`` host key of its context), as DeerFlow's
+    ``resolve_runtime_user_id``; a run the host recorded no owner for is the default's."""
     value = context_get(getattr(runtime, "context", None), RUN_USER_CONTEXT_KEY)
     return value if isinstance(value, str) and value else TOOL_PRINCIPAL_ID
 

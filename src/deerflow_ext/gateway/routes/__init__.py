@@ -10,6 +10,7 @@ from .runs import router as runs_router
 from .stateless import router as stateless_router
 from .store import router as store_router
 from .threads import router as threads_router
+from .webhooks import router as webhooks_router
 
 __all__ = [
     "HOST_ROUTERS",
@@ -23,6 +24,7 @@ __all__ = [
     "stateless_router",
     "store_router",
     "threads_router",
+    "webhooks_router",
 ]
 
 HOST_ROUTERS = (
@@ -39,6 +41,7 @@ HOST_ROUTERS = (
     extensions_config_router,
     operator_router,
     crons_router,
+    webhooks_router,
     # Last: nothing hot is under /api/plugins. The door leaves its bodies to the route.
     plugins_router,
 )

@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 
+from ...persistence.models import DEFAULT_USER_ID
 from ...scheduling import (
     CronNotFoundError,
     CronQuery,
@@ -28,7 +29,7 @@ from ...scheduling import (
 from ..cron_schemas import CronCount, CronCreate, CronOut, CronPatch, CronSearch
 from ..crons import check_cron, checked_payload, create_cron, cron_store_of, scheduler_of
 from ..schemas import RunCreate
-from ..scoping import RUN_OWNER_KEY, authorized
+from ..scoping import RUN_USER_METADATA_KEY, authorized
 from ..state import GatewayRuntime, runtime_of
 from .runs import start_run
 from .stateless import forget_after, start_stateless
@@ -102,7 +103,7 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
     current = await scheduler.store.get(cron_id, filters)
     if current is None:
         raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
-    check_cron(body, body.schedule or current.schedule, body.timezone or current.timezone)
+    await check_cron(runtime, body, body.schedule or current.schedule, body.timezone or current.timezone)
     changes: dict[str, Any] = {}
     for name in ("schedule", "timezone", "enabled", "metadata"):
         if getattr(body, name) is not None:
@@ -151,11 +152,13 @@ async def fire_cron(runtime: GatewayRuntime | None, due: Due) -> None:
     }
     body = RunCreate.model_validate(payload)
     if cron.thread_id is not None:
-        await start_run(runtime, cron.thread_id, body, owner=cron.user_id)
+        await start_run(runtime, cron.thread_id, body, user_id=cron.user_id or DEFAULT_USER_ID)
         return
     body = body.model_copy(update={"on_completion": cron.on_run_completed or "delete"})
     # A user's cron (``auth``): its new thread carries the cron's metadata, which the user's
     # ``crons.create`` handler stamped, so the user finds it as they find the cron.
-    owned = {**cron.metadata, RUN_OWNER_KEY: cron.user_id} if cron.user_id is not None else None
-    thread_id, handle = await start_stateless(runtime, body, owner=cron.user_id, owner_metadata=owned)
+    owned = {**cron.metadata, RUN_USER_METADATA_KEY: cron.user_id} if cron.user_id is not None else None
+    thread_id, handle = await start_stateless(
+        runtime, body, user_id=cron.user_id or DEFAULT_USER_ID, owner_metadata=owned
+    )
     forget_after(runtime, thread_id, handle, body)

@@ -16,6 +16,13 @@ sends back the ``ETag`` it read as ``If-Match``; if another writer changed the f
 its ``PUT`` is refused with 412 naming both revisions instead of silently undoing that
 change. A ``PUT`` without ``If-Match`` replaces whatever is there.
 
+An MCP stdio server runs a command, so a ``PUT`` whose stdio server has a new or changed
+``command``, ``args`` or ``env`` is refused (422) unless ``config.yaml`` allows that command,
+and a new or changed remote URL must pass the URL policy (``mcp_servers/policy.py``);
+enabling, disabling and removing are free. The check compares with the file as it is under
+the lock. ``GET /api/extensions-config/mcp-servers`` shows what this process made of each
+server (state, tools, last error; never an ``env`` or header value).
+
 ``If-Match`` is read as RFC 9110 (13.1.1) says: a comma-separated list of entity tags, any
 of which may match, compared strongly (a weak tag, ``W/"…"``, never matches: the revision is
 a digest of the file's bytes, so only an exact one proves nothing changed), and ``*``, which
@@ -38,6 +45,7 @@ from fastapi import APIRouter, Header, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...config.editing import atomic_write, config_lock
+from ...mcp_servers import http_write_refusals
 from ..scoping import admin_only
 
 __all__ = [
@@ -46,9 +54,12 @@ __all__ = [
     "ExtensionsConfig",
     "IfMatch",
     "McpServer",
+    "RefusedWriteError",
     "Skill",
     "StaleRevisionError",
+    "add_mcp_server",
     "read_extensions_config",
+    "remove_mcp_server",
     "revision_of",
     "router",
     "set_entry_enabled",
@@ -153,11 +164,20 @@ def _parse(raw: bytes | None) -> ExtensionsConfig:
     return ExtensionsConfig.model_validate(json.loads(raw.decode("utf-8")))
 
 
+class RefusedWriteError(ValueError):
+    """What an HTTP caller may not write (``mcp_servers/policy.py``), one line per server."""
+
+    def __init__(self, refusals: list[str]) -> None:
+        super().__init__("; ".join(refusals))
+        self.refusals = refusals
+
+
 def update_extensions_config(
     path: Path,
     change: Callable[[ExtensionsConfig], ExtensionsConfig] | ExtensionsConfig,
     *,
     expected: str | IfMatch | None = None,
+    check: Callable[[Any, dict[str, Any]], list[str]] | None = None,
 ) -> tuple[ExtensionsConfig, str]:
     """Read, change and replace the file under its lock; the new content and revision.
 
@@ -165,7 +185,9 @@ def update_extensions_config(
     ``ValueError`` naming what is wrong: the file is then left as it was). A replacement does
     not read the old content, so it can repair a file that no longer parses. ``expected`` is
     the revision the caller read (or an ``If-Match`` precondition): :class:`StaleRevisionError`
-    when the file has another now.
+    when the file has another now. ``check(current, new)`` is handed the file's document
+    now (None when there is none or it does not parse) and the new one, under the lock; what
+    it answers refuses the write (:class:`RefusedWriteError`).
     """
     if isinstance(expected, str):
         expected = IfMatch(frozenset({expected}))
@@ -176,12 +198,23 @@ def update_extensions_config(
         if expected is not None and not expected.holds(current):
             raise StaleRevisionError(expected, current)
         updated = change if isinstance(change, ExtensionsConfig) else change(_parse(raw))
+        if check is not None:
+            refusals = check(_document(raw), _dump(updated))
+            if refusals:
+                raise RefusedWriteError(refusals)
         text = _render(updated)
         size = len(text.encode())
         if size > MAX_FILE_BYTES:
             raise ValueError(f"{EXTENSIONS_CONFIG_FILE} would be {size} bytes; at most {MAX_FILE_BYTES}")
         atomic_write(path, text)
     return updated, revision_of(text.encode())
+
+
+def _document(raw: bytes | None) -> Any:
+    try:
+        return None if raw is None else json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return None
 
 
 def set_entry_enabled(
@@ -196,6 +229,21 @@ def set_entry_enabled(
             f"no MCP server {name!r} in {EXTENSIONS_CONFIG_FILE}; add it first (PUT /api/extensions-config)"
         )
     section[name] = {**section.get(name, {}), "enabled": enabled}
+    return ExtensionsConfig.model_validate(data)
+
+
+def add_mcp_server(config: ExtensionsConfig, name: str, entry: dict[str, Any]) -> ExtensionsConfig:
+    """``config`` with MCP server ``name`` set to ``entry`` (added, or replaced whole)."""
+    data = _dump(config)
+    data["mcpServers"][name] = entry
+    return ExtensionsConfig.model_validate(data)
+
+
+def remove_mcp_server(config: ExtensionsConfig, name: str) -> ExtensionsConfig:
+    """``config`` without MCP server ``name``; a ``ValueError`` when there is none."""
+    data = _dump(config)
+    if data["mcpServers"].pop(name, None) is None:
+        raise ValueError(f"no MCP server {name!r} in {EXTENSIONS_CONFIG_FILE}")
     return ExtensionsConfig.model_validate(data)
 
 
@@ -278,11 +326,28 @@ async def put_extensions_config(
         raise HTTPException(
             status_code=413, detail=f"{EXTENSIONS_CONFIG_FILE} would be {size} bytes; at most {MAX_FILE_BYTES}"
         )
+    mcp = request.app.state.config.mcp
+
+    def check(current: Any, new: dict[str, Any]) -> list[str]:
+        return http_write_refusals(current, new, mcp)
+
     try:
         _, revision = await asyncio.to_thread(
-            update_extensions_config, _path(request), body, expected=_if_match(if_match)
+            update_extensions_config, _path(request), body, expected=_if_match(if_match), check=check
         )
     except StaleRevisionError as exc:
         raise HTTPException(status_code=412, detail=str(exc), headers={"ETag": _etag(exc.current)}) from exc
+    except RefusedWriteError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from exc
     response.headers["ETag"] = _etag(revision)
     return _dump(body)
+
+
+@router.get("/api/extensions-config/mcp-servers")
+async def mcp_server_states(request: Request) -> dict[str, Any]:
+    """Each MCP server of the file and what this Gateway process made of it."""
+    runtime = request.app.state.runtime
+    servers = getattr(getattr(runtime, "agent_host", None), "mcp_servers", None)
+    if servers is None:
+        return {"servers": [], "file_error": None}
+    return {"servers": [status.as_dict() for status in servers.statuses()], "file_error": servers.file_error}

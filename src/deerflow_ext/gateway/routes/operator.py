@@ -17,11 +17,14 @@ from ...extensions.operator_view.hook_metrics import metrics_enabled
 from ...extensions.operator_view.inventory import describe_entries
 from ...extensions.plugin_loading.discovery import EntryPointIndex
 from ...runtime import prometheus_metrics as run_metrics
+from ...webhooks import WebhookCollector
 from ..scoping import admin_only
 
 __all__ = ["entry_reports", "router"]
 
 router = APIRouter(tags=["operator"])
+
+run_metrics.REGISTRY.register(WebhookCollector())  # the webhook counters, read at scrape time
 
 
 def entry_reports(request: Request) -> list[Any]:

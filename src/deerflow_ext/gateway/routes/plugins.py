@@ -13,9 +13,11 @@ Four routes, DeerFlow's (digest §4.3, §4.6), every one for an authenticated pr
   sandbox``) and never sniffed, so a packaged file cannot run as a page of this origin.
 - ``POST /api/plugins/{namespace}/actions/{action}``: in this order: the viewer header check
   (409: the page belongs to another account), unknown plugin or action (404), disabled (403),
-  then the body, streamed and cut at 256 KiB (413), a JSON object (422), the handler under
-  30 s (504), its ``ValueError`` as 422, an ``AgentRunError``/``BatchResultError`` as its own
-  status, and any other failure 502 without detail (the handler's text may be private).
+  the ``authorization:`` roles (403 "Plugin action not permitted for your role.", decided
+  before a byte of the body is read), then the body, streamed and cut at 256 KiB (413), a
+  JSON object (422), the handler under 30 s (504), its ``ValueError`` as 422, an
+  ``AgentRunError``/``BatchResultError`` as its own status, and any other failure 502
+  without detail (the handler's text may be private).
 
 Assets are served even when the plugin is disabled, as in DeerFlow: listed files are public
 to every authenticated user. The host's ``door`` dependency checks these routes' parameters
@@ -41,12 +43,14 @@ from deerflow_extension_api import (
     BrowserModule,
     ExtensionPrincipal,
     require_batch_results,
+    resolve_agent_runs,
     resolve_principal,
 )
 
 from ...extensions.contract.snapshot import LoadedExtensions
 from ...extensions.full_stack.browser_assets import LoadedBrowserAssets, valid_asset_path
 from ...extensions.full_stack.registration import RegisteredPlugin
+from ..plugin_authorization import plugin_action_allowed
 
 __all__ = ["ACTION_TIMEOUT_SECONDS", "MAX_ACTION_BODY_BYTES", "VIEWER_HEADER", "router"]
 
@@ -161,11 +165,16 @@ async def invoke_action(namespace: str, action_name: str, request: Request) -> R
         raise HTTPException(404, "Plugin action is not installed.")
     if plugin.settings.get("enabled") is not True:
         raise HTTPException(403, "Plugin disabled by administrator.")
+    # Decided before the body is read: a refused caller's upload is never taken.
+    if not plugin_action_allowed(request.app.state.config.authorization, principal, namespace, action_name):
+        raise HTTPException(403, "Plugin action not permitted for your role.")
     payload = _json_object(await _read_body(request))
+    runs = resolve_agent_runs(request)
+    for_plugin = getattr(runs, "for_plugin", None)  # the host's handle marks the plugin's runs
     context = ActionContext(
         principal,
         plugin.settings,
-        agent_runs=None,  # this host lends no agent-run handles yet
+        agent_runs=for_plugin(namespace) if callable(for_plugin) else runs,
         batch_results=lambda: require_batch_results(request),
     )
     try:

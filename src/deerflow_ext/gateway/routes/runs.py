@@ -19,14 +19,16 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from ...extensions.composition.plugin_tools import RUN_USER_CONTEXT_KEY
 from ...identity import AuthenticatedUser, IdentityGate
-from ...persistence.models import RunStatus, ThreadStatus
+from ...persistence.models import DEFAULT_USER_ID, RunStatus, ThreadStatus
 from ...persistence.records import TEMPORARY, ThreadNotFoundError
 from ...runtime.handle import RunHandle
 from ...runtime.manager import MultitaskStrategy, RunsClosedError, ThreadBusyError
 from ...runtime.stream_modes import API_STREAM_MODES, DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ...runtime.wire import dumps, jsonable
 from ...runtime.worker import LeadRunSpec
+from ...webhooks import WebhookOrder
 from ..assistants import resolve_assistant
 from ..cron_schemas import CronCreate, CronOut
 from ..crons import create_cron
@@ -40,10 +42,11 @@ from ..schemas import (
     RunOut,
     selected,
 )
-from ..scoping import RUN_OWNER_KEY, authorized, request_user, visible_thread
+from ..scoping import RUN_USER_METADATA_KEY, authorized, request_user, run_owner, visible_thread
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
+from ..webhook_orders import webhook_order
 
 __all__ = ["SSE_DOC", "final_values", "following", "owned_run", "router", "start_run"]
 
@@ -66,9 +69,11 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
         },
     }
 }
-# The host's keys of a run's context; a client's value for one is dropped. The run's user
-# (``RUN_OWNER_KEY``) is one: only ``_owned`` sets it, from the authenticated request.
-_HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name", RUN_OWNER_KEY)
+# The host's keys of a run's context; a client's value for one is dropped. The run's owner
+# (``user_id``) is one: the host sets it from the run's recorded owner (``scoping.run_owner``).
+# LangGraph's name for the user goes too: a caller cannot claim to be a user there either.
+_OWNER_KEYS = (RUN_USER_CONTEXT_KEY, RUN_USER_METADATA_KEY)
+_HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name", *_OWNER_KEYS)
 
 
 def _paths(thread_id: str, run_id: str) -> dict[str, str]:
@@ -100,14 +105,14 @@ async def _create_missing_thread(
 
 
 def _spec(
-    body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str], owner: str | None = None
+    body: RunCreate, default_modes: tuple[str, ...], ids: Mapping[str, str], webhook: WebhookOrder | None = None
 ) -> LeadRunSpec:
     config = body.config
     configurable = {k: v for k, v in (config.configurable if config else {}).items() if k not in _HOST_CONTEXT_KEYS}
     return LeadRunSpec(
         messages=tuple(m.for_graph() for m in body.input.messages) if body.input else (),
         goal=body.goal,
-        context=_context(configurable, body, owner),
+        context=_context(configurable, body),
         stream_modes=body.stream_modes_or(default_modes),
         subgraphs=body.stream_subgraphs,
         checkpoint_id=body.fork_checkpoint_id,
@@ -119,15 +124,16 @@ def _spec(
         command=body.command.as_mapping() if body.command is not None else None,
         interrupt_before=_nodes(body.interrupt_before),
         interrupt_after=_nodes(body.interrupt_after),
+        webhook=webhook,
     )
 
 
-def _context(configurable: dict[str, Any], body: RunCreate, owner: str | None) -> dict[str, Any]:
+def _context(configurable: dict[str, Any], body: RunCreate) -> dict[str, Any]:
+    """The caller's context over its ``configurable``, without the host's keys (a caller's
+    claim to be a user included: the host writes the run's owner itself)."""
     context = {**configurable, **body.context}
-    if owner is not None:
-        context[RUN_OWNER_KEY] = owner
-    elif RUN_OWNER_KEY in context:  # a caller's claim: only an authenticated run has a user
-        del context[RUN_OWNER_KEY]
+    for key in _OWNER_KEYS:
+        context.pop(key, None)
     return context
 
 
@@ -201,19 +207,24 @@ async def _start(
     *,
     temporary: bool = False,
     request: Request | None = None,
-    owner: str | None = None,
+    user_id: str = DEFAULT_USER_ID,
     owner_metadata: Mapping[str, Any] | None = None,
 ) -> RunHandle:
     """``temporary``: a stateless run whose thread goes when it ended; its row says so
     (``TEMPORARY``), so startup recovery deletes the thread if this process cannot.
-    ``request``: the run's request, whose user (``auth``) owns the run; ``owner``: the
-    user a run started without a request is for (a cron's, a stateless run's, a protocol's),
-    ``owner_metadata`` what :func:`owned_run` answered for it."""
-    if request is not None and request.scope.get("user") is not None:
+
+    The run's owner: with ``request``, the request's principal (:func:`scoping.run_owner`;
+    with ``auth`` the user, whose ``threads.create_run`` handler runs in :func:`owned_run`);
+    without, ``user_id``, the owner a run started without a request is for (a cron's user, a
+    stateless run's or a protocol's caller, an extension's agent-runs handle), which
+    :func:`owned_run` already admitted when ``auth`` has users (``owner_metadata``: what it
+    answered, a thread created for the run gets it). The owner is recorded as the run's
+    ``user_id``, which the host sets as the run context's ``user_id``."""
+    if request is not None:
+        user_id = run_owner(request)
         user = request_user(request)
         if user is not None:
             body, owner_metadata = await _owned(request.app.state.identity, user, runtime, thread_id, body, temporary)
-            owner = user.identity
     assistant = await resolve_assistant(runtime, body.assistant_id)  # 404; none read for lead_agent
     body = assistant.under(body)  # its config and context beneath the run's own
     stored = body.model_dump(mode="json", exclude_none=True)
@@ -225,16 +236,19 @@ async def _start(
     # assistant's threads by these (thread search).
     ids = _RUN_THREAD_METADATA if assistant.assistant_id == ASSISTANT_ID else _ids(assistant.assistant_id)
     new_thread = {**owner_metadata, **ids} if owner_metadata else ids
+    # Checked before the run exists: a refused URL is a 422 and no run starts.
+    order = None if body.webhook is None else await webhook_order(runtime, body.webhook, stored)
 
     async def start() -> RunHandle:
         # The thread is checked with the run's row (one transaction): an existing thread,
         # the common case, costs no lookup of its own.
         return await runtime.runs.start(
             thread_id,
-            spec=_spec(body, default_modes, ids, owner),
+            spec=_spec(body, default_modes, ids, order),
             run_input=stored,
             multitask_strategy=MultitaskStrategy(body.multitask_strategy),
             thread_defaults=ids,
+            user_id=user_id,
         )
 
     await _check_goto(runtime, body)
@@ -260,7 +274,7 @@ async def _owned(
     temporary: bool,
 ) -> tuple[RunCreate, dict[str, Any]]:
     """The run as its user may start it: the ``threads.create_run`` handler ran (its
-    ``metadata`` changes kept, the run's owner recorded under :data:`RUN_OWNER_KEY` in the
+    ``metadata`` changes kept, the user recorded under :data:`RUN_USER_METADATA_KEY` in the
     run's metadata), and the thread is one the user may see (else 404). Answers
     the run and the metadata a thread it creates gets (the handler's)."""
     value: dict[str, Any] = {
@@ -278,7 +292,7 @@ async def _owned(
     }
     filters = await gate.authorize(user, "threads", "create_run", value)
     metadata = dict(value.get("metadata") or {})
-    metadata[RUN_OWNER_KEY] = user.identity
+    metadata[RUN_USER_METADATA_KEY] = user.identity
     if filters and not temporary and await runtime.store.get_thread(thread_id, filters) is None:
         if await runtime.store.get_thread(thread_id) is not None:
             raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")

@@ -25,11 +25,12 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 
+from ...persistence.models import DEFAULT_USER_ID
 from ...persistence.records import HostStore
 from ...runtime.handle import RunHandle
 from ...runtime.stream_modes import DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
-from ..scoping import request_user
+from ..scoping import request_user, run_owner
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
@@ -49,28 +50,32 @@ async def start_stateless(
     body: RunCreate,
     default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
     request: Request | None = None,
-    owner: str | None = None,
+    *,
+    user_id: str = DEFAULT_USER_ID,
     owner_metadata: Mapping[str, Any] | None = None,
 ) -> tuple[str, RunHandle]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
 
     The routes below, a stateless cron's firing (``crons``) and the agent protocols
     (``protocols/``: an MCP tool call, an A2A message) start a stateless run through this one
-    function."""
+    function. The run's owner is ``request``'s (``scoping.run_owner``; with ``auth`` its
+    user's ``threads.create_run`` handler runs first), else ``user_id`` (a cron's user, a
+    protocol's caller), whose ``owner_metadata`` the new thread gets."""
     if body.continues:  # a new thread has nothing to continue
         raise HTTPException(status_code=422, detail=f"{NO_INPUT}; a stateless run has no thread to continue")
     thread_id = str(uuid.uuid4())
     metadata: dict[str, Any] = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
-    user = request_user(request) if request is not None else None
-    if request is not None and user is not None:  # the user's run and thread
-        body, owner_metadata = await owned_run(request.app.state.identity, user, runtime, thread_id, body, True)
-        owner = user.identity
+    if request is not None:
+        user_id = run_owner(request)
+        user = request_user(request)
+        if user is not None:  # the user's run and thread
+            body, owner_metadata = await owned_run(request.app.state.identity, user, runtime, thread_id, body, True)
     if owner_metadata:
         metadata = {**owner_metadata, **metadata}
     await runtime.store.create_thread(metadata, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
-        handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary, owner=owner)
+        handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary, user_id=user_id)
     except BaseException:
         await runtime.store.delete_thread(thread_id)
         raise

@@ -7,12 +7,14 @@ What ``langgraph_sdk``'s ``client.store`` sends, answered in LangGraph's shapes:
   SDK sends the namespace joined with dots; repeating ``namespace`` once per label works too);
 - ``DELETE /store/items`` ``{namespace, key}`` -> 204, whether or not the item was there;
 - ``POST /store/items/search`` ``{namespace_prefix, filter?, limit?, offset?, query?}`` ->
-  ``{"items": [...]}``, newest first;
+  ``{"items": [...]}``, newest first, or with ``query`` and an index most similar first;
 - ``POST /store/namespaces`` ``{prefix?, suffix?, max_depth?, limit?, offset?}`` ->
   ``{"namespaces": [[...], ...]}``.
 
-An item is ``{namespace, key, value, created_at, updated_at}`` (a search's also has ``score``,
-always null: there is no vector index, so ``query`` and ``index`` are accepted and ignored).
+An item is ``{namespace, key, value, created_at, updated_at}``; a search's also has ``score``:
+its cosine similarity to ``query`` when ``store.index`` is configured (a put's ``index``
+then picks the fields embedded, ``false`` none), else null, ``query`` and ``index`` being
+ignored as LangGraph's server ignores them without an index (``ItemStore``).
 Bad input gets 422 naming the field: an empty namespace, a label that is empty or holds a
 dot, a value that is not a JSON object, an unknown filter operator. The same store is the
 graph's ``runtime.store`` (``app.py`` hands it to the agent host).
@@ -58,7 +60,7 @@ class ItemPut(BaseModel):
     namespace: list[str]
     key: str = Field(min_length=1)
     value: dict[str, Any]
-    index: Literal[False] | list[str] | None = None  # no vector index: accepted, ignored
+    index: Literal[False] | list[str] | None = None  # fields to embed (store.index); ignored without one
     ttl: float | None = Field(
         default=None,
         gt=0,
@@ -99,7 +101,7 @@ class ItemSearch(BaseModel):
     filter: dict[str, Any] | None = None
     limit: int = Field(default=10, ge=0, le=MAX_LIMIT)
     offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
-    query: str | None = None  # no vector index: accepted, ignored
+    query: str | None = None  # ranks by similarity with store.index; ignored without one
     refresh_ttl: bool | None = None
 
     @field_validator("namespace_prefix")
@@ -161,12 +163,15 @@ async def _run(request: Request, op: Any, field: str) -> Any:
 
 @router.put("/items", status_code=204, response_class=Response)
 async def put_item(request: Request, body: ItemPut) -> Response:
-    """Create or replace the item at ``namespace`` and ``key``."""
+    """Create or replace the item at ``namespace`` and ``key``; without ``ttl`` it lives
+    ``store.ttl.default_ttl`` minutes (none: until deleted)."""
     namespace = tuple(body.namespace)
     if request.scope.get("user") is not None:
         value = {"namespace": namespace, "key": body.key, "value": body.value, "index": body.index}
         namespace = await _scoped(request, "put", value)
-    await _run(request, PutOp(namespace, body.key, body.value, ttl=body.ttl), "namespace")
+    ttl = body.ttl if body.ttl is not None else _store(request).default_ttl()
+    op = PutOp(namespace, body.key, body.value, index=body.index, ttl=ttl)
+    await _run(request, op, "namespace")
     return Response(status_code=204)
 
 
@@ -181,9 +186,8 @@ async def get_item(
     labels = _query_namespace(namespace)
     if request.scope.get("user") is not None:
         labels = await _scoped(request, "get", {"namespace": labels, "key": key})
-    item = await _run(
-        request, GetOp(labels, key, refresh_ttl=True if refresh_ttl is None else refresh_ttl), "namespace"
-    )
+    refresh = _store(request).refresh_on_read() if refresh_ttl is None else refresh_ttl
+    item = await _run(request, GetOp(labels, key, refresh_ttl=refresh), "namespace")
     return TolerantJSONResponse(None if item is None else item.dict())
 
 
@@ -210,7 +214,8 @@ async def delete_item(request: Request, body: ItemDelete) -> Response:
 
 @router.post("/items/search", response_model=None)
 async def search_items(request: Request, body: ItemSearch) -> Any:
-    """Items under ``namespace_prefix`` whose values match ``filter``, newest first."""
+    """Items under ``namespace_prefix`` whose values match ``filter``: newest first, or most
+    similar to ``query`` first when the store has an index."""
     prefix = tuple(body.namespace_prefix)
     if request.scope.get("user") is not None:
         value = {
@@ -227,7 +232,7 @@ async def search_items(request: Request, body: ItemSearch) -> Any:
         limit=body.limit,
         offset=body.offset,
         query=body.query,
-        refresh_ttl=True if body.refresh_ttl is None else body.refresh_ttl,
+        refresh_ttl=_store(request).refresh_on_read() if body.refresh_ttl is None else body.refresh_ttl,
     )
     items = await _run(request, op, "filter")
     return TolerantJSONResponse({"items": [item.dict() for item in items]})

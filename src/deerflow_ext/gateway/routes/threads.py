@@ -1,7 +1,8 @@
-"""Threads: create, search, count, read, update metadata, delete; state and history.
+"""Threads: create, search, count, read, update metadata, delete, prune; state and history.
 
 A thread's ``values`` (its current state) come from the checkpointer through the lead graph
-(``agents.thread_state``); state responses have LangGraph's ``ThreadState`` shape.
+(``agents.thread_state``); state responses have LangGraph's ``ThreadState`` shape. A
+thread's ``ttl`` and ``prune`` go through the Gateway's expiry (``deerflow_ext.expiry``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fastapi.responses import StreamingResponse
 from langgraph.errors import InvalidUpdateError
 
 from ...persistence.models import ThreadStatus
-from ...persistence.records import ThreadQuery, ThreadRecord
+from ...persistence.records import ThreadQuery, ThreadRecord, ThreadTTL
 from ...runtime.wire import jsonable, searchable_values
 from ..errors import TolerantJSONResponse, json_bytes
 from ..schemas import (
@@ -26,7 +27,9 @@ from ..schemas import (
     ThreadCreate,
     ThreadOut,
     ThreadPatch,
+    ThreadPrune,
     ThreadSearch,
+    ThreadTTLIn,
     selected,
 )
 from ..scoping import authorized
@@ -99,11 +102,33 @@ async def _thread(
     return record
 
 
+def _ttl(runtime: GatewayRuntime, value: ThreadTTLIn | float | None) -> ThreadTTL | None:
+    """A client's ``ttl`` (a number is minutes under the configured strategy, as
+    ``langgraph_sdk`` sends ``delete``'s)."""
+    if value is None:
+        return None
+    if runtime.expiry is None:
+        raise HTTPException(status_code=501, detail="ttl: this Gateway runs no thread expiry")
+    if isinstance(value, ThreadTTLIn):
+        return runtime.expiry.threads.ttl(value.ttl, value.strategy)  # type: ignore[no-any-return]
+    return runtime.expiry.threads.ttl(value, "delete")  # type: ignore[no-any-return]
+
+
+async def _with_ttl(runtime: GatewayRuntime, out: dict[str, Any], thread_id: str) -> dict[str, Any]:
+    """``out`` with LangGraph's ``ttl`` of the thread (``strategy``, ``ttl_minutes``,
+    ``expires_at``; null without one)."""
+    if runtime.expiry is None:
+        return {**out, "ttl": None}
+    return {**out, "ttl": await runtime.expiry.threads.ttl_of(thread_id)}
+
+
 @router.post("", response_model=None, responses={200: {"model": ThreadOut}})
 async def create_thread(request: Request, body: Annotated[ThreadCreate | None, Body()] = None) -> Any:
-    """Create a thread (``if_exists``: ``raise`` answers 409, ``do_nothing`` returns it)."""
+    """Create a thread (``if_exists``: ``raise`` answers 409, ``do_nothing`` returns it);
+    ``ttl`` (else ``checkpointer.ttl.default_ttl``) arms its expiry."""
     runtime = runtime_of(request)
     body = body or ThreadCreate()
+    ttl = _ttl(runtime, body.ttl)
     metadata = {**body.metadata, **({"graph_id": body.graph_id} if body.graph_id else {})}
     filters = None
     if request.scope.get("user") is not None:  # the create handler may stamp the metadata
@@ -118,8 +143,9 @@ async def create_thread(request: Request, body: Annotated[ThreadCreate | None, B
             if filters and await runtime.store.get_thread(body.thread_id, filters) is None:
                 raise HTTPException(status_code=409, detail=f"thread {body.thread_id} already exists")
             return _answer(await _thread_out(runtime, existing))
-    record = await runtime.store.create_thread(metadata, thread_id=body.thread_id)
-    return _answer(ThreadOut.of(record).model_dump(mode="json"))
+    record = await runtime.store.create_thread(metadata, thread_id=body.thread_id, ttl=ttl)
+    out = ThreadOut.of(record).model_dump(mode="json")
+    return _answer(out if ttl is None else await _with_ttl(runtime, out, record.id))
 
 
 async def _query(request: Request, body: ThreadCount | ThreadSearch) -> ThreadQuery:
@@ -173,10 +199,35 @@ async def list_threads(
     return _answer(await _threads_out(runtime, records))
 
 
-@router.get("/{thread_id}", response_model=None, responses={200: {"model": ThreadOut}})
-async def get_thread(request: Request, thread_id: str) -> Any:
+@router.post("/prune")
+async def prune_threads(request: Request, body: ThreadPrune) -> dict[str, int]:
+    """LangGraph's ``threads.prune``: ``delete`` the threads (runs, checkpoints and crons
+    with them) or keep each with its latest checkpoint only (``keep_latest``), through the
+    same code as the TTL sweep. A thread that does not exist or has a run pending or
+    running is left alone and not counted."""
     runtime = runtime_of(request)
-    return _answer(await _thread_out(runtime, await _thread(runtime, thread_id, request)))
+    if runtime.expiry is None:
+        raise HTTPException(status_code=501, detail="this Gateway runs no thread expiry; prune is not served")
+    thread_ids = body.thread_ids
+    if request.scope.get("user") is not None:  # only threads the user may delete are pruned
+        visible = []
+        for thread_id in thread_ids:
+            filters = await authorized(request, "threads", "delete", {"thread_id": thread_id})
+            if await runtime.store.get_thread(thread_id, filters) is not None:
+                visible.append(thread_id)
+        thread_ids = visible
+    return {"pruned_count": await runtime.expiry.threads.prune(thread_ids, body.strategy)}
+
+
+@router.get("/{thread_id}", response_model=None, responses={200: {"model": ThreadOut}})
+async def get_thread(request: Request, thread_id: str, include: Annotated[list[str] | None, Query()] = None) -> Any:
+    """The thread; ``include=ttl`` adds its ``ttl`` (LangGraph's only ``include``)."""
+    runtime = runtime_of(request)
+    fields = {name.strip() for value in include or () for name in value.split(",") if name.strip()}
+    if fields - {"ttl"}:
+        raise HTTPException(status_code=422, detail=f"include: unknown field(s) {sorted(fields - {'ttl'})}; only 'ttl'")
+    out = await _thread_out(runtime, await _thread(runtime, thread_id, request))
+    return _answer(await _with_ttl(runtime, out, thread_id) if fields else out)
 
 
 @router.patch("/{thread_id}", response_model=None, responses={200: {"model": ThreadOut}})
@@ -186,8 +237,10 @@ async def update_thread(
     body: ThreadPatch,
     prefer: Annotated[str | None, Header()] = None,
 ) -> Any:
-    """Merge ``metadata`` into the thread's (``Prefer: return=minimal`` answers 204)."""
+    """Merge ``metadata`` into the thread's; ``ttl`` re-arms its expiry from now
+    (``Prefer: return=minimal`` answers 204)."""
     runtime = runtime_of(request)
+    ttl = _ttl(runtime, body.ttl)
     patch, filters = body.metadata, None
     if request.scope.get("user") is not None:
         value: dict[str, Any] = {"thread_id": thread_id, "metadata": dict(body.metadata)}
@@ -196,9 +249,12 @@ async def update_thread(
     record = await runtime.store.update_thread_metadata(thread_id, patch, filters)
     if record is None:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+    if ttl is not None:
+        await runtime.expiry.threads.arm(thread_id, ttl)  # _ttl checked there is one
     if prefer is not None and "return=minimal" in prefer:
         return Response(status_code=204)
-    return _answer(await _thread_out(runtime, record))
+    out = await _thread_out(runtime, record)
+    return _answer(out if ttl is None else await _with_ttl(runtime, out, thread_id))
 
 
 @router.post("/{thread_id}/copy", response_model=None, responses={200: {"model": ThreadOut}})

@@ -16,7 +16,7 @@ from ..thread_search import ThreadQuery
 from .owners import PROCESS_OWNER, owner_is_dead
 from .statements import TEMPORARY
 from .store import HostStore
-from .values import RunRecord, ThreadNotFoundError, ThreadRecord
+from .values import RunRecord, ThreadNotFoundError, ThreadRecord, ThreadTTL
 
 __all__ = [
     "PROCESS_OWNER",
@@ -26,5 +26,6 @@ __all__ = [
     "ThreadNotFoundError",
     "ThreadQuery",
     "ThreadRecord",
+    "ThreadTTL",
     "owner_is_dead",
 ]

@@ -23,14 +23,18 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from ..models import RunStatus, ThreadStatus
+from ..webhook_table import WEBHOOK_OUTBOX
 from .statements import INTERRUPT_OLDER, INTERRUPTED_RUN, RUNS, START_RUN, THREADS
 
 __all__ = [
+    "OWED_RETURNING",
     "START_RUN_AND_THREAD",
     "create_run_statement",
     "finish_run_and_thread",
+    "finish_run_with_outbox",
     "interrupt_busy_thread",
     "interrupt_runs",
+    "owed_webhooks",
     "status_is",
 ]
 
@@ -75,6 +79,35 @@ def finish_run_and_thread(run_columns: frozenset[str], thread_columns: frozenset
     )
 
 
+OUTBOX_COLUMNS: tuple[str, ...] = tuple(WEBHOOK_OUTBOX.c.keys())
+
+
+@functools.cache
+def finish_run_with_outbox(run_columns: frozenset[str], thread_columns: frozenset[str] | None) -> Any:
+    """:func:`finish_run_and_thread` (or the run's end alone, ``thread_columns`` None) and
+    the webhook delivery the run owes, in the same one statement: the outbox row is
+    committed with the run's final status or not at all. The outbox's values are bound as
+    ``outbox_<column>``. Only a run with a ``webhook`` is sent this form."""
+    outbox = (
+        insert(WEBHOOK_OUTBOX)
+        .values({name: bindparam(f"outbox_{name}", type_=WEBHOOK_OUTBOX.c[name].type) for name in OUTBOX_COLUMNS})
+        .cte("owed")
+    )
+    ended = (
+        update(RUNS)
+        .where(RUNS.c.id == bindparam("run_id"))
+        .values({name: bindparam(f"run_{name}") for name in sorted(run_columns)})
+    )
+    if thread_columns is None:
+        return ended.add_cte(outbox)
+    return (
+        update(THREADS)
+        .where(THREADS.c.id == bindparam("on_thread"))
+        .values({name: bindparam(f"thread_{name}") for name in sorted(thread_columns)})
+        .add_cte(ended.cte("ended"), outbox)
+    )
+
+
 @functools.cache
 def create_run_statement(interrupting: bool) -> Any:
     """``run_writes.sqlite_insert_run``'s writes as one statement: the thread locked, the
@@ -94,7 +127,17 @@ def create_run_statement(interrupting: bool) -> Any:
         .values(metadata=sql_cast(merged, JSON), updated_at=bindparam("new_created_at"))
         .cte("filled")
     )
-    columns = ("id", "status", "input", "input_tokens", "output_tokens", "total_tokens", "created_at", "owner")
+    columns = (
+        "id",
+        "status",
+        "input",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "created_at",
+        "owner",
+        "user_id",
+    )
     values = [bindparam(f"new_{name}", type_=RUNS.c[name].type) for name in columns]
     run = insert(RUNS).from_select([*columns, "thread_id"], select(*values, found.c.id)).returning(RUNS.c.id).cte("run")
     if not interrupting:
@@ -119,6 +162,34 @@ def interrupt_runs(where: str, returning: str) -> str:
     return (
         f"UPDATE runs SET {_SET_INTERRUPTED}, finished_at = clock_timestamp(), error = :why "
         f"WHERE {where} RETURNING {returning}"
+    )
+
+
+OWED_RETURNING = "id, thread_id, input, created_at, started_at"
+"""What an interrupting ``UPDATE runs`` returns for :func:`owed_webhooks` to read."""
+
+
+def owed_webhooks(ended: str) -> str:
+    """``INSERT INTO webhook_outbox`` the deliveries owed by the runs the ``ended`` CTE (an
+    :func:`interrupt_runs` returning :data:`OWED_RETURNING`) just interrupted, for those whose
+    stored request has a ``webhook``: a run another process ends (its own process died) calls
+    its webhook as its own end would have, in the same statement. The payload is
+    ``webhooks.order``'s, built in SQL from the CTE's rows alone (no second read of ``runs``,
+    so an empty CTE, the common case, costs nothing). For a sweep's ``WITH``."""
+    payload = (
+        "json_build_object('run_id', r.id, 'thread_id', r.thread_id, "
+        "'assistant_id', coalesce(r.input->>'assistant_id', 'lead_agent'), 'created_at', r.created_at, "
+        "'updated_at', clock_timestamp(), 'status', 'interrupted', "
+        "'metadata', coalesce(r.input->'metadata', '{}'::json), "
+        "'kwargs', r.input::jsonb - 'assistant_id' - 'metadata' - 'multitask_strategy', "
+        "'multitask_strategy', coalesce(r.input->>'multitask_strategy', 'interrupt'), "
+        "'run_started_at', r.started_at, 'run_ended_at', clock_timestamp(), 'values', NULL, 'error', NULL)"
+    )
+    return (
+        f"INSERT INTO webhook_outbox ({', '.join(OUTBOX_COLUMNS)}) "
+        f"SELECT gen_random_uuid()::text, r.id, r.thread_id, r.input->>'webhook', {payload}, 'pending', 0, "
+        "clock_timestamp(), clock_timestamp(), clock_timestamp(), NULL, NULL "
+        f"FROM {ended} r WHERE r.input->>'webhook' IS NOT NULL"
     )
 
 

@@ -17,7 +17,9 @@ from .. import sqlite_statements
 from ..models import ThreadStatus, utcnow
 from .statements import (
     CANCEL_RUN,
+    DELETE_EVENTS_OF_RUN,
     DELETE_RUN,
+    INSERT_OUTBOX,
     INSERT_RUN,
     INTERRUPT_OLDER,
     START_RUN,
@@ -73,12 +75,20 @@ def sqlite_start_run(conn: Connection, run_id: str, thread_id: str, now: Any) ->
 
 
 def sqlite_finish_run(
-    conn: Connection, run_id: str, values: dict[str, Any], thread_id: str | None, thread: dict[str, Any] | None
+    conn: Connection,
+    run_id: str,
+    values: dict[str, Any],
+    thread_id: str | None,
+    thread: dict[str, Any] | None,
+    outbox: Mapping[str, Any] | None = None,
 ) -> None:
-    """SQLite's end of a run (``HostStore.finish_run``): the run's row, then its thread's."""
+    """SQLite's end of a run (``HostStore.finish_run``): the run's row, then its thread's,
+    then the webhook delivery it owes, if any (``webhook_table``)."""
     sqlite_statements.execute(conn, UPDATE_RUN, {**values, "run_id": run_id})
     if thread is not None:
         sqlite_statements.execute(conn, UPDATE_THREAD, {**thread, "thread_id": thread_id})
+    if outbox is not None:
+        conn.execute(INSERT_OUTBOX, dict(outbox))
 
 
 def thread_values(status: str, title: str | None, state_values: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -96,7 +106,9 @@ def list_runs(conn: Connection, thread_id: str, limit: int, offset: int, status:
 
 
 def delete_run(conn: Connection, thread_id: str, run_id: str) -> bool:
-    return bool(conn.execute(DELETE_RUN, {"run_id": run_id, "thread_id": thread_id}).rowcount)
+    params = {"run_id": run_id, "thread_id": thread_id}
+    conn.execute(DELETE_EVENTS_OF_RUN, params)  # its journal with it
+    return bool(conn.execute(DELETE_RUN, params).rowcount)
 
 
 def request_cancel(conn: Connection, run_id: str, action: str) -> int:

@@ -19,12 +19,17 @@ from typing import Any, cast
 from sqlalchemy import Select, Table, Update, bindparam, delete, insert, or_, select, update
 
 from ..models import LIVE_RUN_STATUSES, RunOutcome, RunRow, RunStatus, ThreadRow, ThreadStatus
+from ..run_events_table import RUN_EVENTS
+from ..webhook_table import WEBHOOK_OUTBOX
 
 __all__ = [
     "CANCEL_RUN",
+    "DELETE_EVENTS_OF_RUN",
+    "DELETE_EVENTS_OF_THREAD",
     "DELETE_RUN",
     "DELETE_RUNS_OF_THREAD",
     "DELETE_THREAD",
+    "INSERT_OUTBOX",
     "INSERT_RUN",
     "INSERT_THREAD",
     "INTERRUPTED_RUN",
@@ -66,6 +71,8 @@ INTERRUPTED_RUN: dict[str, Any] = {"status": RunStatus.INTERRUPTED.value, "outco
 (here and ``pg_statements.interrupt_runs``) built from it."""
 
 INSERT_THREAD = insert(THREADS)
+# A webhook delivery a run's end owes, written in its end's transaction (``webhook_table``).
+INSERT_OUTBOX = insert(WEBHOOK_OUTBOX)
 INSERT_RUN = insert(RUNS)
 SELECT_THREAD = select(THREADS).where(THREADS.c.id == bindparam("thread_id"))
 LOCK_THREAD = SELECT_THREAD.with_for_update()
@@ -119,6 +126,11 @@ INTERRUPT_BUSY_THREADS = (
 
 # Runs before their thread: SQLite honours ON DELETE CASCADE only with the foreign_keys pragma.
 DELETE_RUNS_OF_THREAD = delete(RUNS).where(RUNS.c.thread_id == bindparam("thread_id"))
+# The run journal goes with its runs (``run_events_table``), before them for the same reason.
+DELETE_EVENTS_OF_THREAD = delete(RUN_EVENTS).where(RUN_EVENTS.c.thread_id == bindparam("thread_id"))
+DELETE_EVENTS_OF_RUN = delete(RUN_EVENTS).where(
+    RUN_EVENTS.c.run_id == bindparam("run_id"), RUN_EVENTS.c.thread_id == bindparam("thread_id")
+)
 DELETE_THREAD = delete(THREADS).where(THREADS.c.id == bindparam("thread_id"))
 DELETE_RUN = delete(RUNS).where(RUNS.c.id == bindparam("run_id"), RUNS.c.thread_id == bindparam("thread_id"))
 

@@ -25,13 +25,13 @@ from ...tokens import TokenUsage
 from .. import sqlite_statements, thread_search
 from ..engine import SessionFactory
 from ..loop_statements import LoopStatements, aclose_after
-from ..models import RunStatus, ThreadStatus, utcnow
+from ..models import DEFAULT_USER_ID, RunStatus, ThreadStatus, utcnow
 from ..thread_search import ThreadQuery
 from ..transactions import Transactions, transactions_for
-from . import pg_statements, recovery, run_writes, thread_writes
+from . import journal, pg_statements, recovery, run_writes, thread_writes
 from .owners import owner_is_dead
 from .statements import INSERT_THREAD, LIVE_RUN_OF_THREAD, SELECT_RUN, SELECT_RUN_BY_ID, SELECT_THREAD, UPDATE_RUN
-from .values import RunRecord, ThreadNotFoundError, ThreadRecord
+from .values import RunRecord, ThreadNotFoundError, ThreadRecord, ThreadTTL
 
 __all__ = ["HostStore"]
 
@@ -42,6 +42,11 @@ class HostStore:
     :meth:`aclose` ends what the transactions and loop statements hold (threads,
     connections). ``session_factory`` stays the owner's, for what is not a record here.
     """
+
+    default_ttl: ThreadTTL | None = None
+    """The time to live of a thread created without one (``checkpointer.ttl.default_ttl``;
+    set by the Gateway): every thread the host creates, a client's, a stateless run's or a
+    cron's, gets it."""
 
     def __init__(self, session_factory: SessionFactory, transactions: Transactions | None = None) -> None:
         self.session_factory = session_factory
@@ -68,8 +73,10 @@ class HostStore:
         *,
         thread_id: str | None = None,
         status: ThreadStatus = ThreadStatus.IDLE,
+        ttl: ThreadTTL | None = None,
     ) -> ThreadRecord:
-        """A new thread; ``status`` other than idle is for a copy, which keeps its source's."""
+        """A new thread; ``status`` other than idle is for a copy, which keeps its source's.
+        ``ttl`` (else :attr:`default_ttl`) arms its expiry in the same insert."""
         now = utcnow()
         new_id = thread_id or str(uuid.uuid4())
         record = ThreadRecord(new_id, None, ThreadStatus(status).value, now, now, dict(metadata or {}))
@@ -81,6 +88,9 @@ class HostStore:
             "updated_at": now,
             "metadata": dict(record.metadata),
         }
+        ttl = ttl or self.default_ttl
+        if ttl is not None:  # a statement of its own shape: a thread without one pays nothing
+            row.update(ttl.columns(now))
         if self._pg is not None:
             await self._pg.execute(INSERT_THREAD, row)
         else:
@@ -133,6 +143,7 @@ class HostStore:
         *,
         owner: str,
         thread_defaults: dict[str, Any] | None = None,
+        user_id: str = DEFAULT_USER_ID,
     ) -> RunRecord:
         """Persist a ``pending`` run on an existing thread (else ``ThreadNotFoundError``).
 
@@ -142,7 +153,7 @@ class HostStore:
         ``pg_statements.create_run_statement``): a lookup of the thread and the run's row
         would be two round trips and two commits per run.
         """
-        record, _ = await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, None)
+        record, _ = await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, None, user_id)
         return record
 
     async def create_follow_up(
@@ -154,6 +165,7 @@ class HostStore:
         owner: str,
         action: str,
         thread_defaults: dict[str, Any] | None = None,
+        user_id: str = DEFAULT_USER_ID,
     ) -> tuple[RunRecord, int]:
         """``create_run``, and in the same transaction the stop request ``action`` recorded on
         the thread's older ``pending``/``running`` runs (see :meth:`request_cancel`); returns
@@ -163,7 +175,7 @@ class HostStore:
         stop, which is nearly never: a request in a transaction of its own, and a
         ``pg_notify``, for every interrupting run would be two commits more per run.
         """
-        return await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, action)
+        return await self._insert_run(thread_id, run_id, run_input, owner, thread_defaults, action, user_id)
 
     async def _insert_run(
         self,
@@ -173,10 +185,11 @@ class HostStore:
         owner: str,
         thread_defaults: dict[str, Any] | None,
         action: str | None,
+        user_id: str,
     ) -> tuple[RunRecord, int]:
         record = RunRecord(
             run_id, thread_id, RunStatus.PENDING.value, None, dict(run_input), None, None, TokenUsage(), utcnow(),
-            None, None, owner,
+            None, None, owner, user_id,
         )  # fmt: skip
         new_run = {
             "id": run_id,
@@ -187,6 +200,7 @@ class HostStore:
             "total_tokens": 0,
             "created_at": record.created_at,
             "owner": owner,
+            "user_id": user_id,
         }
         older = {"on_thread": thread_id, "created_before": record.created_at, "run_id": run_id, "action": action}
         if self._pg is None:
@@ -232,13 +246,16 @@ class HostStore:
         thread_status: str | None = None,
         title: str | None = None,
         state_values: Mapping[str, Any] | None = None,
+        webhook: Mapping[str, Any] | None = None,
     ) -> None:
         """Record a run's end; with ``thread_id``, sync the thread in the same transaction
         (its status, title and ``state_values``, what thread search's values filter reads).
 
         One transaction because a client that sees the run finished must also see the
         thread's new status and title, and a crash must not leave one updated without the
-        other.
+        other. ``webhook``: the outbox row (``webhook_table``) of the delivery the run owes,
+        written in that same transaction (no other round trip; a run without one sends the
+        statements it always did).
         """
         values: dict[str, Any] = {
             "status": status,
@@ -255,7 +272,15 @@ class HostStore:
         if thread_id is not None and thread_status is not None:
             thread = run_writes.thread_values(thread_status, title, state_values)
         if self._pg is None:
-            await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread)
+            await self._tx.write(run_writes.sqlite_finish_run, run_id, values, thread_id, thread, webhook)
+        elif webhook is not None:
+            owed = pg_statements.finish_run_with_outbox(
+                frozenset(values), None if thread is None else frozenset(thread)
+            )
+            bound = {f"run_{k}": v for k, v in values.items()} | {f"outbox_{k}": v for k, v in webhook.items()}
+            if thread is not None:
+                bound |= {f"thread_{k}": v for k, v in thread.items()}
+            await self._pg.execute(owed, {**bound, "run_id": run_id, "on_thread": thread_id})
         elif thread is None:
             await self._pg.execute(UPDATE_RUN, {**values, "run_id": run_id})
         else:
@@ -309,14 +334,36 @@ class HostStore:
         runs: from the loop on PostgreSQL, as a run's own reads are)."""
         return await self._first(LIVE_RUN_OF_THREAD, {"thread_id": thread_id}) is not None
 
+    # -- the run journal (run evidence) -------------------------------------------------
+    async def append_run_events(self, thread_id: str, rows: Sequence[dict[str, Any]]) -> int:
+        """Append a run's events to its thread's journal in one transaction (``journal``)."""
+        return await self._tx.write(journal.append_events, thread_id, list(rows))
+
+    async def changed_runs(
+        self, user_id: str | None, after: tuple[Any, str] | None, before: Any, limit: int
+    ) -> list[Any]:
+        """Runs by change position (``journal.changed_runs``); rows, not records: the feed
+        needs the position, which a record does not carry."""
+        return await self._tx.read_aside(journal.changed_runs, user_id, after, before, limit)
+
+    async def visible_run(self, thread_id: str, run_id: str, user_id: str | None) -> Any:
+        """The run's row when it is on ``thread_id`` and ``user_id``'s (any user's with None)."""
+        return await self._tx.read(journal.run_of, thread_id, run_id, user_id)
+
+    async def run_events(self, thread_id: str, run_id: str, after_seq: int | None, limit: int) -> list[Any]:
+        """A page of a run's journal after ``after_seq``."""
+        return await self._tx.read_aside(journal.run_events, thread_id, run_id, after_seq, limit)
+
     # -- recovery ---------------------------------------------------------------------
-    async def interrupt_orphaned_runs(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
+    async def interrupt_orphaned_runs(
+        self, *, is_dead: Callable[[str | None], bool] = owner_is_dead, owed: recovery.OwedOnRecovery | None = None
+    ) -> Sequence[str]:
         """Mark runs left ``pending``/``running`` by a dead process as ``interrupted``.
 
         Their threads go to ``interrupted`` too, so a client polling a thread never sees it
         ``busy`` forever after a crash. Returns the ids of the runs it changed.
         """
-        return await self._tx.write(recovery.interrupt_orphaned_runs, is_dead)
+        return await self._tx.write(recovery.interrupt_orphaned_runs, is_dead, owed)
 
     async def temporary_threads_left(self, *, is_dead: Callable[[str | None], bool] = owner_is_dead) -> Sequence[str]:
         """Threads of stateless runs a dead process left behind (``recovery``): the caller

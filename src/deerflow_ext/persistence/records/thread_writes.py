@@ -14,6 +14,7 @@ from .. import sqlite_statements
 from ..models import utcnow
 from ..owner_filter import owner_condition
 from .statements import (
+    DELETE_EVENTS_OF_THREAD,
     DELETE_RUNS_OF_THREAD,
     DELETE_THREAD,
     LIVE_RUN_OF_THREAD,
@@ -72,5 +73,6 @@ def delete_thread(conn: Connection, thread_id: str, filters: Mapping[str, Any] |
         return False
     if conn.execute(LIVE_RUN_OF_THREAD, params).first() is not None:
         return None
+    conn.execute(DELETE_EVENTS_OF_THREAD, params)
     conn.execute(DELETE_RUNS_OF_THREAD, params)
     return bool(conn.execute(DELETE_THREAD, params).rowcount)

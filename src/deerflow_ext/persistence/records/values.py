@@ -7,18 +7,35 @@ the connection is gone and nothing downstream can change a row by accident.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Row
 
 from ...tokens import TokenUsage
 
-__all__ = ["RunRecord", "ThreadNotFoundError", "ThreadRecord"]
+__all__ = ["RunRecord", "ThreadNotFoundError", "ThreadRecord", "ThreadTTL"]
 
 
 class ThreadNotFoundError(LookupError):
     """A run was asked for on a thread that does not exist (nothing was written)."""
+
+
+@dataclass(frozen=True)
+class ThreadTTL:
+    """A thread's time to live (LangGraph's thread ``ttl``; ``deerflow_ext.expiry`` sweeps):
+    ``strategy`` ``delete`` or ``keep_latest``, after ``minutes`` without activity."""
+
+    strategy: str
+    minutes: float
+
+    def columns(self, now: datetime) -> dict[str, Any]:
+        """The thread row's TTL columns, armed from ``now``."""
+        return {
+            "ttl_strategy": self.strategy,
+            "ttl_minutes": float(self.minutes),
+            "expires_at": now + timedelta(minutes=self.minutes),
+        }
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,8 @@ class RunRecord:
     started_at: datetime | None
     finished_at: datetime | None
     owner: str | None
+    # The principal that asked for the run (``models.DEFAULT_USER_ID`` before there were users).
+    user_id: str = "default"
 
     @classmethod
     def of(cls, row: Row[Any]) -> RunRecord:
@@ -67,4 +86,5 @@ class RunRecord:
             row.started_at,
             row.finished_at,
             row.owner,
+            row.user_id,
         )

@@ -1,9 +1,10 @@
 """Stopping a background task this process started (a sweeper, a heartbeat, a watchdog).
 
-Every closer in ``runtime/`` ends its helper tasks the same way: cancel it, then wait until
-it has really ended, so that nothing it does can overlap what the closer does next (closing
-the engine, leaving the presence table), and swallow the ``CancelledError`` that the wait
-re-raises. One function, so that the closers cannot drift apart on that order.
+Every closer (``runtime/``, the cron scheduler, the webhook courier, the TTL sweepers) ends
+its helper tasks the same way: cancel it, then wait until it has really ended, so that
+nothing it does can overlap what the closer does next (closing the engine, leaving the
+presence table), and swallow the ``CancelledError`` that the wait re-raises. One function,
+so that the closers cannot drift apart on that order.
 """
 
 from __future__ import annotations

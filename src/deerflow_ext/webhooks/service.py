@@ -1,0 +1,74 @@
+"""The Gateway's webhooks, built once from ``config.yaml`` and the environment: what the routes
+ask (:meth:`WebhookService.accept`: a URL checked, or the reason it is refused) and the
+delivery worker the lifespan starts and stops."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..config.webhooks_config import WebhooksConfig
+from ..persistence.transactions import Transactions
+from .delivery import Courier, DeliverySettings
+from .headers import filled_headers
+from .order import WebhookOrder
+from .outbox import Outbox
+from .policy import UrlPolicy, WebhookUrlError
+from .signing import secret_bytes
+
+__all__ = ["DISABLED", "WebhookService"]
+
+logger = logging.getLogger("deerflow_ext.webhooks")
+
+DISABLED = "webhook: webhooks are switched off on this Gateway (http.disable_webhooks); leave webhook out"
+
+
+class WebhookService:
+    def __init__(
+        self,
+        config: WebhooksConfig,
+        transactions: Transactions,
+        environ: Mapping[str, str],
+        *,
+        disabled: bool = False,
+        **courier: Any,
+    ) -> None:
+        self.disabled = disabled
+        self.policy = UrlPolicy.of(config.url)
+        secret = environ.get(config.signing_secret_env) or None
+        if secret is None and not disabled:
+            logger.warning(
+                "webhooks: %s is not set; deliveries are sent unsigned (no webhook-signature header)",
+                config.signing_secret_env,
+            )
+        settings = DeliverySettings(
+            policy=self.policy,
+            headers=filled_headers(config, environ),
+            secret=None if secret is None else secret_bytes(secret),
+            allowed_fields=None if config.allowed_fields is None else tuple(config.allowed_fields),
+            max_attempts=config.max_attempts,
+            backoff_seconds=config.backoff_seconds,
+            max_backoff_seconds=config.max_backoff_seconds,
+            timeout_seconds=config.timeout_seconds,
+        )
+        self.outbox = Outbox(transactions)
+        self.courier = Courier(self.outbox, settings, **courier)
+
+    async def accept(self, url: str) -> None:
+        """Check a submitted URL as a delivery would (its name resolved, every address
+        checked); :class:`WebhookUrlError` saying why not."""
+        if self.disabled:
+            raise WebhookUrlError(DISABLED)
+        await self.policy.resolve(self.policy.check(url))
+
+    def order(
+        self, url: str, *, assistant_id: str, metadata: Mapping[str, Any], kwargs: Mapping[str, Any], strategy: str
+    ) -> WebhookOrder:
+        return WebhookOrder(url, assistant_id, dict(metadata), dict(kwargs), strategy, wake=self.courier.wake)
+
+    async def start(self) -> None:
+        await self.courier.start()
+
+    async def stop(self) -> None:
+        await self.courier.stop()
