@@ -296,8 +296,26 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         print(verdict)
         print("The Gateway would not start.")
         return EXIT_STARTUP
+    if config.auth is not None and not _auth_loads(config, path):
+        print("The Gateway would not start: auth.path names no usable langgraph_sdk.Auth.")
+        return EXIT_STARTUP
     print("The Gateway would start.")
     return EXIT_OK
+
+
+def _auth_loads(config: Any, path: Path) -> bool:
+    """``auth:`` loads as the Gateway loads it (the file is imported, as at startup); the
+    error line on stderr when it does not."""
+    from deerflow_ext.identity import AuthLoadError, build_identity_gate
+
+    settings = _settings()
+    token = settings.api_token.get_secret_value() if settings.api_token is not None else config.gateway.api_token
+    try:
+        build_identity_gate(config.auth, path, token)
+    except AuthLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 # -- extensions install / remove ------------------------------------------------------------

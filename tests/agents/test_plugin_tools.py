@@ -151,6 +151,29 @@ async def test_the_lead_agent_calls_a_plugin_tool_with_the_host_bound_context() 
         tool_context.settings["enabled"] = False  # type: ignore[index]
 
 
+async def test_a_tool_sees_the_runs_owner_never_a_langgraph_key_the_caller_sent() -> None:
+    """The run's owner reaches a tool as the host's ``user_id`` (the Gateway records it from
+    the authenticated request); a caller's ``langgraph_auth_user_id`` in the context is not
+    the principal (the run routes drop it too: ``test_identity_principal``)."""
+    handler = Handler()
+    ext = extensions(plugin(handler))
+    name = plugin_tool_name(NS, "search")
+    graph = make_lead_agent(make_config(memory={"enabled": False}, title={"enabled": False}), extensions=ext)
+    context = build_run_context(
+        {"langgraph_auth_user_id": "mallory", "user_id": "mallory"},
+        thread_id="t-1",
+        run_id="r-1",
+        task_id="r-1",
+        agent_name="lead",
+        task_store=None,
+        extensions=ext,
+        user_id="alice",
+    )
+    await graph.ainvoke({"messages": [{"role": "user", "content": f'use {name} {{"query": "milk"}}'}]}, context=context)
+    ((_, tool_context),) = handler.calls
+    assert tool_context.principal.user_id == "alice" and tool_context.principal.is_admin is False
+
+
 async def test_a_subagent_gets_the_plugin_tools_too() -> None:
     handler = Handler()
     ext = extensions(plugin(handler))

@@ -152,6 +152,19 @@ def test_doctor_prefix_collision_exits_1(config_file: Path, capsys: pytest.Captu
     assert code == 1 and "TablePrefixCollisionError" in out and "threads" in out
 
 
+def test_doctor_loads_auth_as_the_gateway_would(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("auth:\n  path: ./auth.py:auth\n")
+    code, out, err = run(capsys, "extensions", "doctor", "--config", str(path))
+    assert code == 1 and err.startswith(f"error: {path}: auth.path: no file") and "would not start" in out
+    (tmp_path / "auth.py").write_text(
+        "from langgraph_sdk import Auth\nauth = Auth()\n\n"
+        "@auth.authenticate\nasync def who(authorization):\n    return 'u'\n"
+    )
+    code, out, _ = run(capsys, "extensions", "doctor", "--config", str(path))
+    assert code == 0 and out.splitlines()[-1] == "The Gateway would start."
+
+
 def test_doctor_invalid_config_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "config.yaml"
     path.write_text("plugins: {not: a list}\n")

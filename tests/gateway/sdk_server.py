@@ -64,7 +64,8 @@ def sdk_server(
     config = directory / "config.yaml"
     entries = [{"name": "gate", "use": "gateway.sdk_gate_ext:install", "config": {"gate_dir": str(gate_dir)}}]
     entries += plugins or []
-    config.write_text(json.dumps({**(sections or {}), "plugins": entries}), encoding="utf-8")  # JSON is YAML
+    # JSON is YAML; ``sections``: more top-level sections (``auth``, ``store``...)
+    config.write_text(json.dumps({**(sections or {}), "plugins": entries}), encoding="utf-8")
     previous = get_loaded_extensions()
     app = create_app(
         Settings(

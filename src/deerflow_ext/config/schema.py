@@ -33,6 +33,7 @@ __all__ = [
     "MODEL_PURPOSES",
     "AccessRule",
     "AppConfig",
+    "AuthConfig",
     "AuthorizationConfig",
     "GatewayConfig",
     "GoalConfig",
@@ -439,6 +440,28 @@ class McpConfig(_Strict):
     max_restart_backoff_seconds: float = Field(default=60.0, ge=0)
 
 
+class AuthConfig(_Strict):
+    """Per-user identity, as ``langgraph.json``'s ``auth`` key says it (``deerflow_ext.identity``).
+
+    ``path``: ``module:attr`` or ``./file.py:attr`` (relative to this config file), naming a
+    ``langgraph_sdk.Auth``. ``admin_token``: keep the Gateway's API token
+    (``DEERFLOW_API_TOKEN`` / ``gateway.api_token``) as an administrator's credential next
+    to the handlers; off by default, when ``auth`` is set the token is not accepted."""
+
+    path: str
+    admin_token: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _module_and_attribute(cls, value: str) -> str:
+        target, colon, attribute = value.rpartition(":")
+        if not colon or not target.strip() or not attribute.strip().isidentifier():
+            raise ValueError(
+                f"must be 'module:attr' or './file.py:attr' (the Auth object after the colon), not {value!r}"
+            )
+        return value
+
+
 class AppConfig(_Strict):
     """The whole file. Every section is optional: an empty file is a working Gateway."""
 
@@ -453,6 +476,7 @@ class AppConfig(_Strict):
     goal: GoalConfig = Field(default_factory=GoalConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    auth: AuthConfig | None = None
     # Time to live of threads (langgraph.json's keys; ``config.ttl``).
     checkpointer: CheckpointerConfig = Field(default_factory=CheckpointerConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)

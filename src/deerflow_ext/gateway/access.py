@@ -54,6 +54,7 @@ __all__ = [
     "Refusal",
     "allowed_hosts",
     "declare_token",
+    "presented_token",
     "refusal",
 ]
 
@@ -122,7 +123,7 @@ class AccessPolicy:
         return presented is not None and hmac.compare_digest(presented.encode(), self.token.encode())
 
 
-def _presented_token(headers: Mapping[str, str]) -> str | None:
+def presented_token(headers: Mapping[str, str]) -> str | None:
     scheme, _, credentials = headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
@@ -177,7 +178,7 @@ def refusal(policy: AccessPolicy, scope: Scope, headers: Mapping[str, str]) -> R
             return Refusal(403, "cross-site request refused (the browser marked it Sec-Fetch-Site: cross-site)")
     if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
         return None
-    if not policy.token_matches(_presented_token(headers)):
+    if not policy.token_matches(presented_token(headers)):
         return Refusal(
             401,
             "this Gateway requires its API token: send 'Authorization: Bearer <token>' or 'X-Api-Key: <token>'",
@@ -190,17 +191,27 @@ _SECURITY_SCHEMES = {
     "bearer": {"type": "http", "scheme": "bearer", "description": "DEERFLOW_API_TOKEN"},
     "apiKey": {"type": "apiKey", "in": "header", "name": "X-Api-Key", "description": "DEERFLOW_API_TOKEN"},
 }
+_USER_SCHEMES = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the credential config.yaml's auth.path accepts (Authorization: Bearer ...)",
+    },
+}
 
 
-def declare_token(app: FastAPI) -> None:
-    """Make the OpenAPI document say every operation takes the token (either header)."""
+def declare_token(app: FastAPI, *, users: bool = False) -> None:
+    """Make the OpenAPI document say every operation takes the token (either header), or
+    (``users``: ``auth`` configured) a bearer credential, so Swagger UI's "Authorize" sends
+    it with every call made from ``/docs``."""
     build = app.openapi
+    schemes = _USER_SCHEMES if users else _SECURITY_SCHEMES
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = build()
-            schema.setdefault("components", {})["securitySchemes"] = _SECURITY_SCHEMES
-            schema["security"] = [{"bearer": []}, {"apiKey": []}]
+            schema.setdefault("components", {})["securitySchemes"] = schemes
+            schema["security"] = [{name: []} for name in schemes]
         return app.openapi_schema or {}
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -40,7 +40,7 @@ from ..agents.host import AgentHost
 from ..agents.model_access import GrantedModelInvoker
 from ..agents.policy import project_policy
 from ..agents.tools import BUILTIN_TOOL_NAMES
-from ..config.loading import load_app_config
+from ..config.loading import ConfigError, load_app_config
 from ..config.schema import AppConfig, PluginEntry
 from ..config.settings import Settings
 from ..expiry import Expiry, default_thread_ttl, store_ttl_config
@@ -60,6 +60,7 @@ from ..extensions.serving.services_routers import (
     start_services,
     stop_services,
 )
+from ..identity import AuthLoadError, IdentityGate, build_identity_gate
 from ..mcp_servers import McpServers
 from ..persistence import (
     HostStore,
@@ -268,15 +269,34 @@ def create_app(
     # JSON bodies, in that order (front.py).
     origins = cors_origins(settings.cors_origins, config.gateway.cors_origins)
     policy = _access_policy(settings, config, origins)
+    identity = _identity_gate(settings, config, policy.token)
+    app.state.identity = identity
+    if identity is not None:  # the handlers decide; the token is an admin's credential or nothing
+        policy = dataclasses.replace(policy, token=None)
     limits = config.gateway.limits
     app.add_middleware(
-        GatewayFront, policy=policy, max_body_bytes=limits.max_body_bytes, body_seconds=limits.body_timeout_seconds
+        GatewayFront,
+        policy=policy,
+        max_body_bytes=limits.max_body_bytes,
+        body_seconds=limits.body_timeout_seconds,
+        identity=identity,
     )
-    if policy.token is not None:
-        declare_token(app)
-    install_principal_resolver(app, token_required=policy.token is not None)
+    if policy.token is not None or identity is not None:
+        declare_token(app, users=identity is not None)
+    install_principal_resolver(app, token_required=policy.token is not None, identity=identity is not None)
     install_host_access(app)
     return app
+
+
+def _identity_gate(settings: Settings, config: AppConfig, token: str | None) -> IdentityGate | None:
+    """The ``auth`` section's handlers, or None (no ``auth``: one token, one admin). A bad
+    ``auth`` stops startup with its one line (``ConfigError``, as any config mistake)."""
+    if config.auth is None:
+        return None
+    try:
+        return build_identity_gate(config.auth, settings.config, token)
+    except AuthLoadError as exc:
+        raise ConfigError(settings.config, None, "auth", str(exc), problems=(str(exc),)) from exc
 
 
 def _mount_protocols(app: FastAPI, config: AppConfig) -> ProtocolEndpoints:

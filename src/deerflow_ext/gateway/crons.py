@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Request
 from pydantic import ValidationError
 
 from ..scheduling import CronDraft, CronStore, ScheduleError, Scheduler, check_schedule
@@ -20,6 +20,7 @@ from .assistants import resolve_assistant
 from .cron_schemas import CronCreate, CronOut, CronPatch
 from .errors import validation_message
 from .schemas import RunCreate
+from .scoping import RUN_USER_METADATA_KEY, authorized, request_user, visible_thread
 from .state import GatewayRuntime
 from .webhook_orders import check_webhook
 
@@ -57,9 +58,24 @@ async def check_cron(
         raise HTTPException(status_code=422, detail=str(exc)) from exc
 
 
-async def create_cron(runtime: GatewayRuntime, body: CronCreate, thread_id: str | None) -> CronOut:
-    """A new cron on ``thread_id`` (None: stateless), checked as its runs will be."""
+async def create_cron(
+    runtime: GatewayRuntime, body: CronCreate, thread_id: str | None, request: Request | None = None
+) -> CronOut:
+    """A new cron on ``thread_id`` (None: stateless), checked as its runs will be.
+
+    ``request``: with ``auth``, its user's ``crons.create`` handler runs first (its
+    ``metadata`` changes kept), the thread must be one the user may see (``threads.read``),
+    and the cron and the runs it starts record the user (``user_id``, the runs' metadata)."""
     await check_cron(runtime, body, body.schedule, body.timezone)
+    metadata = dict(body.metadata or {})
+    user = request_user(request) if request is not None else None
+    if request is not None and user is not None:
+        value = {**body.model_dump(mode="json", exclude_none=True), "thread_id": thread_id, "user_id": user.identity}
+        value["metadata"] = metadata
+        await authorized(request, "crons", "create", value)
+        metadata = dict(value.get("metadata") or {})
+        if thread_id is not None:
+            await visible_thread(request, runtime, thread_id)
     if thread_id is not None:
         if body.on_run_completed is not None:
             raise HTTPException(
@@ -69,6 +85,8 @@ async def create_cron(runtime: GatewayRuntime, body: CronCreate, thread_id: str 
             raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
     await resolve_assistant(runtime, body.assistant_id)  # 404 now rather than at every tick
     payload = checked_payload(body.run_payload())
+    if user is not None:  # each tick's run is the user's, as if they had started it
+        payload["metadata"] = {**(payload.get("metadata") or {}), RUN_USER_METADATA_KEY: user.identity}
     scheduler = scheduler_of(runtime)
     draft = CronDraft(
         assistant_id=body.assistant_id,
@@ -78,8 +96,9 @@ async def create_cron(runtime: GatewayRuntime, body: CronCreate, thread_id: str 
         timezone=body.timezone,
         end_time=body.end_time,
         on_run_completed=None if thread_id is not None else (body.on_run_completed or "delete"),
-        metadata=body.metadata or {},
+        metadata=metadata,
         enabled=True if body.enabled is None else body.enabled,
+        user_id=user.identity if user is not None else None,
     )
     record = await scheduler.store.create(draft, scheduler.clock.now())
     scheduler.changed()

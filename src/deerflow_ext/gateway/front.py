@@ -11,7 +11,10 @@ a 500) still carries the CORS headers:
 2. Unexpected errors (``errors.py``): a failure no handler took is answered with the JSON
    500 (503 while the database cannot be reached) on the same connection, unless the
    response has started; then it propagates and the server ends the response.
-3. Access (``access.py``): the Host allow-list, cross-site refusals, the bearer token.
+3. Access (``access.py``): the Host allow-list, cross-site refusals, the bearer token; with
+   ``auth`` configured, the request's user (``identity``: ``@auth.authenticate``), put in
+   the scope as Starlette's authentication middleware puts it (``scope["user"]``,
+   ``scope["auth"]``). Without ``auth`` that step is one ``None`` check.
 4. Body limits (``limits.py``): a declared length over the limit is refused before any route
    runs; a body is counted and timed as the route reads it; a request that announces no
    body keeps its ``receive`` as it is.
@@ -24,9 +27,12 @@ this layer's record of whether the response started instead of wrapping ``send``
 
 from __future__ import annotations
 
+from starlette.authentication import AuthCredentials
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .access import REPEATED_HOST, AccessPolicy, refusal
+from ..identity import REQUEST_USER, IdentityGate
+from ..identity.authenticate import AuthenticationRefused
+from .access import OPEN_PATHS, OPEN_PREFIXES, REPEATED_HOST, AccessPolicy, Refusal, presented_token, refusal
 from .asgi import StartTracking
 from .cors import cors_layer, vary_origin
 from .errors import internal_error, log_unexpected
@@ -85,9 +91,18 @@ class _Response(StartTracking):
 class GatewayFront:
     """CORS, unexpected errors, access, body limits and JSON bodies, in that order."""
 
-    def __init__(self, app: ASGIApp, *, policy: AccessPolicy, max_body_bytes: int, body_seconds: float) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        policy: AccessPolicy,
+        max_body_bytes: int,
+        body_seconds: float,
+        identity: IdentityGate | None = None,
+    ) -> None:
         self.app = app
         self.policy = policy
+        self.identity = identity
         self.limits = BodyLimits(max_body_bytes, body_seconds)
         self._cors = cors_layer(self._behind_cors, policy.origins)
 
@@ -100,13 +115,30 @@ class GatewayFront:
             else:
                 await self._serve(scope, receive, _Response(send, vary=True), headers)
         elif kind == "websocket":
-            refused = refusal(self.policy, scope, _read_headers(scope))
+            headers = _read_headers(scope)
+            refused = refusal(self.policy, scope, headers)
+            if refused is None and self.identity is not None:
+                refused = await self._authenticated(scope, headers)
             if refused is None:
                 await self.app(scope, receive, send)
             else:
                 await refused.answer(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+    async def _authenticated(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
+        """Put the request's user in ``scope``, or say why it has none (documentation and
+        liveness need no user, as they need no token)."""
+        path: str = scope["path"]
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES) or self.identity is None:
+            return None
+        found = await self.identity.authenticate(scope, presented_token(headers))
+        if isinstance(found, AuthenticationRefused):
+            return Refusal(found.status, found.detail, found.headers)
+        scope["user"] = found
+        scope["auth"] = AuthCredentials(list(found.permissions))
+        REQUEST_USER.set(found)  # this request's task only: code handed no request reads it
+        return None
 
     async def _behind_cors(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._serve(scope, receive, _Response(send, vary=False), _read_headers(scope))
@@ -122,6 +154,8 @@ class GatewayFront:
 
     async def _checked(self, scope: Scope, receive: Receive, send: _Response, headers: dict[str, str]) -> None:
         refused = refusal(self.policy, scope, headers)
+        if refused is None and self.identity is not None:
+            refused = await self._authenticated(scope, headers)
         if refused is not None:
             await refused.answer(scope, receive, send)
             return

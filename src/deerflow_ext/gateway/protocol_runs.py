@@ -5,7 +5,9 @@ door (``first_problem``) and model (``RunCreate``), and started, answered and re
 the run routes' own functions (``start_run``, ``start_stateless``, ``final_values``,
 ``forget_after``): there is one way to run an assistant, whichever door the request came in
 by. An ``HTTPException`` those raise becomes :class:`~..protocols.runs.RunRefused` with the
-same status and line.
+same status and line. With ``auth`` configured the run is the protocol request's user's, as a
+run route's would be (``threads.create_run`` handler, the thread visible to them, the
+user recorded), the user read from ``identity.REQUEST_USER``: the protocols hand no request.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 from pydantic import ValidationError
 
+from ..identity import REQUEST_USER
+from ..persistence.models import DEFAULT_USER_ID
 from ..protocols.runs import RunCall, RunRefused, StartedRun
 from ..runtime.stream_modes import WAIT_STREAM_MODES
 from ..runtime.wire import jsonable
 from .door import first_problem
-from .routes.runs import final_values, start_run
+from .routes.runs import final_values, owned_run, start_run
 from .routes.stateless import forget_after, start_stateless
 from .schemas import RunCreate
 from .state import GatewayRuntime
@@ -72,11 +76,20 @@ class GatewayServedRuns:
         runtime = self.serving()
         body = self._body(call)
         modes = call.stream_modes or WAIT_STREAM_MODES
+        user = REQUEST_USER.get()  # with ``auth``: the protocol request's user, as a run route's
+        # The run routes' owner rule (``scoping.run_owner``) without a request: the user with
+        # ``auth``, else the Gateway's one principal.
+        owner = user.identity if user is not None else DEFAULT_USER_ID
+        owned: dict[str, Any] | None = None
         try:
+            if user is not None:
+                gate = self._app.state.identity
+                body, owned = await owned_run(gate, user, runtime, call.thread_id or "", body, call.thread_id is None)
             if call.thread_id is None:
-                thread_id, handle = await start_stateless(runtime, body, modes)
+                thread_id, handle = await start_stateless(runtime, body, modes, user_id=owner, owner_metadata=owned)
             else:
-                thread_id, handle = call.thread_id, await start_run(runtime, call.thread_id, body, modes)
+                handle = await start_run(runtime, call.thread_id, body, modes, user_id=owner, owner_metadata=owned)
+                thread_id = call.thread_id
         except HTTPException as exc:
             raise RunRefused(exc.status_code, str(exc.detail)) from None
         return StartedRun(thread_id, handle.run_id, handle, stateless=call.thread_id is None)

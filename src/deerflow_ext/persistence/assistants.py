@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Select, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -31,6 +31,7 @@ from .assistant_tables import (
 )
 from .json_match import json_contains
 from .models import utcnow
+from .owner_filter import owner_condition
 
 __all__ = [
     "AssistantChange",
@@ -107,6 +108,8 @@ class AssistantQuery:
     sort_by: SortBy = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
     select: Sequence[str] = ()
+    # An authorization handler's filter on the metadata (``owner_filter``): the user's own.
+    filters: Mapping[str, Any] | None = None
 
 
 def _record(row: Any) -> AssistantRecord:
@@ -121,9 +124,15 @@ class AssistantStore:
         self._dialect = engine.dialect.name
 
     # -- reads --------------------------------------------------------------------------
-    async def get(self, assistant_id: str) -> AssistantRecord | None:
+    def _mine(self, assistant_id: str, filters: Mapping[str, Any] | None) -> ColumnElement[bool]:
+        """This assistant, if its metadata matches ``filters`` (an authorization handler's)."""
+        return and_(
+            ASSISTANTS.c.assistant_id == assistant_id, owner_condition(ASSISTANTS.c["metadata"], filters, self._dialect)
+        )
+
+    async def get(self, assistant_id: str, filters: Mapping[str, Any] | None = None) -> AssistantRecord | None:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(select(ASSISTANTS).where(ASSISTANTS.c.assistant_id == assistant_id))).first()
+            row = (await conn.execute(select(ASSISTANTS).where(self._mine(assistant_id, filters)))).first()
         return _record(row) if row is not None else None
 
     async def search(self, query: AssistantQuery) -> tuple[list[dict[str, Any]], bool]:
@@ -154,10 +163,18 @@ class AssistantStore:
             conditions.append(ASSISTANTS.c.graph_id == query.graph_id)
         if query.name:
             conditions.append(func.lower(ASSISTANTS.c.name).contains(query.name.lower(), autoescape=True))
+        if query.filters:
+            conditions.append(owner_condition(ASSISTANTS.c["metadata"], query.filters, self._dialect))
         return statement.where(*conditions)
 
     async def versions(
-        self, assistant_id: str, *, metadata: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0
+        self,
+        assistant_id: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        filters: Mapping[str, Any] | None = None,
     ) -> list[AssistantRecord]:
         """The assistant's versions, newest first; :class:`AssistantNotFoundError` when it
         does not exist (an assistant always has its first version)."""
@@ -172,10 +189,16 @@ class AssistantStore:
             .offset(offset)
         )
         async with self._engine.connect() as conn:
+            if filters and not await self._seen(conn, assistant_id, filters):  # another user's
+                raise AssistantNotFoundError(assistant_id)
             rows = (await conn.execute(statement)).all()
             if not rows and await _missing(conn, assistant_id):
                 raise AssistantNotFoundError(assistant_id)
         return [_record(r) for r in rows]
+
+    async def _seen(self, conn: AsyncConnection, assistant_id: str, filters: Mapping[str, Any]) -> bool:
+        found = await conn.execute(select(ASSISTANTS.c.assistant_id).where(self._mine(assistant_id, filters)))
+        return found.first() is not None
 
     # -- writes -------------------------------------------------------------------------
     async def create(self, draft: AssistantDraft, *, if_exists: Literal["raise", "do_nothing"]) -> AssistantRecord:
@@ -211,12 +234,15 @@ class AssistantStore:
             raise AssistantExistsError(record.assistant_id) from None
         return record
 
-    async def update(self, assistant_id: str, change: AssistantChange) -> AssistantRecord:
-        """A new version from the active one and ``change``, made active."""
+    async def update(
+        self, assistant_id: str, change: AssistantChange, filters: Mapping[str, Any] | None = None
+    ) -> AssistantRecord:
+        """A new version from the active one and ``change``, made active (``filters``: an
+        assistant whose metadata does not match is not found)."""
         _refuse_built_in(assistant_id, "changed")
         now = utcnow()
         async with self._engine.begin() as conn:
-            current = await _lock(conn, assistant_id, now)
+            current = await _lock(conn, assistant_id, now, self._mine(assistant_id, filters))
             last = (
                 await conn.execute(
                     select(func.max(ASSISTANT_VERSIONS.c.version)).where(
@@ -238,13 +264,15 @@ class AssistantStore:
             assistant_id=assistant_id, **fields, version=version, created_at=current.created_at, updated_at=now
         )
 
-    async def set_latest(self, assistant_id: str, version: int) -> AssistantRecord:
+    async def set_latest(
+        self, assistant_id: str, version: int, filters: Mapping[str, Any] | None = None
+    ) -> AssistantRecord:
         """Make ``version`` the active one (its fields become the assistant's)."""
         _refuse_built_in(assistant_id, "changed")
         now = utcnow()
         table = ASSISTANT_VERSIONS
         async with self._engine.begin() as conn:
-            current = await _lock(conn, assistant_id, now)
+            current = await _lock(conn, assistant_id, now, self._mine(assistant_id, filters))
             row = (
                 await conn.execute(
                     select(table).where(table.c.assistant_id == assistant_id, table.c.version == version)
@@ -258,11 +286,11 @@ class AssistantStore:
             assistant_id=assistant_id, **fields, version=version, created_at=current.created_at, updated_at=now
         )
 
-    async def delete(self, assistant_id: str) -> None:
-        """The assistant and every version of it."""
+    async def delete(self, assistant_id: str, filters: Mapping[str, Any] | None = None) -> None:
+        """The assistant and every version of it (``filters``: as for :meth:`update`)."""
         _refuse_built_in(assistant_id, "deleted")
         async with self._engine.begin() as conn:
-            gone = await conn.execute(delete(ASSISTANTS).where(ASSISTANTS.c.assistant_id == assistant_id))
+            gone = await conn.execute(delete(ASSISTANTS).where(self._mine(assistant_id, filters)))
             if gone.rowcount == 0:
                 raise AssistantNotFoundError(assistant_id)
             # The foreign key cascades too; said here so a database without it enforced agrees.
@@ -282,10 +310,11 @@ def _insert_version(assistant_id: str, version: int, fields: Mapping[str, Any], 
     return insert(ASSISTANT_VERSIONS).values(assistant_id=assistant_id, version=version, **fields, created_at=now)
 
 
-async def _lock(conn: AsyncConnection, assistant_id: str, now: Any) -> AssistantRecord:
+async def _lock(conn: AsyncConnection, assistant_id: str, now: Any, mine: ColumnElement[bool]) -> AssistantRecord:
     """The assistant as it is, after a write to its row (the write lock or the row lock is
-    this transaction's from here on); :class:`AssistantNotFoundError` when there is none."""
-    touched = await conn.execute(_update(assistant_id).values(updated_at=now))
+    this transaction's from here on); :class:`AssistantNotFoundError` when there is none
+    (``mine``: the row's condition, with the user's filter)."""
+    touched = await conn.execute(update(ASSISTANTS).where(mine).values(updated_at=now))
     if touched.rowcount == 0:
         raise AssistantNotFoundError(assistant_id)
     row = (await conn.execute(select(ASSISTANTS).where(ASSISTANTS.c.assistant_id == assistant_id))).one()

@@ -7,15 +7,19 @@ built to be filtered or counted in Python.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Connection, Row, Table, func, select
+from sqlalchemy import Connection, Row, Table, bindparam, func, select
 
+from . import sqlite_statements
 from .json_match import json_contains
 from .models import ThreadRow
+from .owner_filter import bound_owner_condition, filter_shape, filter_values, owner_condition
 
-__all__ = ["ThreadQuery", "count_threads", "search_threads"]
+__all__ = ["ThreadQuery", "count_threads", "find_thread", "search_threads"]
 
 _THREADS = cast(Table, ThreadRow.__table__)
 _THREAD_SORT = {
@@ -38,6 +42,8 @@ class ThreadQuery:
     descending: bool = True
     limit: int = 100
     offset: int = 0
+    # An authorization handler's filter on the metadata (``owner_filter``): the user's own.
+    filters: Mapping[str, Any] | None = None
 
 
 def _filtered(statement: Any, query: ThreadQuery, dialect: str) -> Any:
@@ -49,7 +55,33 @@ def _filtered(statement: Any, query: ThreadQuery, dialect: str) -> Any:
         statement = statement.where(json_contains(_THREADS.c.metadata, query.metadata, dialect))
     if query.values:  # the state's values but messages, as the last run's end wrote them
         statement = statement.where(json_contains(_THREADS.c.state_values, query.values, dialect))
+    if query.filters:
+        statement = statement.where(owner_condition(_THREADS.c.metadata, query.filters, dialect))
     return statement
+
+
+def find_thread(conn: Connection, thread_id: str, filters: Mapping[str, Any]) -> Any | None:
+    """The thread's row if it exists and its metadata matches ``filters`` (one statement:
+    another user's thread is not found), with its columns by name. The statement is built
+    once per filter shape and, on SQLite, sent compiled (``sqlite_statements``)."""
+    dialect = conn.dialect.name
+    statement = _thread_by_filter(filter_shape(filters), dialect)
+    params = {"thread_id": thread_id, **filter_values(filters, dialect)}
+    found = sqlite_statements.first(conn, statement, params)
+    return None if found is None else _Columns(dict(zip(_THREADS.c.keys(), found, strict=True)))
+
+
+class _Columns:
+    """A row's columns as attributes (what ``ThreadRecord.of`` reads)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
+
+
+@functools.lru_cache(maxsize=64)
+def _thread_by_filter(shape: tuple[Any, ...], dialect: str) -> Any:
+    condition = bound_owner_condition(_THREADS.c.metadata, shape, dialect)
+    return select(_THREADS).where(_THREADS.c.id == bindparam("thread_id"), condition)
 
 
 def search_threads(conn: Connection, query: ThreadQuery) -> list[Row[Any]]:

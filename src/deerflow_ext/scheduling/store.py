@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, select, update
 
 from ..persistence.cron_table import CRON_COLUMNS, CRONS
 from ..persistence.json_match import json_contains
+from ..persistence.owner_filter import owner_condition
 from ..persistence.transactions import Transactions
 from .schedules import ScheduleError, next_tick
 
@@ -123,6 +124,8 @@ class CronQuery:
     sort_by: SortBy = "created_at"
     sort_order: Literal["asc", "desc"] = "desc"
     select: Sequence[str] = ()
+    # An authorization handler's filter on the metadata (``persistence.owner_filter``).
+    filters: Mapping[str, Any] | None = None
 
 
 def _first_date(schedule: str, timezone: str | None, end_time: datetime | None, now: datetime) -> datetime | None:
@@ -139,8 +142,13 @@ def _insert(conn: Connection, row: dict[str, Any]) -> None:
     conn.execute(insert(CRONS).values(**row))
 
 
-def _get(conn: Connection, cron_id: str) -> CronRecord | None:
-    row = conn.execute(select(CRONS).where(CRONS.c.cron_id == cron_id)).first()
+def _mine(conn: Connection, cron_id: str, filters: Mapping[str, Any] | None) -> ColumnElement[bool]:
+    """This cron, if its metadata matches ``filters`` (an authorization handler's)."""
+    return and_(CRONS.c.cron_id == cron_id, owner_condition(CRONS.c["metadata"], filters, conn.dialect.name))
+
+
+def _get(conn: Connection, cron_id: str, filters: Mapping[str, Any] | None = None) -> CronRecord | None:
+    row = conn.execute(select(CRONS).where(_mine(conn, cron_id, filters))).first()
     return CronRecord.of(dict(row._mapping)) if row is not None else None
 
 
@@ -152,6 +160,8 @@ def _conditions(query: CronQuery, dialect: str) -> list[ColumnElement[bool]]:
         conditions.append(CRONS.c.thread_id == query.thread_id)
     if query.enabled is not None:
         conditions.append(CRONS.c.enabled == query.enabled)
+    if query.filters:
+        conditions.append(owner_condition(CRONS.c["metadata"], query.filters, dialect))
     return conditions
 
 
@@ -175,8 +185,10 @@ def _count(conn: Connection, query: CronQuery) -> int:
     return int(conn.execute(statement).scalar_one())
 
 
-def _update(conn: Connection, cron_id: str, changes: dict[str, Any], now: datetime) -> CronRecord:
-    current = _get(conn, cron_id)
+def _update(
+    conn: Connection, cron_id: str, changes: dict[str, Any], now: datetime, filters: Mapping[str, Any] | None = None
+) -> CronRecord:
+    current = _get(conn, cron_id, filters)
     if current is None:
         raise CronNotFoundError(cron_id)
     values = dict(changes)
@@ -193,8 +205,8 @@ def _update(conn: Connection, cron_id: str, changes: dict[str, Any], now: dateti
     return found
 
 
-def _delete(conn: Connection, cron_id: str) -> bool:
-    return conn.execute(delete(CRONS).where(CRONS.c.cron_id == cron_id)).rowcount > 0
+def _delete(conn: Connection, cron_id: str, filters: Mapping[str, Any] | None = None) -> bool:
+    return conn.execute(delete(CRONS).where(_mine(conn, cron_id, filters))).rowcount > 0
 
 
 def _earliest(conn: Connection) -> datetime | None:
@@ -268,8 +280,8 @@ class CronStore:
         await self._tx.write(self._changing(_insert), row)
         return CronRecord.of(row)
 
-    async def get(self, cron_id: str) -> CronRecord | None:
-        return await self._tx.read(_get, cron_id)
+    async def get(self, cron_id: str, filters: Mapping[str, Any] | None = None) -> CronRecord | None:
+        return await self._tx.read(_get, cron_id, filters)
 
     async def search(self, query: CronQuery) -> list[dict[str, Any]]:
         """The page's crons, only the ``select`` columns (all when empty)."""
@@ -278,13 +290,16 @@ class CronStore:
     async def count(self, query: CronQuery) -> int:
         return await self._tx.read(_count, query)
 
-    async def update(self, cron_id: str, changes: Mapping[str, Any], now: datetime) -> CronRecord:
+    async def update(
+        self, cron_id: str, changes: Mapping[str, Any], now: datetime, filters: Mapping[str, Any] | None = None
+    ) -> CronRecord:
         """Replace the columns ``changes`` names (``payload`` is merged into the stored one)
-        and recompute the next tick from ``now``; :class:`CronNotFoundError` if none."""
-        return await self._tx.write(self._changing(_update), cron_id, dict(changes), now)
+        and recompute the next tick from ``now``; :class:`CronNotFoundError` if none (or
+        its metadata does not match ``filters``)."""
+        return await self._tx.write(self._changing(_update), cron_id, dict(changes), now, filters)
 
-    async def delete(self, cron_id: str) -> bool:
-        return await self._tx.write(self._changing(_delete), cron_id)
+    async def delete(self, cron_id: str, filters: Mapping[str, Any] | None = None) -> bool:
+        return await self._tx.write(self._changing(_delete), cron_id, filters)
 
     async def earliest(self) -> datetime | None:
         """The earliest ``next_run_date`` of an enabled cron: when the scheduler wakes."""

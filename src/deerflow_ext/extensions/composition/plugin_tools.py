@@ -42,6 +42,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_OUTPUT_BYTES",
     "PLUGIN_TOOL_METADATA_KEY",
+    "RUN_USER_CONTEXT_KEY",
     "TOOL_PRINCIPAL_ID",
     "build_plugin_tools",
     "merge_tools",
@@ -59,6 +60,11 @@ PLUGIN_TOOL_METADATA_KEY = "deerflow_plugin"
 # A tool's principal carries only the user id, as in DeerFlow: the run's owner, read from its
 # runtime context; this one when the run has none (an embedded client's run).
 TOOL_PRINCIPAL_ID = "default"
+RUN_USER_CONTEXT_KEY = "user_id"
+"""Where a run's context holds its owner (DeerFlow's host key): the host writes it from the
+run's recorded ``user_id`` (the request's principal: the authenticated user with ``auth``,
+``default`` without) after dropping a caller's value, so a tool reads the run's owner, never
+what a caller merged into the context."""
 
 _DISABLED = "Plugin disabled by administrator."
 _INVALID_INPUT = "Invalid plugin tool input."
@@ -205,7 +211,7 @@ def _tool(plugin: RegisteredPlugin, declaration: ModelTool, name: str, installat
 def _user_id(runtime: object) -> str:
     """The run's principal (the ``user_id`` host key of its context), as DeerFlow's
     ``resolve_runtime_user_id``; a run the host recorded no owner for is the default's."""
-    value = context_get(getattr(runtime, "context", None), "user_id")
+    value = context_get(getattr(runtime, "context", None), RUN_USER_CONTEXT_KEY)
     return value if isinstance(value, str) and value else TOOL_PRINCIPAL_ID
 
 

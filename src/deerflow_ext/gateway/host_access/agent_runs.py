@@ -9,6 +9,12 @@ handle, as in DeerFlow. Every call re-checks what it touches:
 - a thread the handle creates records its owner in its metadata (``owner``: the key
   LangGraph's auth tutorial filters on); a thread with another owner answers 404, as an
   absent one does, and a thread with none belongs to the Gateway's default principal;
+- with ``auth`` configured the handle goes through the user's ``@auth.on`` handlers instead,
+  exactly as the routes do (``gateway.scoping``): ``threads.create`` stamps a thread it
+  creates, ``threads.read`` filters the threads it may touch (another user's is 404),
+  ``threads.create_run`` admits each run (``routes.runs.owned_run``). The ``owner`` key is
+  then neither written nor read: the handlers are the one rule for users' threads, so a
+  thread the user made over HTTP and one an extension made for them are seen alike;
 - ``input`` holds ``messages`` and nothing a client could not send; a ``system`` message is
   refused (400), and so is a ``context`` that names a host key (422);
 - an active run on the thread is a conflict (409), never interrupted: the handle starts
@@ -31,10 +37,11 @@ from pydantic import ValidationError
 
 from deerflow_extension_api import AgentRun, AgentRunError, ExtensionPrincipal
 
+from ...identity import AuthenticatedUser, IdentityGate
 from ...persistence.models import DEFAULT_USER_ID, LIVE_RUN_STATUSES, RunStatus
 from ...persistence.records import ThreadNotFoundError
 from ...runtime.wire import jsonable
-from ..routes.runs import start_run
+from ..routes.runs import owned_run, start_run
 from ..schemas import RunCreate
 from ..state import GatewayRuntime
 
@@ -57,15 +64,31 @@ class GatewayAgentRuns:
         *,
         namespace: str | None = None,
         keys: dict[tuple[str, str, str], str] | None = None,
+        identity: tuple[IdentityGate, AuthenticatedUser] | None = None,
     ) -> None:
+        """``identity``: with ``auth``, the gate and the principal's authenticated user,
+        whose handlers scope every thread the handle touches."""
         self._runtime = runtime
         self._principal = principal
         self._namespace = namespace
         self._keys = keys if keys is not None else {}
+        self._identity = identity
 
     def for_plugin(self, namespace: str) -> GatewayAgentRuns:
         """The same handle, its runs marked as this plugin's (run metadata ``plugin``)."""
-        return GatewayAgentRuns(self._runtime, self._principal, namespace=namespace, keys=self._keys)
+        return GatewayAgentRuns(
+            self._runtime, self._principal, namespace=namespace, keys=self._keys, identity=self._identity
+        )
+
+    async def _authorize(self, action: str, value: dict[str, Any]) -> Any:
+        """The user's ``threads.<action>`` filter (``auth``); a handler's refusal as the
+        handle's error."""
+        assert self._identity is not None
+        gate, user = self._identity
+        try:
+            return await gate.authorize(user, "threads", action, value)
+        except HTTPException as exc:
+            raise AgentRunError(exc.status_code, str(exc.detail)) from None
 
     @property
     def _user(self) -> str:
@@ -74,6 +97,11 @@ class GatewayAgentRuns:
     async def _owned(self, thread_id: str) -> None:
         if not isinstance(thread_id, str) or not thread_id:
             raise AgentRunError(422, "thread_id must be a non-empty string")
+        if self._identity is not None:  # the user's threads.read handler, as the routes'
+            filters = await self._authorize("read", {"thread_id": thread_id})
+            if await self._runtime.store.get_thread(thread_id, filters) is None:
+                raise AgentRunError(404, f"thread {thread_id} not found")
+            return
         record = await self._runtime.store.get_thread(thread_id)
         owner = record.metadata.get(OWNER_METADATA_KEY, DEFAULT_USER_ID) if record is not None else None
         if owner != self._user:
@@ -91,7 +119,16 @@ class GatewayAgentRuns:
             if existing is not None:
                 await self._owned(thread_id)  # another's thread: 404, as if absent
                 return thread_id
-        fields = {**dict(metadata or {}), OWNER_METADATA_KEY: self._user, "assistant_id": assistant_id}
+        if self._identity is not None:  # the user's threads.create handler stamps it, as the route's
+            value: dict[str, Any] = {
+                "thread_id": thread_id,
+                "metadata": {**dict(metadata or {}), "assistant_id": assistant_id},
+                "if_exists": "do_nothing",
+            }
+            await self._authorize("create", value)
+            fields = dict(value.get("metadata") or {})
+        else:
+            fields = {**dict(metadata or {}), OWNER_METADATA_KEY: self._user, "assistant_id": assistant_id}
         record = await self._runtime.store.create_thread(fields, thread_id=thread_id)
         return record.id
 
@@ -107,7 +144,11 @@ class GatewayAgentRuns:
         except ValidationError as exc:
             raise AgentRunError(422, f"invalid run input: {exc.errors()[0].get('msg', 'invalid')}") from None
         try:
-            handle = await start_run(self._runtime, thread_id, request, user_id=self._user)
+            owned = None
+            if self._identity is not None:  # the user's threads.create_run handler, as the routes'
+                gate, user = self._identity
+                request, owned = await owned_run(gate, user, self._runtime, thread_id, request, False)
+            handle = await start_run(self._runtime, thread_id, request, user_id=self._user, owner_metadata=owned)
         except HTTPException as exc:
             raise AgentRunError(exc.status_code, str(exc.detail)) from None
         except ThreadNotFoundError:

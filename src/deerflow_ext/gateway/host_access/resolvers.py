@@ -22,6 +22,7 @@ from deerflow_extension_api import (
 )
 
 from ...persistence.records import HostStore
+from ..scoping import request_user
 from .agent_runs import GatewayAgentRuns
 from .batch_results import HostBatchResultReader
 from .run_evidence import DEFAULT_SETTLE_SECONDS, HostRunEvidenceReader
@@ -58,7 +59,10 @@ def install_host_access(app: FastAPI) -> None:
             raise PermissionError("agent runs require an authenticated principal")
         if principal.is_internal:
             return None  # DeerFlow lends internal callers no handle
-        return GatewayAgentRuns(runtime, principal, keys=keys)
+        user = request_user(request)
+        gate = getattr(app.state, "identity", None)
+        identity = (gate, user) if user is not None and gate is not None else None
+        return GatewayAgentRuns(runtime, principal, keys=keys, identity=identity)
 
     def batch_results(request: object) -> BatchResultReader | None:
         runtime = getattr(app.state, "runtime", None)

@@ -15,6 +15,7 @@ assistant of one's own is one ``create`` away and may be changed at will.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -44,6 +45,7 @@ from ..assistant_schemas import (
 )
 from ..assistants import assistants_of, resolve_assistant
 from ..schemas import GRAPH_ID
+from ..scoping import authorized
 from ..state import GatewayRuntime, runtime_of
 
 __all__ = ["router"]
@@ -60,8 +62,15 @@ def _refused(exc: Exception) -> HTTPException:
     return HTTPException(status_code=409, detail=str(exc))  # exists, or built in
 
 
-async def _record(runtime: GatewayRuntime, assistant_id: str) -> AssistantRecord:
-    record = await assistants_of(runtime).get(assistant_id)
+async def _filters(request: Request, action: str, value: dict[str, Any]) -> Any:
+    """The user's ``assistants.<action>`` filter (``auth``); None without ``auth``."""
+    if request.scope.get("user") is None:
+        return None
+    return await authorized(request, "assistants", action, value)
+
+
+async def _record(runtime: GatewayRuntime, assistant_id: str, filters: Any = None) -> AssistantRecord:
+    record = await assistants_of(runtime).get(assistant_id, filters)
     if record is None:
         raise HTTPException(status_code=404, detail=f"assistant {assistant_id} not found")
     return record
@@ -73,13 +82,19 @@ async def _record(runtime: GatewayRuntime, assistant_id: str) -> AssistantRecord
 @router.post("", response_model=AssistantOut)
 async def create_assistant(request: Request, body: AssistantCreate) -> AssistantOut:
     """A new assistant of the lead graph (``if_exists``: raise, 409, or do_nothing)."""
+    metadata = body.metadata or {}
+    if request.scope.get("user") is not None:  # the create handler may stamp the metadata
+        value = body.model_dump(mode="json", exclude_none=True)
+        value["metadata"] = dict(metadata)
+        await authorized(request, "assistants", "create", value)
+        metadata = dict(value.get("metadata") or {})
     draft = AssistantDraft(
         graph_id=body.graph_id,
         name=body.name or _UNTITLED,
         description=body.description,
         config=body.config_dict() or {},
         context=body.context or {},
-        metadata=body.metadata or {},
+        metadata=metadata,
         assistant_id=body.assistant_id,
     )
     try:
@@ -89,11 +104,15 @@ async def create_assistant(request: Request, body: AssistantCreate) -> Assistant
     return AssistantOut.of(record)
 
 
-def _query(body: AssistantCount | None) -> AssistantQuery:
+async def _query(request: Request, body: AssistantCount | None) -> AssistantQuery:
+    filters = None
+    if request.scope.get("user") is not None:
+        value = body.model_dump(mode="json", exclude_none=True) if body is not None else {}
+        filters = await authorized(request, "assistants", "search", value)
     if body is None:
-        return AssistantQuery()
+        return AssistantQuery(filters=filters)
     if not isinstance(body, AssistantSearch):
-        return AssistantQuery(metadata=body.metadata, graph_id=body.graph_id, name=body.name)
+        return AssistantQuery(metadata=body.metadata, graph_id=body.graph_id, name=body.name, filters=filters)
     return AssistantQuery(
         metadata=body.metadata,
         graph_id=body.graph_id,
@@ -103,6 +122,7 @@ def _query(body: AssistantCount | None) -> AssistantQuery:
         sort_by=body.sort_by or "created_at",
         sort_order=body.sort_order or "desc",
         select=tuple(body.select or ()),
+        filters=filters,
     )
 
 
@@ -120,7 +140,7 @@ async def search_assistants(
 ) -> Any:
     """Assistants matching every filter, newest first unless ``sort_by``/``sort_order`` say
     otherwise; ``X-Pagination-Next`` holds the next page's offset while there is one."""
-    query = _query(body)
+    query = await _query(request, body)
     rows, more = await assistants_of(runtime_of(request)).search(query)
     if more:
         response.headers["X-Pagination-Next"] = str(query.offset + query.limit)
@@ -129,7 +149,7 @@ async def search_assistants(
 
 @router.post("/count", response_model=int)
 async def count_assistants(request: Request, body: Annotated[AssistantCount | None, Body()] = None) -> int:
-    return await assistants_of(runtime_of(request)).count(_query(body))
+    return await assistants_of(runtime_of(request)).count(await _query(request, body))
 
 
 # ---------------------------------------------------------------------------- one assistant
@@ -137,7 +157,8 @@ async def count_assistants(request: Request, body: Annotated[AssistantCount | No
 
 @router.get("/{assistant_id}", response_model=AssistantOut)
 async def get_assistant(request: Request, assistant_id: str) -> AssistantOut:
-    return AssistantOut.of(await _record(runtime_of(request), assistant_id))
+    filters = await _filters(request, "read", {"assistant_id": assistant_id})
+    return AssistantOut.of(await _record(runtime_of(request), assistant_id, filters))
 
 
 @router.patch("/{assistant_id}", response_model=AssistantOut)
@@ -152,8 +173,14 @@ async def update_assistant(request: Request, assistant_id: str, body: AssistantP
         context=body.context,
         metadata=body.metadata,
     )
+    filters = None
+    if request.scope.get("user") is not None:
+        value = {**body.model_dump(mode="json", exclude_none=True), "assistant_id": assistant_id}
+        value["metadata"] = dict(body.metadata or {})
+        filters = await authorized(request, "assistants", "update", value)
+        change = dataclasses.replace(change, metadata=dict(value.get("metadata") or {}) or None)
     try:
-        return AssistantOut.of(await assistants_of(runtime_of(request)).update(assistant_id, change))
+        return AssistantOut.of(await assistants_of(runtime_of(request)).update(assistant_id, change, filters))
     except (AssistantNotFoundError, BuiltInAssistantError) as exc:
         raise _refused(exc) from None
 
@@ -164,23 +191,33 @@ async def delete_assistant(request: Request, assistant_id: str, delete_threads: 
     whose metadata names it (``assistant_id``), with their runs and checkpoints."""
     runtime = runtime_of(request)
     store = assistants_of(runtime)
+    filters = await _filters(request, "delete", {"assistant_id": assistant_id})
     try:
         if delete_threads:
-            await _record(runtime, assistant_id)
+            await _record(runtime, assistant_id, filters)
             if assistant_id == GRAPH_ID:
                 raise BuiltInAssistantError("deleted")
-            await _delete_threads(runtime, assistant_id)
-        await store.delete(assistant_id)
+            await _delete_threads(runtime, assistant_id, await _thread_filters(request))
+        await store.delete(assistant_id, filters)
     except (AssistantNotFoundError, BuiltInAssistantError) as exc:
         raise _refused(exc) from None
     return Response(status_code=204)
 
 
-async def _delete_threads(runtime: GatewayRuntime, assistant_id: str) -> None:
+async def _thread_filters(request: Request) -> Any:
+    """The user's ``threads.delete`` filter: deleting an assistant's threads deletes only
+    the threads the user could delete one by one."""
+    if request.scope.get("user") is None:
+        return None
+    return await authorized(request, "threads", "delete", {"thread_id": None})
+
+
+async def _delete_threads(runtime: GatewayRuntime, assistant_id: str, filters: Any = None) -> None:
     states = getattr(runtime.agent_host, "thread_states", None)
-    while threads := await runtime.store.search_threads(ThreadQuery(metadata={"assistant_id": assistant_id})):
+    query = ThreadQuery(metadata={"assistant_id": assistant_id}, filters=filters)
+    while threads := await runtime.store.search_threads(query):
         for thread in threads:
-            deleted = await runtime.store.delete_thread(thread.id)
+            deleted = await runtime.store.delete_thread(thread.id, filters)
             if deleted is None:  # a run pending or running: the assistant stays too
                 raise HTTPException(
                     status_code=409, detail=f"thread {thread.id} has a run in progress; cancel it first"
@@ -196,8 +233,11 @@ async def get_assistant_versions(
     """The assistant's versions, newest first (``metadata`` filters, ``limit``/``offset`` page)."""
     query = body or VersionsQuery()
     store = assistants_of(runtime_of(request))
+    filters = await _filters(request, "read", {"assistant_id": assistant_id})
     try:
-        found = await store.versions(assistant_id, metadata=query.metadata, limit=query.limit, offset=query.offset)
+        found = await store.versions(
+            assistant_id, metadata=query.metadata, limit=query.limit, offset=query.offset, filters=filters
+        )
     except AssistantNotFoundError as exc:
         raise _refused(exc) from None
     return [AssistantOut.of(record) for record in found]
@@ -206,8 +246,9 @@ async def get_assistant_versions(
 @router.post("/{assistant_id}/latest", response_model=AssistantOut)
 async def set_latest_version(request: Request, assistant_id: str, body: LatestVersion) -> AssistantOut:
     """Make one of the assistant's versions the active one."""
+    filters = await _filters(request, "update", {"assistant_id": assistant_id, "version": body.version})
     try:
-        return AssistantOut.of(await assistants_of(runtime_of(request)).set_latest(assistant_id, body.version))
+        return AssistantOut.of(await assistants_of(runtime_of(request)).set_latest(assistant_id, body.version, filters))
     except (AssistantNotFoundError, VersionNotFoundError, BuiltInAssistantError) as exc:
         raise _refused(exc) from None
 
@@ -217,6 +258,9 @@ async def set_latest_version(request: Request, assistant_id: str, body: LatestVe
 
 async def _graph(request: Request, assistant_id: str) -> Any:
     runtime = runtime_of(request)
+    filters = await _filters(request, "read", {"assistant_id": assistant_id})
+    if filters:  # another user's assistant is not found
+        await _record(runtime, assistant_id, filters)
     await resolve_assistant(runtime, assistant_id)  # 404 for no such assistant
     states = getattr(runtime.agent_host, "thread_states", None)
     if states is None:

@@ -29,6 +29,7 @@ from ...scheduling import (
 from ..cron_schemas import CronCount, CronCreate, CronOut, CronPatch, CronSearch
 from ..crons import check_cron, checked_payload, create_cron, cron_store_of, scheduler_of
 from ..schemas import RunCreate
+from ..scoping import RUN_USER_METADATA_KEY, authorized
 from ..state import GatewayRuntime, runtime_of
 from .runs import start_run
 from .stateless import forget_after, start_stateless
@@ -41,11 +42,26 @@ router = APIRouter(tags=["crons"])
 @router.post("/api/runs/crons", response_model=CronOut)
 async def create_stateless_cron(request: Request, body: CronCreate) -> CronOut:
     """Schedule stateless runs: each tick runs on a new thread (``on_run_completed``)."""
-    return await create_cron(runtime_of(request), body, None)
+    return await create_cron(runtime_of(request), body, None, request)
 
 
-def _query(body: CronCount) -> dict[str, Any]:
-    return {"assistant_id": body.assistant_id, "thread_id": body.thread_id, "metadata": body.metadata or {}}
+async def _query(request: Request, body: CronCount) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "assistant_id": body.assistant_id,
+        "thread_id": body.thread_id,
+        "metadata": body.metadata or {},
+    }
+    if request.scope.get("user") is not None:
+        value = body.model_dump(mode="json", exclude_none=True)
+        found["filters"] = await authorized(request, "crons", "search", value)
+    return found
+
+
+async def _filters(request: Request, action: str, value: dict[str, Any]) -> Any:
+    """The user's ``crons.<action>`` filter (``auth``); None without ``auth``."""
+    if request.scope.get("user") is None:
+        return None
+    return await authorized(request, "crons", action, value)
 
 
 def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +77,7 @@ def _jsonable_row(row: dict[str, Any]) -> dict[str, Any]:
 async def search_crons(request: Request, body: CronSearch) -> list[dict[str, Any]]:
     """Crons matching the filters, one page, in ``sort_by`` order (``select``: those fields)."""
     query = CronQuery(
-        **_query(body),
+        **await _query(request, body),
         enabled=body.enabled,
         limit=body.limit,
         offset=body.offset,
@@ -74,7 +90,7 @@ async def search_crons(request: Request, body: CronSearch) -> list[dict[str, Any
 
 @router.post("/api/runs/crons/count")
 async def count_crons(request: Request, body: CronCount) -> int:
-    return await cron_store_of(runtime_of(request)).count(CronQuery(**_query(body)))
+    return await cron_store_of(runtime_of(request)).count(CronQuery(**await _query(request, body)))
 
 
 @router.patch("/api/runs/crons/{cron_id}", response_model=CronOut)
@@ -82,7 +98,9 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
     """Change a cron; its next tick is computed again from now."""
     runtime = runtime_of(request)
     scheduler = scheduler_of(runtime)
-    current = await scheduler.store.get(cron_id)
+    value = {**body.model_dump(mode="json", exclude_none=True), "cron_id": cron_id}
+    filters = await _filters(request, "update", value)
+    current = await scheduler.store.get(cron_id, filters)
     if current is None:
         raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
     await check_cron(runtime, body, body.schedule or current.schedule, body.timezone or current.timezone)
@@ -101,7 +119,7 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
         checked_payload({**current.payload, **run_fields})
         changes["payload"] = run_fields
     try:
-        record = await scheduler.store.update(cron_id, changes, scheduler.clock.now())
+        record = await scheduler.store.update(cron_id, changes, scheduler.clock.now(), filters)
     except CronNotFoundError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     scheduler.changed()
@@ -112,7 +130,8 @@ async def update_cron(request: Request, cron_id: str, body: CronPatch) -> CronOu
 async def delete_cron(request: Request, cron_id: str) -> Response:
     """Delete a cron: no tick fires after this (a run already started goes on)."""
     scheduler = scheduler_of(runtime_of(request))
-    if not await scheduler.store.delete(cron_id):
+    filters = await _filters(request, "delete", {"cron_id": cron_id})
+    if not await scheduler.store.delete(cron_id, filters):
         raise HTTPException(status_code=404, detail=f"cron {cron_id} not found")
     scheduler.changed()
     return Response(status_code=204)
@@ -136,5 +155,10 @@ async def fire_cron(runtime: GatewayRuntime | None, due: Due) -> None:
         await start_run(runtime, cron.thread_id, body, user_id=cron.user_id or DEFAULT_USER_ID)
         return
     body = body.model_copy(update={"on_completion": cron.on_run_completed or "delete"})
-    thread_id, handle = await start_stateless(runtime, body, user_id=cron.user_id or DEFAULT_USER_ID)
+    # A user's cron (``auth``): its new thread carries the cron's metadata, which the user's
+    # ``crons.create`` handler stamped, so the user finds it as they find the cron.
+    owned = {**cron.metadata, RUN_USER_METADATA_KEY: cron.user_id} if cron.user_id is not None else None
+    thread_id, handle = await start_stateless(
+        runtime, body, user_id=cron.user_id or DEFAULT_USER_ID, owner_metadata=owned
+    )
     forget_after(runtime, thread_id, handle, body)

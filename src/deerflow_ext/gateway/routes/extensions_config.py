@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...config.editing import atomic_write, config_lock
 from ...mcp_servers import http_write_refusals
+from ..scoping import admin_only
 
 __all__ = [
     "EXTENSIONS_CONFIG_FILE",
@@ -282,6 +283,7 @@ def _if_match(value: str | None) -> IfMatch | None:
 
 @router.get("/api/extensions-config")
 async def get_extensions_config(request: Request, response: Response) -> dict[str, Any]:
+    admin_only(request)
     path = _path(request)
 
     def read() -> tuple[ExtensionsConfig, str]:
@@ -318,6 +320,7 @@ async def put_extensions_config(
     body: ExtensionsConfig,
     if_match: Annotated[str | None, Header(alias="If-Match")] = None,
 ) -> dict[str, Any]:
+    admin_only(request)
     size = len(_render(body).encode())
     if size > MAX_FILE_BYTES:
         raise HTTPException(

@@ -18,6 +18,7 @@ from ...extensions.operator_view.inventory import describe_entries
 from ...extensions.plugin_loading.discovery import EntryPointIndex
 from ...runtime import prometheus_metrics as run_metrics
 from ...webhooks import WebhookCollector
+from ..scoping import admin_only
 
 __all__ = ["entry_reports", "router"]
 
@@ -41,6 +42,7 @@ def entry_reports(request: Request) -> list[Any]:
 
 @router.get("/api/extensions")
 async def list_extensions(request: Request) -> dict[str, Any]:
+    admin_only(request)
     extensions = request.app.state.extensions
     return {
         "summary": extensions.summary,
@@ -51,7 +53,8 @@ async def list_extensions(request: Request) -> dict[str, Any]:
 
 
 @router.get("/metrics")
-async def metrics() -> Response:
+async def metrics(request: Request) -> Response:
+    admin_only(request)
     if not metrics_enabled():
         raise HTTPException(status_code=404, detail="metrics are switched off (DEERFLOW_METRICS=0)")
     return Response(content=run_metrics.render(), media_type=run_metrics.CONTENT_TYPE)

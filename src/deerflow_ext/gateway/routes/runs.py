@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from deerflow_extension_api import resolve_principal
-
+from ...extensions.composition.plugin_tools import RUN_USER_CONTEXT_KEY
+from ...identity import AuthenticatedUser, IdentityGate
 from ...persistence.models import DEFAULT_USER_ID, RunStatus, ThreadStatus
 from ...persistence.records import TEMPORARY, ThreadNotFoundError
 from ...runtime.handle import RunHandle
@@ -42,12 +42,13 @@ from ..schemas import (
     RunOut,
     selected,
 )
+from ..scoping import RUN_USER_METADATA_KEY, authorized, request_user, run_owner, visible_thread
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
 from ..webhook_orders import webhook_order
 
-__all__ = ["SSE_DOC", "final_values", "following", "router", "start_run"]
+__all__ = ["SSE_DOC", "final_values", "following", "owned_run", "router", "start_run"]
 
 router = APIRouter(prefix="/api/threads/{thread_id}/runs", tags=["runs"])
 
@@ -68,7 +69,11 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
         },
     }
 }
-_HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name")
+# The host's keys of a run's context; a client's value for one is dropped. The run's owner
+# (``user_id``) is one: the host sets it from the run's recorded owner (``scoping.run_owner``).
+# LangGraph's name for the user goes too: a caller cannot claim to be a user there either.
+_OWNER_KEYS = (RUN_USER_CONTEXT_KEY, RUN_USER_METADATA_KEY)
+_HOST_CONTEXT_KEYS = ("thread_id", "run_id", "task_id", "agent_name", *_OWNER_KEYS)
 
 
 def _paths(thread_id: str, run_id: str) -> dict[str, str]:
@@ -87,7 +92,7 @@ _RUN_THREAD_METADATA = _ids(ASSISTANT_ID)
 
 
 async def _create_missing_thread(
-    runtime: GatewayRuntime, thread_id: str, body: RunCreate, ids: Mapping[str, str]
+    runtime: GatewayRuntime, thread_id: str, body: RunCreate, ids: Mapping[str, Any]
 ) -> None:
     """The run's thread does not exist: create it (``if_not_exists: create``) or answer 404."""
     if body.if_not_exists != "create":
@@ -107,7 +112,7 @@ def _spec(
     return LeadRunSpec(
         messages=tuple(m.for_graph() for m in body.input.messages) if body.input else (),
         goal=body.goal,
-        context={**configurable, **body.context},
+        context=_context(configurable, body),
         stream_modes=body.stream_modes_or(default_modes),
         subgraphs=body.stream_subgraphs,
         checkpoint_id=body.fork_checkpoint_id,
@@ -121,6 +126,15 @@ def _spec(
         interrupt_after=_nodes(body.interrupt_after),
         webhook=webhook,
     )
+
+
+def _context(configurable: dict[str, Any], body: RunCreate) -> dict[str, Any]:
+    """The caller's context over its ``configurable``, without the host's keys (a caller's
+    claim to be a user included: the host writes the run's owner itself)."""
+    context = {**configurable, **body.context}
+    for key in _OWNER_KEYS:
+        context.pop(key, None)
+    return context
 
 
 def _nodes(nodes: str | list[str] | None) -> str | tuple[str, ...] | None:
@@ -192,11 +206,25 @@ async def _start(
     default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
     *,
     temporary: bool = False,
+    request: Request | None = None,
     user_id: str = DEFAULT_USER_ID,
+    owner_metadata: Mapping[str, Any] | None = None,
 ) -> RunHandle:
     """``temporary``: a stateless run whose thread goes when it ended; its row says so
     (``TEMPORARY``), so startup recovery deletes the thread if this process cannot.
-    ``user_id``: the principal the run is recorded for (its owner)."""
+
+    The run's owner: with ``request``, the request's principal (:func:`scoping.run_owner`;
+    with ``auth`` the user, whose ``threads.create_run`` handler runs in :func:`owned_run`);
+    without, ``user_id``, the owner a run started without a request is for (a cron's user, a
+    stateless run's or a protocol's caller, an extension's agent-runs handle), which
+    :func:`owned_run` already admitted when ``auth`` has users (``owner_metadata``: what it
+    answered, a thread created for the run gets it). The owner is recorded as the run's
+    ``user_id``, which the host sets as the run context's ``user_id``."""
+    if request is not None:
+        user_id = run_owner(request)
+        user = request_user(request)
+        if user is not None:
+            body, owner_metadata = await _owned(request.app.state.identity, user, runtime, thread_id, body, temporary)
     assistant = await resolve_assistant(runtime, body.assistant_id)  # 404; none read for lead_agent
     body = assistant.under(body)  # its config and context beneath the run's own
     stored = body.model_dump(mode="json", exclude_none=True)
@@ -207,6 +235,7 @@ async def _start(
     # What a LangGraph server records on the thread and the run's checkpoints: UIs find an
     # assistant's threads by these (thread search).
     ids = _RUN_THREAD_METADATA if assistant.assistant_id == ASSISTANT_ID else _ids(assistant.assistant_id)
+    new_thread = {**owner_metadata, **ids} if owner_metadata else ids
     # Checked before the run exists: a refused URL is a 422 and no run starts.
     order = None if body.webhook is None else await webhook_order(runtime, body.webhook, stored)
 
@@ -228,12 +257,46 @@ async def _start(
         try:
             return await start()
         except ThreadNotFoundError:
-            await _create_missing_thread(runtime, thread_id, body, ids)
+            await _create_missing_thread(runtime, thread_id, body, new_thread)
             return await start()
     except ThreadBusyError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from exc
     except RunsClosedError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
+
+
+async def _owned(
+    gate: IdentityGate,
+    user: AuthenticatedUser,
+    runtime: GatewayRuntime,
+    thread_id: str,
+    body: RunCreate,
+    temporary: bool,
+) -> tuple[RunCreate, dict[str, Any]]:
+    """The run as its user may start it: the ``threads.create_run`` handler ran (its
+    ``metadata`` changes kept, the user recorded under :data:`RUN_USER_METADATA_KEY` in the
+    run's metadata), and the thread is one the user may see (else 404). Answers
+    the run and the metadata a thread it creates gets (the handler's)."""
+    value: dict[str, Any] = {
+        "thread_id": None if temporary else thread_id,
+        "assistant_id": body.assistant_id,
+        "run_id": None,
+        "status": "pending",
+        "metadata": dict(body.metadata),
+        "kwargs": {"input": body.input, "config": body.config, "context": body.context},
+        "multitask_strategy": body.multitask_strategy,
+        "if_not_exists": body.if_not_exists,
+        "after_seconds": body.after_seconds,
+        "prevent_insert_if_inflight": True,
+        "action": None,
+    }
+    filters = await gate.authorize(user, "threads", "create_run", value)
+    metadata = dict(value.get("metadata") or {})
+    metadata[RUN_USER_METADATA_KEY] = user.identity
+    if filters and not temporary and await runtime.store.get_thread(thread_id, filters) is None:
+        if await runtime.store.get_thread(thread_id) is not None:
+            raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
+    return body.model_copy(update={"metadata": metadata}), metadata
 
 
 async def _run_out(runtime: GatewayRuntime, thread_id: str, run_id: str) -> RunOut:
@@ -264,9 +327,7 @@ async def _new_run(
 ) -> tuple[GatewayRuntime, RunHandle, dict[str, Any]]:
     """Start the run; the keywords say how its response follows it."""
     runtime = runtime_of(request)
-    principal = resolve_principal(request)
-    owner = principal.user_id if principal is not None else DEFAULT_USER_ID
-    handle = await _start(runtime, thread_id, body, default_modes, temporary=temporary, user_id=owner)
+    handle = await _start(runtime, thread_id, body, default_modes, temporary=temporary, request=request)
     return runtime, handle, following(request, runtime, handle, body)
 
 
@@ -283,7 +344,7 @@ async def stream_run(request: Request, thread_id: str, body: RunCreate) -> Strea
 async def create_run(request: Request, thread_id: str, body: RunCreate, response: Response) -> RunOut:
     """Create a run in the background; its events can be joined with ``GET .../stream``."""
     runtime = runtime_of(request)
-    handle = await _start(runtime, thread_id, body)
+    handle = await _start(runtime, thread_id, body, request=request)
     response.headers.update(_paths(thread_id, handle.run_id))
     return await _run_out(runtime, thread_id, handle.run_id)
 
@@ -356,7 +417,7 @@ async def wait_run(request: Request, thread_id: str, body: RunCreate) -> Streami
 @router.post("/crons", response_model=CronOut)
 async def create_thread_cron(request: Request, thread_id: str, body: CronCreate) -> CronOut:
     """Schedule runs on this thread (five cron fields, UTC unless ``timezone``): ``crons``."""
-    return await create_cron(runtime_of(request), body, thread_id)
+    return await create_cron(runtime_of(request), body, thread_id, request)
 
 
 @router.get("", response_model=None, responses={200: {"model": list[RunOut]}})
@@ -370,7 +431,10 @@ async def list_runs(
 ) -> Any:
     """The thread's runs, oldest first."""
     runtime = runtime_of(request)
-    if await runtime.store.get_thread(thread_id) is None:
+    filters = None
+    if request.scope.get("user") is not None:  # runs are their thread's: its read handler
+        filters = await authorized(request, "threads", "read", {"thread_id": thread_id})
+    if await runtime.store.get_thread(thread_id, filters) is None:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
     records = await runtime.store.list_runs(thread_id, limit=limit, offset=offset, status=status)
     return [selected(RunOut.of(r).model_dump(mode="json"), select) for r in records]
@@ -378,13 +442,16 @@ async def list_runs(
 
 @router.get("/{run_id}", response_model=RunOut)
 async def get_run(request: Request, thread_id: str, run_id: str) -> RunOut:
-    return await _run_out(runtime_of(request), thread_id, run_id)
+    runtime = runtime_of(request)
+    await visible_thread(request, runtime, thread_id, "read", {"thread_id": thread_id, "run_id": run_id})
+    return await _run_out(runtime, thread_id, run_id)
 
 
 @router.delete("/{run_id}", status_code=204)
 async def delete_run(request: Request, thread_id: str, run_id: str) -> Response:
     """Delete a finished run's record (a pending or running run must be cancelled first)."""
     runtime = runtime_of(request)
+    await visible_thread(request, runtime, thread_id, "delete", {"thread_id": thread_id, "run_id": run_id})
     out = await _run_out(runtime, thread_id, run_id)
     if out.status in (RunStatus.PENDING.value, RunStatus.RUNNING.value):
         raise HTTPException(status_code=409, detail=f"run {run_id} is {out.status}; cancel it first")
@@ -410,6 +477,8 @@ async def cancel_run(
     receive it: a run owned by another process is cancelled there.
     """
     runtime = runtime_of(request)
+    value = {"thread_id": thread_id, "run_id": run_id, "action": action}
+    await visible_thread(request, runtime, thread_id, "update", value)
     out = await _run_out(runtime, thread_id, run_id)
     await runtime.runs.request_cancel(run_id, out.status, rollback=action == "rollback")
     if not wait:
@@ -425,6 +494,7 @@ async def join_run(
 ) -> StreamingResponse:
     """Wait for the run to end and answer with the thread's values (any Gateway process)."""
     runtime = runtime_of(request)
+    await visible_thread(request, runtime, thread_id, "read", {"thread_id": thread_id, "run_id": run_id})
     await _run_out(runtime, thread_id, run_id)
     body_bytes = _await_then_values(
         runtime,
@@ -463,6 +533,7 @@ async def join_stream(
     ``POST`` with ``action`` cancels the run first and streams it to its end (a stop button).
     """
     runtime = runtime_of(request)
+    await visible_thread(request, runtime, thread_id, "read", {"thread_id": thread_id, "run_id": run_id})
     out = await _run_out(runtime, thread_id, run_id)
     modes = _modes(stream_mode)
     live = out.status in (RunStatus.PENDING.value, RunStatus.RUNNING.value)
@@ -492,3 +563,4 @@ async def join_stream(
 # protocols (``protocols/``), which start and answer runs exactly as these routes do.
 start_run = _start
 final_values = _final_values
+owned_run = _owned

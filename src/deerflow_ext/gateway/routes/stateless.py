@@ -19,23 +19,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
-
-from deerflow_extension_api import resolve_principal
 
 from ...persistence.models import DEFAULT_USER_ID
 from ...persistence.records import HostStore
 from ...runtime.handle import RunHandle
 from ...runtime.stream_modes import DEFAULT_STREAM_MODES, WAIT_STREAM_MODES
 from ..schemas import ASSISTANT_ID, GRAPH_ID, NO_INPUT, RunCreate, RunOut
+from ..scoping import request_user, run_owner
 from ..sse import run_events, sse_response
 from ..state import GatewayRuntime, runtime_of
 from ..streaming import ListeningStreamingResponse
-from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _paths, _run_out, following, start_run
+from .runs import _JSON_DOC, SSE_DOC, _await_then_values, _paths, _run_out, following, owned_run, start_run
 
 __all__ = ["delete_left_threads", "forget_after", "router", "start_stateless"]
 
@@ -50,18 +49,30 @@ async def start_stateless(
     runtime: GatewayRuntime,
     body: RunCreate,
     default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES,
+    request: Request | None = None,
     *,
     user_id: str = DEFAULT_USER_ID,
+    owner_metadata: Mapping[str, Any] | None = None,
 ) -> tuple[str, RunHandle]:
     """The run on a new thread; a run refused (bad assistant, shutting down) takes it along.
 
     The routes below, a stateless cron's firing (``crons``) and the agent protocols
     (``protocols/``: an MCP tool call, an A2A message) start a stateless run through this one
-    function."""
+    function. The run's owner is ``request``'s (``scoping.run_owner``; with ``auth`` its
+    user's ``threads.create_run`` handler runs first), else ``user_id`` (a cron's user, a
+    protocol's caller), whose ``owner_metadata`` the new thread gets."""
     if body.continues:  # a new thread has nothing to continue
         raise HTTPException(status_code=422, detail=f"{NO_INPUT}; a stateless run has no thread to continue")
     thread_id = str(uuid.uuid4())
-    await runtime.store.create_thread({"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}, thread_id=thread_id)
+    metadata: dict[str, Any] = {"graph_id": GRAPH_ID, "assistant_id": ASSISTANT_ID}
+    if request is not None:
+        user_id = run_owner(request)
+        user = request_user(request)
+        if user is not None:  # the user's run and thread
+            body, owner_metadata = await owned_run(request.app.state.identity, user, runtime, thread_id, body, True)
+    if owner_metadata:
+        metadata = {**owner_metadata, **metadata}
+    await runtime.store.create_thread(metadata, thread_id=thread_id)
     try:
         temporary = body.on_completion != "keep"
         handle = await start_run(runtime, thread_id, body, default_modes, temporary=temporary, user_id=user_id)
@@ -75,9 +86,7 @@ async def _start(
     request: Request, body: RunCreate, default_modes: tuple[str, ...] = DEFAULT_STREAM_MODES
 ) -> tuple[str, GatewayRuntime, RunHandle, dict[str, Any]]:
     runtime = runtime_of(request)
-    principal = resolve_principal(request)
-    owner = principal.user_id if principal is not None else DEFAULT_USER_ID
-    thread_id, handle = await start_stateless(runtime, body, default_modes, user_id=owner)
+    thread_id, handle = await start_stateless(runtime, body, default_modes, request)
     return thread_id, runtime, handle, following(request, runtime, handle, body)
 
 

@@ -32,6 +32,7 @@ from ...persistence.item_matching import SEPARATOR, InvalidFilterError, check_la
 from ...persistence.item_store import MAX_TTL_MINUTES
 from ..errors import TolerantJSONResponse
 from ..schemas import MAX_OFFSET
+from ..scoping import authorized
 from ..state import runtime_of
 
 __all__ = ["ItemDelete", "ItemPut", "ItemSearch", "NamespaceList", "router"]
@@ -142,6 +143,17 @@ def _unprocessable(exc: ValueError, field: str) -> HTTPException:
     return HTTPException(status_code=422, detail=text if text.startswith(field) else f"{field}: {text}")
 
 
+async def _scoped(request: Request, action: str, value: dict[str, Any], field: str = "namespace") -> tuple[str, ...]:
+    """The namespace the operation works on: the client's, unless the user's ``store``
+    handler (``auth``) rewrote ``value["namespace"]`` (a handler's filter has no meaning for
+    the store: its namespace is what scopes it). 422 when the rewritten one is no namespace."""
+    await authorized(request, "store", action, value)
+    try:
+        return check_labels(tuple(value.get("namespace") or ()), field=field)
+    except InvalidNamespaceError as exc:
+        raise _unprocessable(exc, field) from None
+
+
 async def _run(request: Request, op: Any, field: str) -> Any:
     try:
         return (await _store(request).abatch([op]))[0]
@@ -153,8 +165,12 @@ async def _run(request: Request, op: Any, field: str) -> Any:
 async def put_item(request: Request, body: ItemPut) -> Response:
     """Create or replace the item at ``namespace`` and ``key``; without ``ttl`` it lives
     ``store.ttl.default_ttl`` minutes (none: until deleted)."""
+    namespace = tuple(body.namespace)
+    if request.scope.get("user") is not None:
+        value = {"namespace": namespace, "key": body.key, "value": body.value, "index": body.index}
+        namespace = await _scoped(request, "put", value)
     ttl = body.ttl if body.ttl is not None else _store(request).default_ttl()
-    op = PutOp(tuple(body.namespace), body.key, body.value, index=body.index, ttl=ttl)
+    op = PutOp(namespace, body.key, body.value, index=body.index, ttl=ttl)
     await _run(request, op, "namespace")
     return Response(status_code=204)
 
@@ -168,6 +184,8 @@ async def get_item(
 ) -> Any:
     """The item at ``namespace`` and ``key``, or ``null``."""
     labels = _query_namespace(namespace)
+    if request.scope.get("user") is not None:
+        labels = await _scoped(request, "get", {"namespace": labels, "key": key})
     refresh = _store(request).refresh_on_read() if refresh_ttl is None else refresh_ttl
     item = await _run(request, GetOp(labels, key, refresh_ttl=refresh), "namespace")
     return TolerantJSONResponse(None if item is None else item.dict())
@@ -187,7 +205,10 @@ def _query_namespace(values: list[str] | None) -> tuple[str, ...]:
 @router.delete("/items", status_code=204, response_class=Response)
 async def delete_item(request: Request, body: ItemDelete) -> Response:
     """Delete the item at ``namespace`` and ``key`` (nothing to delete is no error)."""
-    await _run(request, PutOp(tuple(body.namespace), body.key, None), "namespace")
+    namespace = tuple(body.namespace)
+    if request.scope.get("user") is not None:
+        namespace = await _scoped(request, "delete", {"namespace": namespace, "key": body.key})
+    await _run(request, PutOp(namespace, body.key, None), "namespace")
     return Response(status_code=204)
 
 
@@ -195,8 +216,18 @@ async def delete_item(request: Request, body: ItemDelete) -> Response:
 async def search_items(request: Request, body: ItemSearch) -> Any:
     """Items under ``namespace_prefix`` whose values match ``filter``: newest first, or most
     similar to ``query`` first when the store has an index."""
+    prefix = tuple(body.namespace_prefix)
+    if request.scope.get("user") is not None:
+        value = {
+            "namespace": prefix,
+            "filter": body.filter,
+            "limit": body.limit,
+            "offset": body.offset,
+            "query": body.query,
+        }
+        prefix = await _scoped(request, "search", value, "namespace_prefix")
     op = SearchOp(
-        tuple(body.namespace_prefix),
+        prefix,
         filter=body.filter,
         limit=body.limit,
         offset=body.offset,
@@ -212,8 +243,19 @@ async def list_namespaces(request: Request, body: NamespaceList | None = None) -
     """The namespaces holding items, matching ``prefix``/``suffix`` (``*``: any one label),
     truncated to ``max_depth``, in order."""
     body = body or NamespaceList()
+    conditions = body.conditions()
+    if request.scope.get("user") is not None:
+        value = {
+            "namespace": tuple(body.prefix or ()),
+            "suffix": tuple(body.suffix) if body.suffix else None,
+            "max_depth": body.max_depth,
+            "limit": body.limit,
+            "offset": body.offset,
+        }
+        prefix = await _scoped(request, "list_namespaces", value, "prefix")
+        conditions = NamespaceList(prefix=list(prefix), suffix=body.suffix).conditions()
     op = ListNamespacesOp(
-        match_conditions=body.conditions() or None, max_depth=body.max_depth, limit=body.limit, offset=body.offset
+        match_conditions=conditions or None, max_depth=body.max_depth, limit=body.limit, offset=body.offset
     )
     found = await _run(request, op, "prefix")
     return TolerantJSONResponse({"namespaces": [list(namespace) for namespace in found]})

@@ -32,6 +32,7 @@ from ..schemas import (
     ThreadTTLIn,
     selected,
 )
+from ..scoping import authorized
 from ..server_owned import strip_server_owned
 from ..state import GatewayRuntime, runtime_of
 
@@ -87,8 +88,15 @@ def _answer(content: dict[str, Any] | list[dict[str, Any]]) -> TolerantJSONRespo
     return TolerantJSONResponse(content)
 
 
-async def _thread(runtime: GatewayRuntime, thread_id: str) -> ThreadRecord:
-    record = await runtime.store.get_thread(thread_id)
+async def _thread(
+    runtime: GatewayRuntime, thread_id: str, request: Request | None = None, action: str = "read"
+) -> ThreadRecord:
+    """The thread, or 404; with ``request``, as its user's ``threads.<action>`` handler lets
+    them see it (another user's thread is not found)."""
+    filters = None
+    if request is not None and request.scope.get("user") is not None:
+        filters = await authorized(request, "threads", action, {"thread_id": thread_id})
+    record = await runtime.store.get_thread(thread_id, filters)
     if record is None:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
     return record
@@ -122,10 +130,17 @@ async def create_thread(request: Request, body: Annotated[ThreadCreate | None, B
     body = body or ThreadCreate()
     ttl = _ttl(runtime, body.ttl)
     metadata = {**body.metadata, **({"graph_id": body.graph_id} if body.graph_id else {})}
+    filters = None
+    if request.scope.get("user") is not None:  # the create handler may stamp the metadata
+        value: dict[str, Any] = {"thread_id": body.thread_id, "metadata": metadata, "if_exists": body.if_exists}
+        filters = await authorized(request, "threads", "create", value)
+        metadata = dict(value.get("metadata") or {})
     if body.thread_id is not None:
         existing = await runtime.store.get_thread(body.thread_id)
         if existing is not None:
             if body.if_exists == "raise":
+                raise HTTPException(status_code=409, detail=f"thread {body.thread_id} already exists")
+            if filters and await runtime.store.get_thread(body.thread_id, filters) is None:
                 raise HTTPException(status_code=409, detail=f"thread {body.thread_id} already exists")
             return _answer(await _thread_out(runtime, existing))
     record = await runtime.store.create_thread(metadata, thread_id=body.thread_id, ttl=ttl)
@@ -133,10 +148,16 @@ async def create_thread(request: Request, body: Annotated[ThreadCreate | None, B
     return _answer(out if ttl is None else await _with_ttl(runtime, out, record.id))
 
 
-def _query(body: ThreadCount | ThreadSearch) -> ThreadQuery:
+async def _query(request: Request, body: ThreadCount | ThreadSearch) -> ThreadQuery:
+    filters, metadata = None, body.metadata
+    if request.scope.get("user") is not None:
+        value = body.model_dump(mode="json", exclude_none=True)
+        filters = await authorized(request, "threads", "search", value)
+        if isinstance(value.get("metadata"), dict):  # a handler may narrow the search itself
+            metadata = value["metadata"]
     if isinstance(body, ThreadSearch):
         return ThreadQuery(
-            metadata=body.metadata,
+            metadata=metadata,
             values=body.values or {},
             status=body.status,
             ids=tuple(body.ids) if body.ids is not None else None,
@@ -144,8 +165,9 @@ def _query(body: ThreadCount | ThreadSearch) -> ThreadQuery:
             descending=body.sort_order == "desc",
             limit=body.limit,
             offset=body.offset,
+            filters=filters,
         )
-    return ThreadQuery(metadata=body.metadata, values=body.values or {}, status=body.status)
+    return ThreadQuery(metadata=metadata, values=body.values or {}, status=body.status, filters=filters)
 
 
 @router.post("/search", response_model=None, responses={200: {"model": list[ThreadOut]}})
@@ -154,13 +176,13 @@ async def search_threads(request: Request, body: Annotated[ThreadSearch | None, 
     newest update first unless ``sort_by``/``sort_order`` say otherwise."""
     runtime = runtime_of(request)
     body = body or ThreadSearch()
-    records = await runtime.store.search_threads(_query(body))
+    records = await runtime.store.search_threads(await _query(request, body))
     return _answer(await _threads_out(runtime, records, body.select))
 
 
 @router.post("/count", response_model=int)
 async def count_threads(request: Request, body: Annotated[ThreadCount | None, Body()] = None) -> int:
-    return await runtime_of(request).store.count_threads(_query(body or ThreadCount()))
+    return await runtime_of(request).store.count_threads(await _query(request, body or ThreadCount()))
 
 
 @router.get("", response_model=None, responses={200: {"model": list[ThreadOut]}})
@@ -170,6 +192,9 @@ async def list_threads(
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Any:
     runtime = runtime_of(request)
+    if request.scope.get("user") is not None:
+        query = await _query(request, ThreadSearch(limit=limit, offset=offset))
+        return _answer(await _threads_out(runtime, await runtime.store.search_threads(query)))
     records = await runtime.store.list_threads(limit=limit, offset=offset)
     return _answer(await _threads_out(runtime, records))
 
@@ -183,7 +208,15 @@ async def prune_threads(request: Request, body: ThreadPrune) -> dict[str, int]:
     runtime = runtime_of(request)
     if runtime.expiry is None:
         raise HTTPException(status_code=501, detail="this Gateway runs no thread expiry; prune is not served")
-    return {"pruned_count": await runtime.expiry.threads.prune(body.thread_ids, body.strategy)}
+    thread_ids = body.thread_ids
+    if request.scope.get("user") is not None:  # only threads the user may delete are pruned
+        visible = []
+        for thread_id in thread_ids:
+            filters = await authorized(request, "threads", "delete", {"thread_id": thread_id})
+            if await runtime.store.get_thread(thread_id, filters) is not None:
+                visible.append(thread_id)
+        thread_ids = visible
+    return {"pruned_count": await runtime.expiry.threads.prune(thread_ids, body.strategy)}
 
 
 @router.get("/{thread_id}", response_model=None, responses={200: {"model": ThreadOut}})
@@ -193,7 +226,7 @@ async def get_thread(request: Request, thread_id: str, include: Annotated[list[s
     fields = {name.strip() for value in include or () for name in value.split(",") if name.strip()}
     if fields - {"ttl"}:
         raise HTTPException(status_code=422, detail=f"include: unknown field(s) {sorted(fields - {'ttl'})}; only 'ttl'")
-    out = await _thread_out(runtime, await _thread(runtime, thread_id))
+    out = await _thread_out(runtime, await _thread(runtime, thread_id, request))
     return _answer(await _with_ttl(runtime, out, thread_id) if fields else out)
 
 
@@ -208,7 +241,12 @@ async def update_thread(
     (``Prefer: return=minimal`` answers 204)."""
     runtime = runtime_of(request)
     ttl = _ttl(runtime, body.ttl)
-    record = await runtime.store.update_thread_metadata(thread_id, body.metadata)
+    patch, filters = body.metadata, None
+    if request.scope.get("user") is not None:
+        value: dict[str, Any] = {"thread_id": thread_id, "metadata": dict(body.metadata)}
+        filters = await authorized(request, "threads", "update", value)
+        patch = dict(value.get("metadata") or {})
+    record = await runtime.store.update_thread_metadata(thread_id, patch, filters)
     if record is None:
         raise HTTPException(status_code=404, detail=f"thread {thread_id} not found")
     if ttl is not None:
@@ -226,12 +264,17 @@ async def copy_thread(request: Request, thread_id: str) -> Any:
     ``status=interrupted`` finds it). A copy of a ``busy`` thread has no run, so it is
     ``interrupted`` if the copied checkpoint has work pending, else ``idle``."""
     runtime = runtime_of(request)
-    source = await _thread(runtime, thread_id)
+    source = await _thread(runtime, thread_id, request)
+    metadata = dict(source.metadata)
+    if request.scope.get("user") is not None:  # the copy is the user's new thread
+        value: dict[str, Any] = {"thread_id": None, "metadata": metadata, "if_exists": "raise"}
+        await authorized(request, "threads", "create", value)
+        metadata = dict(value.get("metadata") or {})
     status = ThreadStatus(source.status)
     if status is ThreadStatus.BUSY:
         snapshot = await _snapshot(runtime, thread_id)
         status = ThreadStatus.INTERRUPTED if snapshot is not None and snapshot.next else ThreadStatus.IDLE
-    record = await runtime.store.create_thread(dict(source.metadata), status=status)
+    record = await runtime.store.create_thread(metadata, status=status)
     states = _states(runtime)
     if states is not None:
         await states.copy(thread_id, record.id)
@@ -243,7 +286,10 @@ async def copy_thread(request: Request, thread_id: str) -> Any:
 async def delete_thread(request: Request, thread_id: str) -> Response:
     """Delete the thread, its runs and its checkpoints (not while a run is in progress)."""
     runtime = runtime_of(request)
-    deleted = await runtime.store.delete_thread(thread_id)
+    filters = None
+    if request.scope.get("user") is not None:
+        filters = await authorized(request, "threads", "delete", {"thread_id": thread_id})
+    deleted = await runtime.store.delete_thread(thread_id, filters)
     if deleted is None:  # a run pending or running in any Gateway process
         raise HTTPException(status_code=409, detail=f"thread {thread_id} has a run in progress; cancel it first")
     if not deleted:
@@ -306,8 +352,10 @@ _EMPTY_STATE: dict[str, Any] = {
 }
 
 
-async def _state(runtime: GatewayRuntime, thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    await _thread(runtime, thread_id)
+async def _state(
+    runtime: GatewayRuntime, thread_id: str, checkpoint_id: str | None = None, request: Request | None = None
+) -> dict[str, Any]:
+    await _thread(runtime, thread_id, request)
     states = _states(runtime)
     snapshot = await states.get(thread_id, checkpoint_id) if states is not None else None
     if snapshot is None:
@@ -322,25 +370,25 @@ async def get_state(
     request: Request, thread_id: str, select: Annotated[list[str] | None, Query()] = None
 ) -> dict[str, Any]:
     """The thread's latest state (``subgraphs`` is accepted; the lead graph has none)."""
-    return selected(await _state(runtime_of(request), thread_id), select)
+    return selected(await _state(runtime_of(request), thread_id, None, request), select)
 
 
 @router.get("/{thread_id}/state/{checkpoint_id}")
 async def get_state_at(request: Request, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
-    return await _state(runtime_of(request), thread_id, checkpoint_id)
+    return await _state(runtime_of(request), thread_id, checkpoint_id, request)
 
 
 @router.post("/{thread_id}/state/checkpoint")
 async def get_state_at_checkpoint(request: Request, thread_id: str, body: HistoryQuery) -> dict[str, Any]:
     checkpoint_id = body.checkpoint.checkpoint_id if body.checkpoint is not None else None
-    return selected(await _state(runtime_of(request), thread_id, checkpoint_id), body.select)
+    return selected(await _state(runtime_of(request), thread_id, checkpoint_id, request), body.select)
 
 
 @router.post("/{thread_id}/state")
 async def update_state(request: Request, thread_id: str, body: StateUpdate) -> dict[str, Any]:
     """Write ``values`` into the thread's state as node ``as_node`` would (not during a run)."""
     runtime = runtime_of(request)
-    await _thread(runtime, thread_id)
+    await _thread(runtime, thread_id, request, "update")
     if runtime.runs.active_on(thread_id) or await runtime.store.has_live_run(thread_id):
         raise HTTPException(status_code=409, detail=f"thread {thread_id} has a run in progress")
     states = _states(runtime)
@@ -364,14 +412,16 @@ async def _refresh_searchable(runtime: GatewayRuntime, thread_id: str) -> None:
         await runtime.store.set_thread_state_values(thread_id, searchable_values(snapshot.values))
 
 
-async def _history(runtime: GatewayRuntime, thread_id: str, query: HistoryQuery) -> Response:
+async def _history(
+    runtime: GatewayRuntime, thread_id: str, query: HistoryQuery, request: Request | None = None
+) -> Response:
     """The states as one JSON array, each rendered on its own with a turn of the event loop
     between them: a history is as long as a client asks (1,000 states of a long thread took
     the loop for seconds, built into dicts, walked by FastAPI's encoder and then rendered).
     The checkpoints themselves are read off the loop (``threaded_saver``). Rendered whole
     before the first byte goes (a state that cannot be rendered is a 500, not a cut answer),
     then sent part by part, never joined."""
-    await _thread(runtime, thread_id)
+    await _thread(runtime, thread_id, request)
     states = _states(runtime)
     if states is None:
         return Response(b"[]", media_type="application/json")
@@ -406,7 +456,7 @@ _HISTORY: dict[int | str, dict[str, Any]] = {200: {"model": list[dict[str, Any]]
 @router.post("/{thread_id}/history", response_model=None, responses=_HISTORY)
 async def history(request: Request, thread_id: str, body: Annotated[HistoryQuery | None, Body()] = None) -> Response:
     """The thread's states, newest first (``limit``, ``before`` a checkpoint, ``metadata``)."""
-    return await _history(runtime_of(request), thread_id, body or HistoryQuery())
+    return await _history(runtime_of(request), thread_id, body or HistoryQuery(), request)
 
 
 @router.get("/{thread_id}/history", response_model=None, responses=_HISTORY)
@@ -416,4 +466,4 @@ async def history_get(
     limit: Annotated[int, Query(ge=1, le=1000)] = 10,
     before: str | None = None,
 ) -> Response:
-    return await _history(runtime_of(request), thread_id, HistoryQuery(limit=limit, before=before))
+    return await _history(runtime_of(request), thread_id, HistoryQuery(limit=limit, before=before), request)

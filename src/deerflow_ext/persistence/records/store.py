@@ -97,7 +97,12 @@ class HostStore:
             await self._tx.write(sqlite_statements.execute, INSERT_THREAD, row)
         return record
 
-    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+    async def get_thread(self, thread_id: str, filters: Mapping[str, Any] | None = None) -> ThreadRecord | None:
+        """The thread, or None; ``filters`` (an authorization handler's, ``owner_filter``)
+        makes a thread whose metadata does not match one that is not found."""
+        if filters:
+            found = await self._tx.read(thread_search.find_thread, thread_id, filters)
+            return ThreadRecord.of(found) if found is not None else None
         row = await self._first(SELECT_THREAD, {"thread_id": thread_id})
         return ThreadRecord.of(row) if row is not None else None
 
@@ -116,14 +121,18 @@ class HostStore:
         (a state update, a copy); a run's end writes it with the run (``finish_run``)."""
         await self._tx.write(thread_writes.set_state_values, thread_id, dict(state_values))
 
-    async def update_thread_metadata(self, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
-        """Merge ``patch`` into the thread's metadata (keys it names are replaced)."""
-        return await self._tx.write(thread_writes.merge_metadata, thread_id, patch)
+    async def update_thread_metadata(
+        self, thread_id: str, patch: dict[str, Any], filters: Mapping[str, Any] | None = None
+    ) -> ThreadRecord | None:
+        """Merge ``patch`` into the thread's metadata (keys it names are replaced); None
+        when there is no such thread (matching ``filters``, when given)."""
+        return await self._tx.write(thread_writes.merge_metadata, thread_id, patch, filters)
 
-    async def delete_thread(self, thread_id: str) -> bool | None:
-        """Delete a thread and its runs: True; False when it does not exist; None when a run
-        of it is ``pending``/``running`` in any process (``thread_writes.delete_thread``)."""
-        return await self._tx.write(thread_writes.delete_thread, thread_id)
+    async def delete_thread(self, thread_id: str, filters: Mapping[str, Any] | None = None) -> bool | None:
+        """Delete a thread and its runs: True; False when it does not exist (or its metadata
+        does not match ``filters``); None when a run of it is ``pending``/``running`` in any
+        process (``thread_writes.delete_thread``)."""
+        return await self._tx.write(thread_writes.delete_thread, thread_id, filters)
 
     # -- runs -------------------------------------------------------------------------
     async def create_run(

@@ -4,6 +4,7 @@ values (for search) set, and the thread deleted with its runs. Transaction funct
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -11,13 +12,16 @@ from sqlalchemy import Connection
 
 from .. import sqlite_statements
 from ..models import utcnow
+from ..owner_filter import owner_condition
 from .statements import (
     DELETE_EVENTS_OF_THREAD,
     DELETE_RUNS_OF_THREAD,
     DELETE_THREAD,
     LIVE_RUN_OF_THREAD,
     LOCK_THREAD,
+    SELECT_THREAD,
     SET_THREAD_METADATA,
+    THREADS,
     UPDATE_THREAD,
 )
 from .values import ThreadRecord
@@ -25,10 +29,21 @@ from .values import ThreadRecord
 __all__ = ["delete_thread", "merge_metadata", "set_metadata", "set_state_values"]
 
 
-def merge_metadata(conn: Connection, thread_id: str, patch: dict[str, Any]) -> ThreadRecord | None:
+def _lock(conn: Connection, thread_id: str, filters: Mapping[str, Any] | None) -> Any:
+    """The thread's row, locked, if it exists and (``filters``: an authorization handler's
+    filter) its metadata matches."""
+    if not filters:
+        return conn.execute(LOCK_THREAD, {"thread_id": thread_id}).first()
+    condition = owner_condition(THREADS.c.metadata, filters, conn.dialect.name)
+    return conn.execute(SELECT_THREAD.where(condition).with_for_update(), {"thread_id": thread_id}).first()
+
+
+def merge_metadata(
+    conn: Connection, thread_id: str, patch: dict[str, Any], filters: Mapping[str, Any] | None = None
+) -> ThreadRecord | None:
     """Merge ``patch`` into a thread's metadata inside ``conn``'s transaction, the row
     locked first (``FOR UPDATE`` on PostgreSQL; SQLite serialises writers anyway)."""
-    found = conn.execute(LOCK_THREAD, {"thread_id": thread_id}).first()
+    found = _lock(conn, thread_id, filters)
     if found is None:
         return None
     merged = {**(found.metadata or {}), **patch}
@@ -47,14 +62,14 @@ def set_state_values(conn: Connection, thread_id: str, state_values: dict[str, A
     sqlite_statements.execute(conn, UPDATE_THREAD, {"state_values": state_values, "thread_id": thread_id})
 
 
-def delete_thread(conn: Connection, thread_id: str) -> bool | None:
+def delete_thread(conn: Connection, thread_id: str, filters: Mapping[str, Any] | None = None) -> bool | None:
     """Delete a thread and its runs: True; False when it does not exist; None when a run of
     it is live in any process (the database, not one process's memory, knows every
     process's runs). The thread row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite
     serialises writers anyway), so a run being created on it concurrently waits for the
     outcome."""
     params = {"thread_id": thread_id}
-    if conn.execute(LOCK_THREAD, params).first() is None:
+    if _lock(conn, thread_id, filters) is None:
         return False
     if conn.execute(LIVE_RUN_OF_THREAD, params).first() is not None:
         return None
