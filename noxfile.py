@@ -32,7 +32,7 @@ SUPPORTED = ["3.11", "3.12"]
 # One ruff for every machine: a newer ruff formats and lints differently, so the lint session
 # would pass here and fail elsewhere. Raise it on purpose, with the tree reformatted.
 RUFF = "ruff==0.17.6"
-LINTED = ("src", "tests", "benchmarks", "plugins_examples", "contract", "noxfile.py")
+LINTED = ("src", "tests", "benchmarks", "plugins_examples", "examples", "contract", "noxfile.py")
 ROOT = Path(__file__).resolve().parent
 
 
