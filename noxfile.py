@@ -36,9 +36,9 @@ LINTED = ("src", "tests", "benchmarks", "plugins_examples", "contract", "noxfile
 ROOT = Path(__file__).resolve().parent
 
 
-PARALLEL = ("-n", "2", "--dist", "loadgroup")
+PARALLEL = ("-n", "2", "--dist", "loadfile")
 """The suite on two pytest-xdist workers: a module stays on one worker, and the modules that
-must not overlap share one (tests/conftest.py, ``SAME_WORKER``). Two, not one per core: CI's
+must not overlap share one (tests/worker_groups.py, ``SAME_WORKER``). Two, not one per core: CI's
 machine has two, and more would only make every case wait longer on each. ``-n 0`` in the
 session's arguments runs it serially (a later option wins)."""
 

@@ -1,5 +1,5 @@
 """Shared test setup: make helper modules under ``tests/`` importable by dotted path, and
-keep what must run together on one pytest-xdist worker.
+keep what must run together on one pytest-xdist worker (``worker_groups``).
 
 Extensions are configured by ``use: "module:attr"``, so test helper extensions must be
 importable like installed code: ``extensions.fixtures_plugins:good`` resolves from here.
@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,33 +25,17 @@ if str(TESTS_DIR) not in sys.path:
 from pg_support import PG_UNREACHABLE, fresh_database  # noqa: E402  (needs TESTS_DIR on sys.path)
 from redis_support import REDIS_UNREACHABLE, REDIS_URL  # noqa: E402
 
-SAME_WORKER = {
-    # They pip-install packages into the environment the suite runs in, or diff its installed
-    # distributions: one install must not land in the middle of another case.
-    "site-packages": ("e2e/", "cli/test_install_remove.py"),
-    # Each drives a Chromium: two at once is all of a small machine for nothing.
-    "browser": ("gateway/test_gateway_docs.py", "gateway/test_browser_client.py"),
-}
-"""Test paths (under tests/, a folder or a file) whose modules one xdist worker runs, in order."""
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (``nox -s tests``) as pytest-xdist does it, but with the files of a
+    ``worker_groups.SAME_WORKER`` group on one worker (tests/worker_scheduling.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    # Imported here: pytest-xdist is in the nox session alone, and this runs only under it.
+    from worker_scheduling import FileGroupScheduling
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``nox -s tests`` runs ``-n 2 --dist loadgroup``): a module's cases
-    stay together on one worker, in order, as they run serially (its module-scoped server
-    starts once), and the modules of a ``SAME_WORKER`` group share a worker. A serial run
-    (plain ``pytest``) is left as it is."""
-    if not hasattr(config, "workerinput"):
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        try:
-            path = item.path.relative_to(TESTS_DIR).as_posix()
-        except ValueError:  # a test file named from outside tests/
-            path = item.nodeid.split("::")[0]
-        group = next((name for name, paths in SAME_WORKER.items() if path.startswith(paths)), path)
-        item.add_marker(pytest.mark.xdist_group(group))
+    return FileGroupScheduling(config, log)
 
 
 @pytest.fixture
