@@ -36,12 +36,20 @@ LINTED = ("src", "tests", "benchmarks", "plugins_examples", "examples", "contrac
 ROOT = Path(__file__).resolve().parent
 
 
+PARALLEL = ("-n", "2", "--dist", "loadfile")
+"""The suite on two pytest-xdist workers: a module stays on one worker, and the modules that
+must not overlap share one (tests/worker_groups.py, ``SAME_WORKER``). Two, not one per core: CI's
+machine has two, and more would only make every case wait longer on each. ``-n 0`` in the
+session's arguments runs it serially (a later option wins)."""
+
+
 @nox.session(python=SUPPORTED)
 def tests(session: nox.Session) -> None:
     """The whole suite; the example extensions are installed for real, as an operator would.
     The browser tests need /usr/bin/chromium and the test page's npm packages (``.ci/run``)."""
-    session.install("-e", ".[test,browser]")
-    session.run("pytest", *session.posargs, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    # pytest-xdist here, not in the test extra: that is the author kit, which needs no workers.
+    session.install("-e", ".[test,browser]", "pytest-xdist>=3.5")
+    session.run("pytest", *PARALLEL, *session.posargs, env={"PYTHONDONTWRITEBYTECODE": "1"})
 
 
 @nox.session(python=PYTHON)

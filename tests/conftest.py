@@ -1,4 +1,5 @@
-"""Shared test setup: make helper modules under ``tests/`` importable by dotted path.
+"""Shared test setup: make helper modules under ``tests/`` importable by dotted path, and
+keep what must run together on one pytest-xdist worker (``worker_groups``).
 
 Extensions are configured by ``use: "module:attr"``, so test helper extensions must be
 importable like installed code: ``extensions.fixtures_plugins:good`` resolves from here.
@@ -11,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +24,18 @@ if str(TESTS_DIR) not in sys.path:
 
 from pg_support import PG_UNREACHABLE, fresh_database  # noqa: E402  (needs TESTS_DIR on sys.path)
 from redis_support import REDIS_UNREACHABLE, REDIS_URL  # noqa: E402
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (``nox -s tests``) as pytest-xdist does it, but with the files of a
+    ``worker_groups.SAME_WORKER`` group on one worker (tests/worker_scheduling.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    # Imported here: pytest-xdist is in the nox session alone, and this runs only under it.
+    from worker_scheduling import FileGroupScheduling
+
+    return FileGroupScheduling(config, log)
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ class LiveServer:
 
 
 @contextlib.asynccontextmanager
-async def live_server(app: Any, *, start_timeout: float = 6.0, **config: Any) -> AsyncIterator[LiveServer]:
+async def live_server(app: Any, *, start_timeout: float = 30.0, **config: Any) -> AsyncIterator[LiveServer]:
     """uvicorn serving ``app`` on 127.0.0.1 in this event loop, lifespan included unless
     ``config`` (more of ``uvicorn.Config``'s keywords) says otherwise; a server that has not
     started within ``start_timeout`` is stopped and the test told why."""

@@ -123,7 +123,9 @@ async def _waits_on_the_thread_alone(database_url: str, call: Any, run_id: str) 
         waiting = asyncio.ensure_future(call())
         for _ in range(100):  # until PostgreSQL shows the call waiting on a lock
             await asyncio.sleep(0.02)
-            blocked = prober.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            blocked = prober.execute(  # of this database: other suites' may wait on theirs meanwhile
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
             prober.rollback()
             if blocked.fetchone() == (1,):
                 break

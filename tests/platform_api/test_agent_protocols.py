@@ -5,17 +5,20 @@ client lists the assistants as tools and calls one; the ``a2a-sdk`` client fetch
 assistant's card, sends a message, streams one, gets the task and cancels one mid-stream. Both
 servers mount the endpoints at their API root (``/mcp``, ``/a2a/{assistant_id}``, the card at
 ``/.well-known/agent-card.json``), ours being under ``/api``, so each path is the ``platform``
-fixture's URL plus the same suffix. Where the two answer differently on purpose the case says
-so (and README's divergence paragraph names it); tests/protocols covers what only ours serves
-(auth, HITL, a client that goes away, the LangChain adapters).
+fixture's URL plus the same suffix. Where the two answer differently the case asserts each
+server's answer (and README's divergence paragraph names it), so ``nox -s compat`` confirms every
+named divergence; what the peer sends that the client cannot read is read on the wire. The MCP
+client is the SDK's 1.x or 2.x, whichever is installed (tests/mcp_support.py). tests/protocols
+covers what only ours serves (auth, HITL, a client that goes away, the LangChain adapters).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
@@ -23,10 +26,11 @@ import pytest
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, Task, TaskState
 from langgraph_sdk import get_client, get_sync_client
+from langgraph_sdk.errors import NotFoundError
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import McpError
 from platform_support import Platform, human
+
+from mcp_support import ProtocolError, input_schema, is_error, mcp_session, text_of
 
 pytestmark = pytest.mark.e2e
 
@@ -41,19 +45,9 @@ async def _answer(platform: Platform, text: str, assistant_id: str = "lead_agent
 # --- MCP ----------------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def _mcp(platform: Platform) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx.AsyncClient(timeout=60) as http,
-        streamable_http_client(f"{platform.url}/mcp", http_client=http) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-def _text(result: Any) -> str:
-    return "".join(part.text for part in result.content if part.type == "text")
+def _mcp(platform: Platform) -> AbstractAsyncContextManager[ClientSession]:
+    """The official client on the server's ``/mcp`` (tests/mcp_support.py: on the SDK's 1.x or 2.x)."""
+    return mcp_session(f"{platform.url}/mcp")
 
 
 @pytest.fixture
@@ -74,10 +68,10 @@ async def test_the_mcp_client_lists_the_assistants_as_tools(platform: Platform, 
     assert {"lead_agent", travel_desk["tool"]} <= set(tools)
     assert tools[travel_desk["tool"]].description == "Plans trips."
     for tool in (tools["lead_agent"], tools[travel_desk["tool"]]):
-        assert tool.inputSchema["type"] == "object" and "messages" in tool.inputSchema["properties"]
+        assert input_schema(tool)["type"] == "object" and "messages" in input_schema(tool)["properties"]
     # A divergence: LangGraph's server gives the graph's input schema with `messages` a string
     # (one user message); ours a list of {role, content} messages, taking a string too.
-    messages = tools["lead_agent"].inputSchema["properties"]["messages"]
+    messages = input_schema(tools["lead_agent"])["properties"]["messages"]
     assert messages["type"] == ("string" if platform.is_peer else "array")
 
 
@@ -91,13 +85,13 @@ async def test_the_mcp_client_calls_an_assistant_and_gets_its_answer(
         as_text = await session.call_tool(travel_desk["tool"], {"messages": question})
         as_list = await session.call_tool("lead_agent", {"messages": [{"role": "user", "content": question}]})
     for result in (as_text, as_list):
-        assert not result.isError, _text(result)
+        assert not is_error(result), text_of(result)
         if platform.is_peer:
             # A divergence: LangGraph's server answers the repr of the run's whole final state;
             # ours the text of its final AI message.
-            assert answer in _text(result) and "messages" in _text(result)
+            assert answer in text_of(result) and "messages" in text_of(result)
         else:
-            assert _text(result) == answer
+            assert text_of(result) == answer
 
 
 async def test_an_mcp_call_asking_for_progress_gets_its_answer(platform: Platform) -> None:
@@ -110,7 +104,7 @@ async def test_an_mcp_call_asking_for_progress_gets_its_answer(platform: Platfor
     answer = await _answer(platform, question)
     async with _mcp(platform) as session:
         result = await session.call_tool("lead_agent", {"messages": question}, progress_callback=progress)
-    assert not result.isError and answer in _text(result)
+    assert not is_error(result) and answer in text_of(result)
     # A divergence: ours tells each step of the run (an event-stream answer); LangGraph's
     # server answers JSON only, with no progress.
     assert (heard == []) if platform.is_peer else ("model" in heard)
@@ -121,24 +115,32 @@ async def test_an_mcp_call_of_an_unknown_tool_is_refused(platform: Platform) -> 
         if platform.is_peer:
             # A divergence: LangGraph's server refuses it as a JSON-RPC error (invalid params);
             # ours answers a tool error naming the tool.
-            with pytest.raises(McpError, match="Unknown tool"):
+            with pytest.raises(ProtocolError, match="Unknown tool"):
                 await session.call_tool("nobody", {"messages": "hi"})
             return
         refused = await session.call_tool("nobody", {"messages": "hi"})
-    assert refused.isError and "no tool named 'nobody'" in _text(refused)
+    assert is_error(refused) and "no tool named 'nobody'" in text_of(refused)
 
 
 async def test_an_mcp_call_on_a_thread_continues_its_conversation(platform: Platform) -> None:
-    if platform.is_peer:
-        pytest.skip("a divergence: LangGraph's MCP tools run stateless only (a thread_id argument is graph input)")
     thread = str(uuid.uuid4())
+    sdk = get_client(url=platform.url, api_key=None)
+    if platform.is_peer:
+        # A divergence: LangGraph's MCP tools run stateless only; a thread_id argument is more
+        # graph input, and no thread comes of it.
+        async with _mcp(platform) as session:
+            result = await session.call_tool("lead_agent", {"messages": "one", "thread_id": thread})
+        assert not is_error(result), text_of(result)
+        with pytest.raises(NotFoundError):
+            await sdk.threads.get(thread)
+        return
     async with _mcp(platform) as session:
         for text in ("one", "two"):
             result = await session.call_tool("lead_agent", {"messages": text, "thread_id": thread})
-            assert not result.isError, _text(result)
-    state = await get_client(url=platform.url, api_key=None).threads.get_state(thread)
+            assert not is_error(result), text_of(result)
+    state = await sdk.threads.get_state(thread)
     assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "human", "ai"]
-    assert state["values"]["messages"][-1]["content"] == _text(result)
+    assert state["values"]["messages"][-1]["content"] == text_of(result)
 
 
 # --- A2A ----------------------------------------------------------------------------------
@@ -190,15 +192,55 @@ def _got_answer(platform: Platform, task: Task) -> str:
     return "".join(part.text for part in agent[-1].parts) if agent else ""
 
 
-_UNREAD = (
-    "LangGraph's server (langgraph-api 0.16) sends a stream's events after the first in A2A 0.3's "
-    "shape (`kind: status-update`) under its 1.0 card: the a2a-sdk 1.x client reads them as empty events"
-)
+def _unreadable(events: list[Any]) -> bool:
+    """Whether a stream's events came in a shape the client cannot read. Not on purpose but
+    LangGraph's (langgraph-api 0.16): its stream sends every event after the first in A2A 0.3's
+    shape (``kind: status-update``) under its 1.0 card, which the a2a-sdk 1.x client reads as
+    empty events; the case then reads them on the wire (:class:`_Wire`)."""
+    return bool(events) and all(e.WhichOneof("payload") is None for e in events)
 
 
-def _unreadable(platform: Platform, events: list[Any]) -> bool:
-    """Whether the peer's stream updates came in a shape the client cannot read (``_UNREAD``)."""
-    return platform.is_peer and bool(events) and all(e.WhichOneof("payload") is None for e in events)
+class _Wire(httpx.AsyncBaseTransport):
+    """The client's HTTP transport, keeping what each event-stream answer carried, so a case
+    can read on the wire what the client could not (:func:`_unreadable`)."""
+
+    def __init__(self) -> None:
+        self._http = httpx.AsyncHTTPTransport()
+        self._streams: list[bytearray] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._http.handle_async_request(request)
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response
+        kept = bytearray()
+        self._streams.append(kept)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Kept(response.stream, kept),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def last_stream(self) -> list[dict[str, Any]]:
+        """The JSON-RPC results the last event stream sent, in order."""
+        lines = self._streams[-1].decode().splitlines()
+        return [json.loads(line[5:])["result"] for line in lines if line.startswith("data:")]
+
+
+class _Kept(httpx.AsyncByteStream):
+    def __init__(self, stream: Any, kept: bytearray) -> None:
+        self._stream, self._kept = stream, kept
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            self._kept.extend(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 async def test_the_a2a_card_names_the_assistant_and_its_endpoint(platform: Platform) -> None:
@@ -219,11 +261,33 @@ async def test_the_a2a_card_names_the_assistant_and_its_endpoint(platform: Platf
     assert by_graph.status_code == (400 if platform.is_peer else 200)
 
 
+def _rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+async def test_the_a2a_endpoint_takes_the_graphs_id_and_refuses_an_unknown_assistant(platform: Platform) -> None:
+    text = {"messageId": str(uuid.uuid4()), "role": "user", "parts": [{"kind": "text", "text": "hi"}]}
+    async with httpx.AsyncClient(timeout=30) as http:
+        # A task no one has: the answer says whether the assistant in the path was taken.
+        by_graph = await http.post(f"{platform.url}/a2a/lead_agent", json=_rpc("tasks/get", {"id": str(uuid.uuid4())}))
+        unknown = await http.post(f"{platform.url}/a2a/{uuid.uuid4()}", json=_rpc("message/send", {"message": text}))
+    if platform.is_peer:
+        # Divergences: LangGraph's server refuses a graph's id (not a UUID) and an unknown
+        # assistant each as a JSON-RPC invalid-params error (HTTP 200); ours takes the graph's
+        # id and answers an unknown assistant 404.
+        for refused in (by_graph, unknown):
+            assert refused.status_code == 200 and refused.json()["error"]["code"] == -32602, refused.text
+        return
+    assert by_graph.status_code == 200 and by_graph.json()["error"]["code"] == -32001, by_graph.text  # task not found
+    assert unknown.status_code == 404, unknown.text
+
+
 async def test_the_a2a_client_sends_gets_and_streams(platform: Platform) -> None:
     question = f"what is two and two? ({uuid.uuid4().hex[:6]})"
     answer = await _answer(platform, question)
     sdk = get_client(url=platform.url, api_key=None)
-    async with httpx.AsyncClient(timeout=60) as http:
+    wire = _Wire()
+    async with httpx.AsyncClient(timeout=60, transport=wire) as http:
         sender = await _client(platform, http, streaming=False)
         [sent] = [event async for event in sender.send_message(_message(question))]
         task = sent.task
@@ -237,15 +301,25 @@ async def test_the_a2a_client_sends_gets_and_streams(platform: Platform) -> None
 
         streamer = await _client(platform, http, streaming=True)
         events = [e async for e in streamer.send_message(_message("and three?", context_id=task.context_id))]
-    if _unreadable(platform, events[1:]):
-        pytest.skip(_UNREAD)
-    kinds = [event.WhichOneof("payload") for event in events]
-    assert kinds[0] == "task" and kinds[-1] == "status_update" and "artifact_update" in kinds, kinds
     assert events[0].task.context_id == task.context_id and events[0].task.id != task.id
-    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-    streamed = "".join(
-        part.text for e in events if e.HasField("artifact_update") for part in e.artifact_update.artifact.parts
-    )
+    if platform.is_peer:
+        # Not on purpose but LangGraph's (README): the client reads every event after the
+        # first as empty (_unreadable); on the wire they are in A2A 0.3's envelope (a flat
+        # object with `kind`, not 1.0's `statusUpdate`/`artifactUpdate`), 1.0's state names.
+        assert _unreadable(events[1:])
+        updates = wire.last_stream()[1:]
+        kinds = [update["kind"] for update in updates]
+        assert kinds[-1] == "status-update" and "artifact-update" in kinds, kinds
+        assert updates[-1]["status"]["state"] == "TASK_STATE_COMPLETED"
+        parts = [part for u in updates if u["kind"] == "artifact-update" for part in u["artifact"]["parts"]]
+        streamed = "".join(part.get("text", "") for part in parts)
+    else:
+        kinds = [event.WhichOneof("payload") for event in events]
+        assert kinds[0] == "task" and kinds[-1] == "status_update" and "artifact_update" in kinds, kinds
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        streamed = "".join(
+            part.text for e in events if e.HasField("artifact_update") for part in e.artifact_update.artifact.parts
+        )
     state = await sdk.threads.get_state(task.context_id)
     assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "human", "ai"]
     assert streamed == state["values"]["messages"][-1]["content"]
@@ -253,7 +327,8 @@ async def test_the_a2a_client_sends_gets_and_streams(platform: Platform) -> None
 
 async def test_an_a2a_task_cancelled_mid_stream_ends_cancelled_and_frees_its_thread(platform: Platform) -> None:
     sdk = get_client(url=platform.url, api_key=None)
-    async with httpx.AsyncClient(timeout=60) as http:
+    wire = _Wire()
+    async with httpx.AsyncClient(timeout=60, transport=wire) as http:
         client = await _client(platform, http, streaming=True)
         # Held in its model call: at our gate extension, in the peer graph's model.
         stream = client.send_message(_message(f"hold at gate:{uuid.uuid4().hex[:10]}"))
@@ -270,7 +345,13 @@ async def test_an_a2a_task_cancelled_mid_stream_ends_cancelled_and_frees_its_thr
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
         rest = await asyncio.wait_for(_rest(stream), 60)
         assert rest
-        if not _unreadable(platform, rest):  # the peer's are (_UNREAD): on the wire it ends `completed`
+        if platform.is_peer:
+            # Not on purpose but LangGraph's (README): the client cannot read the stream's end
+            # (_unreadable); on the wire the stream ends `completed`, the run cancelled.
+            assert _unreadable(rest)
+            assert wire.last_stream()[-1]["kind"] == "status-update"
+            assert wire.last_stream()[-1]["status"]["state"] == "TASK_STATE_COMPLETED"
+        else:
             assert rest[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
         assert (await sdk.runs.get(task.context_id, run_id))["status"] == "interrupted"
         assert (await sdk.threads.get(task.context_id))["status"] != "busy"

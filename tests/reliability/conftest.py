@@ -54,7 +54,7 @@ def make_settings(
     return Settings(config=config, database_url=database_url or sqlite_url(tmp_path))
 
 
-def live_server(app: Any, *, start_timeout: float = 6.0) -> contextlib.AbstractAsyncContextManager[LiveServer]:
+def live_server(app: Any, *, start_timeout: float = 30.0) -> contextlib.AbstractAsyncContextManager[LiveServer]:
     """The shared live uvicorn (``live_uvicorn``), its shutdown bounded: these Gateways run
     extensions that may hold a request open."""
     return live_uvicorn.live_server(app, start_timeout=start_timeout, timeout_graceful_shutdown=3)
