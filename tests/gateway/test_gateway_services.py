@@ -196,7 +196,7 @@ async def test_a_later_startup_step_failing_stops_every_attempted_service(
     log: list[str] = []
     app = _gateway(settings_for, (Service("a", log, start_error=RuntimeError("start exploded")), Service("b", log)))
 
-    def runtime_fails(*args: Any) -> Any:
+    def runtime_fails(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the step after the services failed")
 
     monkeypatch.setattr(app_module, "GatewayRuntime", runtime_fails)

@@ -37,11 +37,10 @@ class WebhookService:
         self.disabled = disabled
         self.policy = UrlPolicy.of(config.url)
         secret = environ.get(config.signing_secret_env) or None
-        if secret is None and not disabled:
-            logger.warning(
-                "webhooks: %s is not set; deliveries are sent unsigned (no webhook-signature header)",
-                config.signing_secret_env,
-            )
+        # Said once, when a first webhook is accepted: a Gateway whose clients never ask for
+        # one has nothing to sign, and a warning at every start would teach operators to
+        # ignore the log.
+        self._unsigned_variable = config.signing_secret_env if secret is None else None
         settings = DeliverySettings(
             policy=self.policy,
             headers=filled_headers(config, environ),
@@ -61,6 +60,12 @@ class WebhookService:
         if self.disabled:
             raise WebhookUrlError(DISABLED)
         await self.policy.resolve(self.policy.check(url))
+        if self._unsigned_variable is not None:
+            logger.warning(
+                "webhooks: %s is not set; deliveries are sent unsigned (no webhook-signature header)",
+                self._unsigned_variable,
+            )
+            self._unsigned_variable = None
 
     def order(
         self, url: str, *, assistant_id: str, metadata: Mapping[str, Any], kwargs: Mapping[str, Any], strategy: str
