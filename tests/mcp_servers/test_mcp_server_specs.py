@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from deerflow_ext.config.schema import McpConfig
+from deerflow_ext.config.webhooks_config import WebhookUrlPolicyConfig
 from deerflow_ext.mcp_servers import http_write_refusals
 from deerflow_ext.mcp_servers.specs import SpecError, SpecsFile, parse_specs
+from deerflow_ext.url_policy import UrlPolicy
 
 STDIO = {"type": "stdio", "command": "npx", "args": ["-y", "files"], "env": {"TOKEN": "$FILES_TOKEN"}}
 
@@ -69,44 +71,96 @@ def test_the_file_is_read_again_only_when_it_changes(tmp_path: Path) -> None:
     assert watched.current() == () and watched.error is None
 
 
+POLICY = UrlPolicy.of(WebhookUrlPolicyConfig())  # the webhooks' defaults
+ALLOWANCE = "; mcp.allowed_url_prefixes can allow it)"
+
+
 @pytest.mark.parametrize(
     ("before", "after", "refused"),
     [
-        ({}, {"files": STDIO}, True),  # a new command
-        ({"files": STDIO}, {"files": {**STDIO, "enabled": False}}, False),  # switched off
-        ({"files": {**STDIO, "enabled": False}}, {"files": STDIO}, False),  # and on
-        ({"files": STDIO}, {}, False),  # removed
-        ({"files": STDIO}, {"files": {**STDIO, "args": ["-y", "other"]}}, True),
-        ({"files": STDIO}, {"files": {**STDIO, "env": {"TOKEN": "$OTHER"}}}, True),
-        ({"files": STDIO}, {"renamed": STDIO}, True),  # a new server
-        ({}, {"files": {**STDIO, "command": "uvx"}}, False),  # allowed below
-        ({}, {"s": {"type": "http", "url": "https://mcp.example.com/mcp"}}, False),
-        ({}, {"s": {"type": "sse", "url": "http://mcp.example.com/sse"}}, True),  # not https
-        ({}, {"s": {"type": "http", "url": "https://127.0.0.1/mcp"}}, True),
-        ({}, {"s": {"type": "http", "url": "https://[::1]/mcp"}}, True),
-        ({}, {"s": {"type": "http", "url": "https://169.254.169.254/latest"}}, True),
-        ({}, {"s": {"type": "http", "url": "https://192.168.1.2/mcp"}}, True),
-        ({}, {"s": {"type": "http", "url": "https://api.localhost/mcp"}}, True),
-        ({}, {"s": {"type": "http", "url": "http://127.0.0.1:9000/mcp"}}, False),  # an allowed prefix
+        ({}, {"files": STDIO}, "mcp.allowed_commands"),  # a new command
+        ({"files": STDIO}, {"files": {**STDIO, "enabled": False}}, None),  # switched off
+        ({"files": {**STDIO, "enabled": False}}, {"files": STDIO}, None),  # and on
+        ({"files": STDIO}, {}, None),  # removed
+        ({"files": STDIO}, {"files": {**STDIO, "args": ["-y", "other"]}}, "mcp.allowed_commands"),
+        ({"files": STDIO}, {"files": {**STDIO, "env": {"TOKEN": "$OTHER"}}}, "mcp.allowed_commands"),
+        ({"files": STDIO}, {"renamed": STDIO}, "mcp.allowed_commands"),  # a new server
+        ({}, {"files": {**STDIO, "command": "uvx"}}, None),  # allowed below
+        ({}, {"s": {"type": "http", "url": "https://93.184.215.14/mcp"}}, None),  # a public address
+        ({}, {"s": {"type": "http", "url": "https://no-such-host.invalid/mcp"}}, None),  # no address now
+        (
+            {},
+            {"s": {"type": "sse", "url": "http://mcp.example.com/sse"}},
+            "mcpServers.s.url: http:// is refused; use https:// (webhooks.url.require_https" + ALLOWANCE,
+        ),
+        (
+            {},
+            {"s": {"type": "http", "url": "https://127.0.0.1/mcp"}},
+            "mcpServers.s.url: '127.0.0.1' is a loopback address (127.0.0.1); refused "
+            "(webhooks.url.disable_loopback" + ALLOWANCE,
+        ),
+        ({}, {"s": {"type": "http", "url": "https://[::1]/mcp"}}, "webhooks.url.disable_loopback"),
+        ({}, {"s": {"type": "http", "url": "https://[::ffff:127.0.0.1]/mcp"}}, "webhooks.url.disable_loopback"),
+        (
+            {},
+            {"s": {"type": "http", "url": "https://169.254.169.254/latest"}},
+            "mcpServers.s.url: '169.254.169.254' is a private or reserved address (169.254.169.254); refused "
+            "(webhooks.url.disable_private_ips" + ALLOWANCE,
+        ),
+        ({}, {"s": {"type": "http", "url": "https://192.168.1.2/mcp"}}, "webhooks.url.disable_private_ips"),
+        ({}, {"s": {"type": "http", "url": "https://0.0.0.0/mcp"}}, "webhooks.url.disable_private_ips"),
+        # A name is looked up, every address it gives checked: localhost is this machine.
+        ({}, {"s": {"type": "http", "url": "https://localhost/mcp"}}, "'localhost' is a loopback address"),
+        (
+            {},
+            {"s": {"type": "http", "url": "https://user:pw@mcp.example.com/mcp"}},
+            "mcpServers.s.url: credentials in the URL are refused; send them as mcpServers.s.headers",
+        ),
+        ({}, {"s": {"type": "http", "url": "ftp://mcp.example.com/mcp"}}, "the scheme must be https"),
+        ({}, {"s": {"type": "http", "url": "http://127.0.0.1:9000/mcp"}}, None),  # an allowed prefix
         (
             {"s": {"type": "http", "url": "http://10.0.0.1/mcp"}},
             {"s": {"type": "http", "url": "http://10.0.0.1/mcp", "enabled": False}},
-            False,
+            None,  # unchanged: written by the operator, switched off over HTTP
         ),
     ],
 )
-def test_what_an_http_caller_may_write(before: dict, after: dict, refused: bool) -> None:
+def test_what_an_http_caller_may_write(before: dict, after: dict, refused: str | None) -> None:
     config = McpConfig(allowed_commands=["uvx"], allowed_url_prefixes=["http://127.0.0.1:9000/"])
-    refusals = http_write_refusals({"mcpServers": before}, {"mcpServers": after}, config)
-    assert bool(refusals) is refused, refusals
-    if refused:
-        [line] = refusals
-        assert line.startswith("mcpServers.")
+    refusals = http_write_refusals({"mcpServers": before}, {"mcpServers": after}, config, POLICY)
+    if refused is None:
+        assert refusals == []
+        return
+    [line] = refusals
+    assert line.startswith("mcpServers.") and refused in line, line
+
+
+def test_the_webhooks_url_settings_govern_an_mcp_url_too() -> None:
+    """One policy: what the operator opens or closes under ``webhooks.url`` holds for both."""
+    config = McpConfig()
+    local = {"mcpServers": {"s": {"type": "http", "url": "http://localhost:9000/mcp"}}}
+    assert http_write_refusals(None, local, config, POLICY)
+    opened = UrlPolicy.of(WebhookUrlPolicyConfig(require_https=False, disable_loopback=False))
+    assert http_write_refusals(None, local, config, opened) == []
+    narrowed = UrlPolicy.of(WebhookUrlPolicyConfig(allowed_domains=["*.tools.example"], allowed_ports=[443]))
+    elsewhere = {"mcpServers": {"s": {"type": "http", "url": "https://93.184.215.14/mcp"}}}
+    assert http_write_refusals(None, elsewhere, config, narrowed) == [
+        "mcpServers.s.url: host '93.184.215.14' is not allowed "
+        "(webhooks.url.allowed_domains: *.tools.example; mcp.allowed_url_prefixes can allow it)"
+    ]
+    other_port = {"mcpServers": {"s": {"type": "http", "url": "https://a.tools.example:8443/mcp"}}}
+    assert http_write_refusals(None, other_port, config, narrowed) == [
+        "mcpServers.s.url: port 8443 is not allowed "
+        "(webhooks.url.allowed_ports: 443; mcp.allowed_url_prefixes can allow it)"
+    ]
+    # The operator's explicit allowance skips the policy for what it names, and only that.
+    allowing = McpConfig(allowed_url_prefixes=["https://a.tools.example:8443/"])
+    assert http_write_refusals(None, other_port, allowing, narrowed) == []
 
 
 def test_an_unreadable_file_counts_every_server_as_new() -> None:
-    assert http_write_refusals(None, {"mcpServers": {"files": STDIO}}, McpConfig())
-    assert not http_write_refusals(None, {"mcpServers": {"files": STDIO}}, McpConfig(allowed_commands=["npx"]))
+    assert http_write_refusals(None, {"mcpServers": {"files": STDIO}}, McpConfig(), POLICY)
+    assert not http_write_refusals(None, {"mcpServers": {"files": STDIO}}, McpConfig(allowed_commands=["npx"]), POLICY)
 
 
 def test_the_cli_adds_and_removes_servers_and_names_what_is_wrong(

@@ -423,8 +423,9 @@ class McpConfig(_Strict):
     over HTTP: a ``PUT`` whose stdio server has a new or changed ``command``, ``args`` or
     ``env`` is refused (422) unless its command is in ``allowed_commands`` (the command as
     written: a bare name or a path). A new or changed ``http``/``sse`` URL written over HTTP
-    must be ``https`` to a host that is no loopback, private or link-local address, unless it
-    starts with one of ``allowed_url_prefixes``. The CLI writes anything.
+    must pass the webhooks' URL policy (``webhooks.url``: https, no loopback or private
+    address as written or as its name resolves, ports, domains), unless it starts with one
+    of ``allowed_url_prefixes``, the operator's explicit allowance. The CLI writes anything.
     """
 
     allowed_commands: list[str] = Field(default_factory=list)

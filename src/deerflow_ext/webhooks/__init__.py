@@ -2,9 +2,9 @@
 
 This package owns the whole way from a submitted URL to a delivered request:
 
-- the URL policy (``policy``: ``langgraph.json``'s ``webhooks.url``, checked when the URL is
-  submitted, a refusal being a 422, and again at each delivery, connecting to the one address
-  it checked);
+- applying the URL policy (``deerflow_ext.url_policy``: ``langgraph.json``'s ``webhooks.url``,
+  shared with MCP servers' URLs) to a webhook: checked when the URL is submitted, a refusal
+  being a 422, and again at each delivery, connecting to the one address it checked;
 - the outbox row a run's end owes (``order``: LangGraph's payload), which the host store
   writes in the run's end transaction (``persistence.webhook_table``), and the outbox's other
   reads and writes (``outbox``: claims with ``FOR UPDATE SKIP LOCKED``, settling, listing);
@@ -18,13 +18,13 @@ It does not know how runs are made: the Gateway checks the URL and hands the run
 (docs/RELIABILITY.md, "Webhooks").
 """
 
+from ..url_policy import Target, UrlPolicy
 from .delivery import Courier, DeliverySettings
 from .headers import WebhookConfigError, filled_headers
 from .metrics import WebhookCollector
 from .order import WebhookOrder
 from .outbox import DELIVERED, FAILED, Claimed, Outbox
-from .policy import Target, UrlPolicy, WebhookUrlError
-from .service import DISABLED, WebhookService
+from .service import DISABLED, WebhookService, WebhookUrlError
 from .signing import secret_bytes, sign, verify
 
 __all__ = [

@@ -31,9 +31,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from ..background_task import stop_task
+from ..url_policy import UrlPolicy, UrlRefusedError
 from . import metrics
 from .outbox import Claimed, Outbox
-from .policy import UrlPolicy, WebhookUrlError
 from .signing import ID_HEADER, IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 
 __all__ = ["Courier", "DeliverySettings"]
@@ -169,7 +169,7 @@ class Courier:
                 await self.outbox.delivered(row.delivery_id, status_code, datetime.now(UTC))
                 return
             error = f"the receiver answered {status_code}"
-        except WebhookUrlError as exc:
+        except UrlRefusedError as exc:
             metrics.count("attempts", "error")
             await self._give_up(row, None, str(exc))
             return

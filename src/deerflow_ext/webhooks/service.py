@@ -10,16 +10,20 @@ from typing import Any
 
 from ..config.webhooks_config import WebhooksConfig
 from ..persistence.transactions import Transactions
+from ..url_policy import UrlPolicy, UrlRefusedError
 from .delivery import Courier, DeliverySettings
 from .headers import filled_headers
 from .order import WebhookOrder
 from .outbox import Outbox
-from .policy import UrlPolicy, WebhookUrlError
 from .signing import secret_bytes
 
-__all__ = ["DISABLED", "WebhookService"]
+__all__ = ["DISABLED", "WebhookService", "WebhookUrlError"]
 
 logger = logging.getLogger("deerflow_ext.webhooks")
+
+WebhookUrlError = UrlRefusedError
+"""A webhook URL refused (by the shared ``url_policy``, or because webhooks are off): the
+name the Gateway's routes catch."""
 
 DISABLED = "webhook: webhooks are switched off on this Gateway (http.disable_webhooks); leave webhook out"
 

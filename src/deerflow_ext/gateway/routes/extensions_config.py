@@ -18,7 +18,8 @@ change. A ``PUT`` without ``If-Match`` replaces whatever is there.
 
 An MCP stdio server runs a command, so a ``PUT`` whose stdio server has a new or changed
 ``command``, ``args`` or ``env`` is refused (422) unless ``config.yaml`` allows that command,
-and a new or changed remote URL must pass the URL policy (``mcp_servers/policy.py``);
+and a new or changed remote URL must pass the webhooks' URL policy (``url_policy``, applied by
+``mcp_servers/policy.py``, which also reads ``mcp.allowed_url_prefixes``);
 enabling, disabling and removing are free. The check compares with the file as it is under
 the lock. ``GET /api/extensions-config/mcp-servers`` shows what this process made of each
 server (state, tools, last error; never an ``env`` or header value).
@@ -46,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...config.editing import atomic_write, config_lock
 from ...mcp_servers import http_write_refusals
+from ...url_policy import UrlPolicy
 from ..scoping import admin_only
 
 __all__ = [
@@ -326,10 +328,11 @@ async def put_extensions_config(
         raise HTTPException(
             status_code=413, detail=f"{EXTENSIONS_CONFIG_FILE} would be {size} bytes; at most {MAX_FILE_BYTES}"
         )
-    mcp = request.app.state.config.mcp
+    config = request.app.state.config
+    mcp, urls = config.mcp, UrlPolicy.of(config.webhooks.url)
 
     def check(current: Any, new: dict[str, Any]) -> list[str]:
-        return http_write_refusals(current, new, mcp)
+        return http_write_refusals(current, new, mcp, urls)  # on the worker thread: it may look a name up
 
     try:
         _, revision = await asyncio.to_thread(
