@@ -158,17 +158,19 @@ PEER = "langgraph-cli[inmem]"
 
 
 @contextmanager
-def _langgraph_dev(session: nox.Session, graph: Path, auth: Path | None = None) -> Iterator[str]:
+def _langgraph_dev(
+    session: nox.Session, graph: Path, auth: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """LangGraph's own server on ``graph`` (as ``lead_agent``), in a virtualenv of its own (its
     pins are not ours, one for the session's servers), on a free loopback port; yields its API
     root and stops it afterwards. ``auth``: a custom-auth file (its ``auth`` object), loaded as
-    langgraph.json's ``auth.path`` says."""
+    langgraph.json's ``auth.path`` says; ``env``: more environment for the server."""
     tmp = Path(session.create_tmp()).resolve()
     python = str(tmp / "peer-venv" / "bin" / "python")
     if not (tmp / "peer-venv" / "bin" / "python").exists():
         venv.create(tmp / "peer-venv", with_pip=True)
     session.run(python, "-m", "pip", "install", "-q", PEER, "langchain", external=True)
-    home = tmp / ("peer-auth" if auth is not None else "peer")
+    home = tmp / ("peer" if auth is None else f"peer-{auth.stem}")
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     shutil.copyfile(graph, home / "peer_graph.py")
@@ -181,10 +183,10 @@ def _langgraph_dev(session: nox.Session, graph: Path, auth: Path | None = None) 
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log = (home / "server.log").open("wb")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(LANGSMITH_TRACING="false", LANGGRAPH_CLI_NO_ANALYTICS="1")
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environment.update(LANGSMITH_TRACING="false", LANGGRAPH_CLI_NO_ANALYTICS="1", **(env or {}))
     command = [str(tmp / "peer-venv" / "bin" / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(port)]
-    server = subprocess.Popen(command, cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(command, cwd=home, env=environment, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -212,13 +214,18 @@ def compat(session: nox.Session) -> None:
     peer from PyPI."""
     session.install("-e", ".[test]")
     suite = ROOT / "tests" / "platform_api"
+    graph = suite / "peer_graph.py"
+    secret = {"AUTH_JWT_SECRET": "compat-session-jwt-secret-0123456789abcdef"}
     with (
-        _langgraph_dev(session, suite / "peer_graph.py") as url,
-        # The custom-auth cases' server: the same graph behind tests/platform_api/tutorial_auth.py.
-        _langgraph_dev(session, suite / "peer_graph.py", auth=suite / "tutorial_auth.py") as auth_url,
+        _langgraph_dev(session, graph) as url,
+        # The custom-auth cases' servers (test_custom_auth_compat.py): the same graph behind the
+        # tutorial-style auth file, and behind the shipped JWT example.
+        _langgraph_dev(session, graph, auth=suite / "tutorial_auth.py") as auth_url,
+        _langgraph_dev(session, graph, auth=ROOT / "examples" / "auth" / "auth.py", env=secret) as jwt_url,
     ):
         tests = session.posargs or ["tests/platform_api"]
-        session.run("pytest", *tests, env={"DEERFLOW_COMPAT_URL": url, "DEERFLOW_COMPAT_AUTH_URL": auth_url})
+        urls = {"DEERFLOW_COMPAT_URL": url, "DEERFLOW_COMPAT_AUTH_URL": auth_url, "DEERFLOW_COMPAT_JWT_URL": jwt_url}
+        session.run("pytest", *tests, env={**urls, **secret})
 
 
 @nox.session(python=PYTHON)

@@ -1,11 +1,13 @@
-"""A LangGraph custom-auth file, written as LangGraph's tutorial writes one
-(``tutorial_auth.py``), behaves on our Gateway as on LangGraph's server.
+"""LangGraph custom-auth files behave on our Gateway as on LangGraph's server: one written as
+LangGraph's tutorial writes one (``tutorial_auth.py``: a token table) and the shipped JWT
+example (``examples/auth/auth.py``: HS256 tokens, PyJWT).
 
-The same cases drive one server through ``langgraph_sdk``: normally our Gateway on SQLite
-with ``auth: {path: ./tutorial_auth.py:auth}``; under ``nox -s compat`` instead ``langgraph dev``
-with the same file as langgraph.json's ``auth.path`` (``DEERFLOW_COMPAT_AUTH_URL``). One case
-per handler kind: ``@auth.authenticate`` (401), ``@auth.on.threads.create`` (the stamp
-stored, the filter held: search, count, get), the global ``@auth.on`` (reads of a thread),
+The same cases drive one server per file through ``langgraph_sdk``: normally our Gateway on
+SQLite with ``auth: {path: ./<file>:auth}``; under ``nox -s compat`` instead ``langgraph dev``
+with the same file as langgraph.json's ``auth.path`` (``DEERFLOW_COMPAT_AUTH_URL``,
+``DEERFLOW_COMPAT_JWT_URL``, the JWT secret in ``AUTH_JWT_SECRET``). One case per handler
+kind: ``@auth.authenticate`` (401), ``@auth.on.threads.create`` (the stamp stored, the filter
+held: search, count, get), the global ``@auth.on`` (reads and updates of a thread),
 ``@auth.on.store`` (the namespace rewritten), a handler answering ``False`` (403).
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError
@@ -29,8 +32,12 @@ from gateway.sdk_server import sdk_server
 pytestmark = pytest.mark.e2e
 
 AUTH_FILE = Path(__file__).with_name("tutorial_auth.py")
+JWT_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auth" / "auth.py"
 COMPAT_AUTH_URL = os.environ.get("DEERFLOW_COMPAT_AUTH_URL")
 """``langgraph dev`` running ``tutorial_auth.py`` (``nox -s compat`` starts it)."""
+COMPAT_JWT_URL = os.environ.get("DEERFLOW_COMPAT_JWT_URL")
+"""``langgraph dev`` running ``examples/auth/auth.py`` (``nox -s compat`` starts it)."""
+OUR_SECRET = "custom-auth-compat-secret-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +117,60 @@ def test_a_handler_answering_false_is_403(server: tuple[str, str], ada: Any) -> 
     answer = httpx.delete(f"{server[1]}/threads/{thread}", headers={"Authorization": "Bearer token-ada"}, timeout=10)
     assert answer.status_code == 403, answer.text
     assert ada.threads.get(thread)["thread_id"] == thread  # still there
+
+
+# -- the shipped JWT example -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def jwt_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """(kind, API root, the secret its tokens are signed with)."""
+    if COMPAT_URL:
+        secret = os.environ.get("AUTH_JWT_SECRET")
+        if not COMPAT_JWT_URL or not secret:
+            pytest.skip("DEERFLOW_COMPAT_JWT_URL and AUTH_JWT_SECRET name no langgraph dev with the JWT example")
+        yield "peer", COMPAT_JWT_URL.rstrip("/"), secret
+        return
+    directory = tmp_path_factory.mktemp("jwt-auth")
+    shutil.copy(JWT_EXAMPLE, directory / "auth.py")
+    previous = os.environ.get("AUTH_JWT_SECRET")
+    os.environ["AUTH_JWT_SECRET"] = OUR_SECRET  # read by the example on each request
+    try:
+        with sdk_server(directory, sections={"auth": {"path": "./auth.py:auth"}}) as served:
+            yield "sqlite", served.url, OUR_SECRET
+    finally:
+        if previous is None:
+            os.environ.pop("AUTH_JWT_SECRET", None)
+        else:
+            os.environ["AUTH_JWT_SECRET"] = previous
+
+
+def signed(jwt_server: tuple[str, str, str], subject: str, **claims: Any) -> Any:
+    token = jwt.encode({"sub": subject, **claims}, jwt_server[2], algorithm="HS256")
+    return get_sync_client(url=jwt_server[1], api_key=None, headers={"Authorization": f"Bearer {token}"})
+
+
+def test_the_jwt_example_refuses_a_bad_or_expired_token(jwt_server: tuple[str, str, str]) -> None:
+    forged = jwt.encode({"sub": "grace"}, "not-the-secret-0123456789abcdef-0123", algorithm="HS256")
+    expired = jwt.encode({"sub": "grace", "exp": 1}, jwt_server[2], algorithm="HS256")
+    for token in (forged, expired, "not-a-jwt"):
+        headers = {"Authorization": f"Bearer {token}"}
+        answer = httpx.post(f"{jwt_server[1]}/threads/search", json={}, headers=headers, timeout=10)
+        assert answer.status_code == 401, answer.text
+        assert "invalid token" in answer.text
+
+
+def test_the_jwt_example_keeps_each_users_threads_and_store_their_own(jwt_server: tuple[str, str, str]) -> None:
+    grace, linus = signed(jwt_server, "grace"), signed(jwt_server, "linus")
+    tag = uuid.uuid4().hex
+    hers = grace.threads.create(metadata={"suite": tag})
+    assert hers["metadata"]["owner"] == "grace"
+    his = linus.threads.create(metadata={"suite": tag})["thread_id"]
+    assert [t["thread_id"] for t in grace.threads.search(metadata={"suite": tag})] == [hers["thread_id"]]
+    assert linus.threads.count(metadata={"suite": tag}) == 1
+    with pytest.raises(NotFoundError):
+        grace.threads.get(his)
+    key = uuid.uuid4().hex
+    grace.store.put_item(["prefs"], key, {"theme": "dark"})
+    assert grace.store.get_item(["grace", "prefs"], key)["value"] == {"theme": "dark"}
+    assert linus.store.get_item(["grace", "prefs"], key) is None  # read as ("linus", "grace", "prefs")
