@@ -8,17 +8,20 @@ nothing but ``nox`` itself; ``bench`` is opt-in because it measures, it does not
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import venv
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -155,25 +158,35 @@ PEER = "langgraph-cli[inmem]"
 
 
 @contextmanager
-def _langgraph_dev(session: nox.Session, graph: Path) -> Iterator[str]:
+def _langgraph_dev(
+    session: nox.Session, graph: Path, auth: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[str]:
     """LangGraph's own server on ``graph`` (as ``lead_agent``), in a virtualenv of its own (its
-    pins are not ours), on a free loopback port; yields its API root and stops it afterwards."""
-    home = Path(session.create_tmp()).resolve() / "peer"
+    pins are not ours, one for the session's servers), on a free loopback port; yields its API
+    root and stops it afterwards. ``auth``: a custom-auth file (its ``auth`` object), loaded as
+    langgraph.json's ``auth.path`` says; ``env``: more environment for the server."""
+    tmp = Path(session.create_tmp()).resolve()
+    python = str(tmp / "peer-venv" / "bin" / "python")
+    if not (tmp / "peer-venv" / "bin" / "python").exists():
+        venv.create(tmp / "peer-venv", with_pip=True)
+    session.run(python, "-m", "pip", "install", "-q", PEER, "langchain", external=True)
+    home = tmp / ("peer" if auth is None else f"peer-{auth.stem}")
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    venv.create(home / "venv", with_pip=True)
-    python = str(home / "venv" / "bin" / "python")
-    session.run(python, "-m", "pip", "install", "-q", PEER, "langchain", external=True)
     shutil.copyfile(graph, home / "peer_graph.py")
-    (home / "langgraph.json").write_text('{"dependencies": ["."], "graphs": {"lead_agent": "./peer_graph.py:graph"}}')
+    document: dict[str, Any] = {"dependencies": ["."], "graphs": {"lead_agent": "./peer_graph.py:graph"}}
+    if auth is not None:
+        shutil.copyfile(auth, home / auth.name)
+        document["auth"] = {"path": f"./{auth.name}:auth"}
+    (home / "langgraph.json").write_text(json.dumps(document))
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log = (home / "server.log").open("wb")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(LANGSMITH_TRACING="false", LANGGRAPH_CLI_NO_ANALYTICS="1")
-    command = [str(home / "venv" / "bin" / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(port)]
-    server = subprocess.Popen(command, cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT)
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environment.update(LANGSMITH_TRACING="false", LANGGRAPH_CLI_NO_ANALYTICS="1", **(env or {}))
+    command = [str(tmp / "peer-venv" / "bin" / "langgraph"), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    server = subprocess.Popen(command, cwd=home, env=environment, stdout=log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -183,6 +196,8 @@ def _langgraph_dev(session: nox.Session, graph: Path) -> Iterator[str]:
             try:
                 with urllib.request.urlopen(f"{url}/ok", timeout=2):
                     break
+            except urllib.error.HTTPError:  # it answers (a custom auth may refuse /ok)
+                break
             except OSError:
                 time.sleep(0.5)
         yield url
@@ -198,9 +213,19 @@ def compat(session: nox.Session) -> None:
     case fails here unless the divergence is on purpose and says so. Opt-in: it installs the
     peer from PyPI."""
     session.install("-e", ".[test]")
-    with _langgraph_dev(session, ROOT / "tests" / "platform_api" / "peer_graph.py") as url:
+    suite = ROOT / "tests" / "platform_api"
+    graph = suite / "peer_graph.py"
+    secret = {"AUTH_JWT_SECRET": "compat-session-jwt-secret-0123456789abcdef"}
+    with (
+        _langgraph_dev(session, graph) as url,
+        # The custom-auth cases' servers (test_custom_auth_compat.py): the same graph behind the
+        # tutorial-style auth file, and behind the shipped JWT example.
+        _langgraph_dev(session, graph, auth=suite / "tutorial_auth.py") as auth_url,
+        _langgraph_dev(session, graph, auth=ROOT / "examples" / "auth" / "auth.py", env=secret) as jwt_url,
+    ):
         tests = session.posargs or ["tests/platform_api"]
-        session.run("pytest", *tests, env={"DEERFLOW_COMPAT_URL": url})
+        urls = {"DEERFLOW_COMPAT_URL": url, "DEERFLOW_COMPAT_AUTH_URL": auth_url, "DEERFLOW_COMPAT_JWT_URL": jwt_url}
+        session.run("pytest", *tests, env={**urls, **secret})
 
 
 @nox.session(python=PYTHON)

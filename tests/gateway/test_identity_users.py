@@ -10,6 +10,7 @@ token is refused unless ``auth.admin_token`` keeps it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import uuid
@@ -24,6 +25,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError
 from sdk_server import SdkServer, sdk_server
 
+from mcp_support import is_error, mcp_session, text_of
 from pg_support import PG_UNREACHABLE, fresh_database
 
 pytestmark = pytest.mark.e2e
@@ -250,3 +252,54 @@ def test_an_a2a_message_runs_as_its_user(server: SdkServer, alice: Any, bob: Any
     assert done["result"]["status"]["state"] == "completed", done
     assert bob.threads.get(context)["metadata"]["owner"] == "bob"
     assert bob.runs.list(context)[0]["metadata"]["langgraph_auth_user_id"] == "bob"
+
+
+def a2a_call(server: SdkServer, user: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    answer = httpx.post(
+        f"{server.url}/a2a/lead_agent",
+        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+        headers={"Authorization": f"Bearer {token(user)}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    document: dict[str, Any] = answer.json()
+    return document
+
+
+def test_an_a2a_task_is_found_by_its_user_only(server: SdkServer, alice: Any) -> None:
+    """``tasks/get`` and ``tasks/cancel`` name a task by its id alone: another user's task
+    answers A2A's task-not-found, as the run routes answer 404 for another user's run."""
+    message = {"role": "user", "parts": [{"kind": "text", "text": "hello"}], "messageId": str(uuid.uuid4())}
+    sent = a2a_call(server, "alice", "message/send", {"message": message})
+    task_id = sent["result"]["id"]
+    mine = a2a_call(server, "alice", "tasks/get", {"id": task_id})
+    assert mine["result"]["status"]["state"] == "completed", mine
+    for method in ("tasks/get", "tasks/cancel"):
+        theirs = a2a_call(server, "bob", method, {"id": task_id})
+        assert "result" not in theirs and theirs["error"]["code"] == -32001, theirs  # TaskNotFoundError
+    assert a2a_call(server, "bob", "tasks/get", {"id": str(uuid.uuid4())})["error"]["code"] == -32001
+    # Bob's cancel stopped nothing of alice's: her task is as it was.
+    assert a2a_call(server, "alice", "tasks/get", {"id": task_id})["result"]["status"]["state"] == "completed"
+    # A follow-up naming her task is refused to him as well (it reads the task first).
+    follow = dict(message, messageId=str(uuid.uuid4()), taskId=task_id)
+    assert "result" not in a2a_call(server, "bob", "message/send", {"message": follow})
+
+
+def test_an_mcp_call_on_another_users_thread_is_refused(server: SdkServer, alice: Any, bob: Any) -> None:
+    theirs = alice.threads.create()["thread_id"]
+
+    async def call(user: str, arguments: dict[str, Any]) -> Any:
+        headers = {"Authorization": f"Bearer {token(user)}"}
+        async with mcp_session(f"{server.url}/mcp", headers=headers) as session:
+            return await session.call_tool("lead_agent", arguments)
+
+    refused = asyncio.run(call("bob", {"messages": "hello", "thread_id": theirs}))
+    assert is_error(refused) and "not found" in text_of(refused), text_of(refused)
+    assert alice.runs.list(theirs) == []
+    mine = str(uuid.uuid4())
+    answered = asyncio.run(call("bob", {"messages": "hello", "thread_id": mine}))
+    assert not is_error(answered), text_of(answered)
+    assert bob.threads.get(mine)["metadata"]["owner"] == "bob"
+    assert [r["metadata"]["langgraph_auth_user_id"] for r in bob.runs.list(mine)] == ["bob"]
+    with pytest.raises(NotFoundError):
+        alice.threads.get(mine)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ..identity import REQUEST_USER
 from ..persistence.models import DEFAULT_USER_ID
+from ..persistence.records.values import RunRecord
 from ..protocols.runs import RunCall, RunRefused, StartedRun
 from ..runtime.stream_modes import WAIT_STREAM_MODES
 from ..runtime.wire import jsonable
@@ -103,6 +104,25 @@ class GatewayServedRuns:
     def release(self, run: StartedRun) -> None:
         if run.stateless:
             forget_after(self.serving(), run.thread_id, run.handle, _FORGOTTEN)
+
+    async def visible_run(self, run_id: str, action: str) -> RunRecord | None:
+        runtime = self.serving()
+        record = await runtime.store.find_run(run_id)
+        user = REQUEST_USER.get()
+        if record is None or user is None:
+            return record
+        # The run routes' scope (``scoping.visible_thread``): the thread's ``threads.<action>``
+        # filter, applied in SQL to the run's thread; another user's run is not found.
+        value: dict[str, Any] = {"thread_id": record.thread_id, "run_id": run_id}
+        if action == "update":
+            value["action"] = "interrupt"
+        try:
+            filters = await self._app.state.identity.authorize(user, "threads", action, value)
+        except HTTPException as exc:
+            raise RunRefused(exc.status_code, str(exc.detail)) from None
+        if filters and await runtime.store.get_thread(record.thread_id, filters) is None:
+            return None
+        return record
 
     async def pending_interrupts(self, thread_id: str) -> tuple[Any, ...]:
         states = getattr(self.serving().agent_host, "thread_states", None)

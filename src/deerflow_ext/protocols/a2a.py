@@ -11,7 +11,9 @@ request handler maps them onto the Gateway's runs, keeping no task store of its 
   ``updates`` as ``working`` status updates carrying each AI message, then the answer as an
   artifact and the final status; a stream the client drops leaves the run going;
 - ``tasks/get`` reads the run's row (any Gateway process); ``tasks/cancel`` cancels the run
-  and answers once it ended (``canceled``; its thread is free again);
+  and answers once it ended (``canceled``; its thread is free again); with ``auth`` both
+  find only the caller's tasks (their thread's ``threads.read``/``update`` filter), another
+  user's task answering task-not-found as its run would answer 404;
 - a run that pauses on an interrupt (a human-in-the-loop extension) is ``input-required``;
   the next message naming that task resumes the thread with its text (or its data part) as
   the resume value, as a new run, so a new task id.
@@ -152,9 +154,11 @@ class _Handler(RequestHandler):
         except RunRefused as exc:
             raise _refused(exc) from None
 
-    async def _record(self, task_id: str) -> RunRecord:
+    async def _record(self, task_id: str, action: str = "read") -> RunRecord:
+        """The task's run as the caller may ``action`` it; another user's task (``auth``) is
+        not found, as the run routes answer another user's run 404."""
         try:
-            record = await self._runs.serving().store.find_run(task_id)
+            record = await self._runs.visible_run(task_id, action)
         except RunRefused as exc:
             raise _refused(exc) from None
         if record is None:
@@ -249,7 +253,7 @@ class _Handler(RequestHandler):
         return await self._task(await self._record(params.id))
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        record = await self._record(params.id)
+        record = await self._record(params.id, "update")
         runs = self._runs.serving().runs
         await runs.request_cancel(record.id, record.status)
         await runs.wait_done(record.thread_id, record.id)

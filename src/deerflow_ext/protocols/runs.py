@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..persistence.records import HostStore
+from ..persistence.records.values import RunRecord
 from ..runtime.handle import RunHandle
 from ..runtime.manager import RunManager
 from ..runtime.stream import END_EVENT, StreamEvent, follow
@@ -82,6 +83,13 @@ class ServedRuns(Protocol):
 
     def release(self, run: StartedRun) -> None:
         """A stateless run's thread goes once the run ended (nothing for a run on a thread)."""
+        ...
+
+    async def visible_run(self, run_id: str, action: str) -> RunRecord | None:
+        """The run named ``run_id`` (on whichever thread) as the protocol request's user may
+        ``action`` it (``read``, ``update``), as the run routes scope a run by its thread:
+        None for a missing run and for another user's (``auth``), alike, so an A2A task id
+        tells nobody else whether it exists."""
         ...
 
     async def pending_interrupts(self, thread_id: str) -> tuple[Any, ...]:
