@@ -51,7 +51,10 @@ async def _enter(coordinator: PostgresThreadCoordinator, run_id: str, thread_id:
         pass
 
 
-_HELD = "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+# This database's advisory locks only: another test (or xdist worker) on the same server may
+# hold its own at the same time, in a database of its own.
+_THIS_DATABASE = "database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+_HELD = f"SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND {_THIS_DATABASE}"
 
 
 async def _scalar(engine: Any, sql: str) -> Any:
@@ -82,7 +85,7 @@ async def test_a_free_thread_costs_one_statement_each_way_and_a_waiter_gets_it(
             held.set()
             await release.wait()
 
-    waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    waiting = f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND {_THIS_DATABASE}"
     for i in range(5):
         held, release = asyncio.Event(), asyncio.Event()
         first = asyncio.create_task(holder(f"a-{i}", held, release))
@@ -226,7 +229,9 @@ async def test_a_statement_whose_caller_stopped_waiting_still_runs_and_reports_h
     failing.cancel()
     await wait_until(lambda: len(ended) == 2)
     assert ended[0] is None and "division by zero" in str(ended[1])
-    granted = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted"
+    granted = (
+        f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted AND {_THIS_DATABASE}"
+    )
     assert await _scalar(engines[0], granted) == 1, "the cancelled caller's statement did not run"
 
 
