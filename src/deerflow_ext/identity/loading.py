@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 from pathlib import Path
 
 from langgraph_sdk import Auth
 
+from ..config.python_files import import_python_file, names_a_file
 from ..exception_text import exception_text
 
 __all__ = ["AuthLoadError", "load_auth"]
@@ -27,27 +27,19 @@ class AuthLoadError(Exception):
 
 
 def _module_from_file(file: Path, config_file: str) -> object:
-    if not file.is_file():
-        raise AuthLoadError(f"{config_file}: auth.path: no file {str(file)!r}")
-    name = f"deerflow_auth_{abs(hash(str(file)))}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has a loader
-        raise AuthLoadError(f"{config_file}: auth.path: cannot load {str(file)!r}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return import_python_file(file, "deerflow_auth_")
+    except FileNotFoundError:
+        raise AuthLoadError(f"{config_file}: auth.path: no file {str(file)!r}") from None
     except Exception as exc:
-        sys.modules.pop(name, None)
         raise AuthLoadError(f"{config_file}: auth.path: {file.name} failed to import: {exception_text(exc)}") from exc
-    return module
 
 
 def load_auth(path: str, config_file: str | Path) -> Auth:
     """The ``Auth`` object ``path`` names (``config_file``: where relative paths start)."""
     config_file = str(config_file)
     target, _, attribute = path.rpartition(":")
-    if target.endswith(".py"):
+    if names_a_file(target):
         file = Path(target)
         if not file.is_absolute():
             file = Path(config_file).resolve().parent / file

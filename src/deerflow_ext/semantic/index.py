@@ -19,7 +19,6 @@ import importlib
 import importlib.util
 import inspect
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base.embed import ensure_embeddings, tokenize_path
 
 from deerflow_ext.config.loading import ConfigError, config_line
+from deerflow_ext.config.python_files import import_python_file, names_a_file
 from deerflow_ext.config.schema import AppConfig, StoreIndexConfig
 
 __all__ = ["StoreIndex", "StoreIndexError", "load_store_index", "store_index_of"]
@@ -60,22 +60,15 @@ class StoreIndex:
 def _load_attr(embed: str, base: Path) -> Any | None:
     """The object ``embed`` names as a file or module path; None when it names neither."""
     target, _, attr = embed.rpartition(":")
-    if target.endswith(".py") or "/" in target or target.startswith("."):
+    if names_a_file(target):
         path = Path(target)
         if not path.is_absolute():
             path = base / path
-        if not path.is_file():
-            raise StoreIndexError("embed", f"{embed!r}: no file {path}")
-        name = f"deerflow_store_embed_{abs(hash(str(path.resolve())))}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise StoreIndexError("embed", f"{embed!r}: {path} cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            module = import_python_file(path, "deerflow_store_embed_")
+        except FileNotFoundError:
+            raise StoreIndexError("embed", f"{embed!r}: no file {path}") from None
         except Exception as exc:
-            sys.modules.pop(name, None)
             raise StoreIndexError("embed", f"{embed!r}: importing {path} raised {type(exc).__name__}: {exc}") from None
         if not hasattr(module, attr):
             raise StoreIndexError("embed", f"{embed!r}: {path} has no {attr!r}")
