@@ -27,6 +27,7 @@ from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, se
 from ..persistence.cron_table import CRON_COLUMNS, CRONS
 from ..persistence.json_match import json_contains
 from ..persistence.owner_filter import owner_condition
+from ..persistence.stored_times import stored_utc
 from ..persistence.transactions import Transactions
 from .schedules import ScheduleError, next_tick
 
@@ -43,13 +44,6 @@ _CLAIM_BATCH = 100
 class CronNotFoundError(LookupError):
     def __init__(self, cron_id: str) -> None:
         super().__init__(f"cron {cron_id} not found")
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    # SQLite hands timestamps back without their zone; every stored time is UTC.
-    if value is None:
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -76,14 +70,14 @@ class CronRecord:
             assistant_id=row["assistant_id"],
             thread_id=row["thread_id"],
             on_run_completed=row["on_run_completed"],
-            end_time=_utc(row["end_time"]),
+            end_time=stored_utc(row["end_time"]),
             schedule=row["schedule"],
             timezone=row["timezone"],
-            created_at=_utc(row["created_at"]) or datetime.min.replace(tzinfo=UTC),
-            updated_at=_utc(row["updated_at"]) or datetime.min.replace(tzinfo=UTC),
+            created_at=stored_utc(row["created_at"]) or datetime.min.replace(tzinfo=UTC),
+            updated_at=stored_utc(row["updated_at"]) or datetime.min.replace(tzinfo=UTC),
             payload=dict(row["payload"] or {}),
             user_id=row["user_id"],
-            next_run_date=_utc(row["next_run_date"]),
+            next_run_date=stored_utc(row["next_run_date"]),
             metadata=dict(row["metadata"] or {}),
             enabled=bool(row["enabled"]),
         )
@@ -211,7 +205,7 @@ def _delete(conn: Connection, cron_id: str, filters: Mapping[str, Any] | None = 
 
 def _earliest(conn: Connection) -> datetime | None:
     statement = select(func.min(CRONS.c.next_run_date)).where(CRONS.c.enabled.is_(True))
-    return _utc(conn.execute(statement).scalar_one_or_none())
+    return stored_utc(conn.execute(statement).scalar_one_or_none())
 
 
 def _claim(conn: Connection, now: datetime, limit: int) -> list[Due]:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
+from ..persistence.stored_times import stored_utc
 from ..persistence.transactions import Transactions
 from ..persistence.webhook_table import WEBHOOK_OUTBOX
 from .order import PENDING
@@ -29,12 +30,6 @@ __all__ = ["DELIVERED", "FAILED", "Claimed", "Outbox"]
 DELIVERED = "delivered"
 FAILED = "failed"
 _T = WEBHOOK_OUTBOX
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -82,7 +77,7 @@ class Outbox:
 
 def _earliest(conn: Connection) -> datetime | None:
     statement = select(func.min(_T.c.next_attempt_at)).where(_T.c.status == PENDING)
-    return _utc(conn.execute(statement).scalar_one_or_none())
+    return stored_utc(conn.execute(statement).scalar_one_or_none())
 
 
 def _claim(conn: Connection, now: datetime, lease_until: datetime, limit: int) -> list[Claimed]:
@@ -144,7 +139,7 @@ def _listing(conn: Connection, status: str | None, run_id: str | None, limit: in
     for row in conn.execute(statement):
         item = dict(row._mapping)
         for key in ("next_attempt_at", "created_at", "updated_at"):
-            stamp = _utc(item[key])
+            stamp = stored_utc(item[key])
             item[key] = None if stamp is None else stamp.isoformat()
         out.append(item)
     return out
