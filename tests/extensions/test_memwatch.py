@@ -26,10 +26,13 @@ def hog_site(hold: float) -> None:
     del block
 
 
-async def ahog_site(hold: float) -> None:
+async def ahog_site(hold: float, filled: asyncio.Event) -> None:
     # Filled off the loop: filling 120 MiB on it takes long enough on a loaded machine for the
-    # watchdog to see the hook *running*, which is not the case this site stands for.
+    # watchdog to see the hook *running*, which is not the case this site stands for. The test
+    # arms the watchdog only once ``filled`` is set, while this frame is suspended: a sample
+    # taken as the coroutine resumes after the fill would see it running too.
     block = await asyncio.to_thread(_filled, 120 * MIB)
+    filled.set()
     await asyncio.sleep(hold)  # the loop is free: the hook waits on its task's chain
     del block
 
@@ -46,11 +49,15 @@ def _named(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_the_hook_holding_the_memory_is_named_once(caplog: pytest.LogCaptureFixture, awaiting: bool) -> None:
     caplog.set_level(logging.WARNING, logger="deerflow_ext.extensions")
     watchdog = MemoryWatchdog(asyncio.get_running_loop(), resident_mib() + 60, interval=0.05)
-    watchdog.start()
     try:
         if awaiting:
-            await ahog_site(0.6)
+            filled = asyncio.Event()
+            hog = asyncio.create_task(ahog_site(0.6, filled))
+            await filled.wait()
+            watchdog.start()  # past the bound from its first look, the hook suspended
+            await hog
         else:
+            watchdog.start()
             hog_site(0.6)
         await asyncio.sleep(0.3)  # the loop answers the watchdog's look at the tasks
     finally:
