@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,19 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         pytest.skip(PG_UNREACHABLE)
     with fresh_database() as name:
         yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[Any]:
+    """The host's engine on ``database_url``, migrated to head; disposed after the test."""
+    from deerflow_ext.persistence import create_engine, upgrade_head
+
+    made = create_engine(database_url)
+    try:
+        await upgrade_head(made)
+        yield made
+    finally:
+        await made.dispose()
 
 
 @pytest.fixture(autouse=True)

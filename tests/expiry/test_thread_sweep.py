@@ -5,7 +5,6 @@ deleting, and on PostgreSQL two processes sweeping at once never take one row tw
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,16 +28,6 @@ class Pruned:
 
     async def aprune(self, thread_ids: list[str], *, strategy: str) -> None:
         self.calls.append((strategy, list(thread_ids)))
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[sa.ext.asyncio.AsyncEngine]:
-    engine = create_engine(database_url)
-    try:
-        await upgrade_head(engine)
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 async def _expire(engine: sa.ext.asyncio.AsyncEngine, ids: list[str]) -> None:

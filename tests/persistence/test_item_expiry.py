@@ -4,25 +4,14 @@ real database (SQLite, and PostgreSQL when reachable)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from deerflow_ext.persistence import STORE_ITEMS, create_engine, upgrade_head
+from deerflow_ext.persistence import STORE_ITEMS
 from deerflow_ext.persistence import item_store as item_store_module
 from deerflow_ext.persistence.item_store import ItemStore
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[sa.ext.asyncio.AsyncEngine]:
-    engine = create_engine(database_url)
-    try:
-        await upgrade_head(engine)
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 async def _expires_at(engine: sa.ext.asyncio.AsyncEngine, key: str) -> datetime | None:

@@ -12,19 +12,9 @@ import pytest
 import sqlalchemy as sa
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
-from deerflow_ext.persistence import STORE_ITEMS, create_engine, upgrade_head
+from deerflow_ext.persistence import STORE_ITEMS
 from deerflow_ext.persistence.item_matching import InvalidFilterError
 from deerflow_ext.persistence.item_store import ItemStore
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[sa.ext.asyncio.AsyncEngine]:
-    engine = create_engine(database_url)
-    try:
-        await upgrade_head(engine)
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from langgraph.store.base import PutOp
 
 import semantic_vocab
 from deerflow_ext.config.schema import StoreIndexConfig
-from deerflow_ext.persistence import create_engine, upgrade_head
 from deerflow_ext.persistence.item_store import ItemStore
 from deerflow_ext.persistence.store_table import STORE_VECTORS
 from deerflow_ext.semantic import StoreIndex, load_store_index
@@ -25,16 +24,6 @@ def _index(embed: str = "semantic_vocab:embed", fields: list[str] | None = None)
     index = load_store_index(config, base=Path("."))
     assert index is not None
     return index
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[sa.ext.asyncio.AsyncEngine]:
-    engine = create_engine(database_url)
-    try:
-        await upgrade_head(engine)
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

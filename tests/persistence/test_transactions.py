@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,16 +14,6 @@ from sqlalchemy import Connection, text
 from deerflow_ext.persistence import HostStore, create_engine, make_session_factory, upgrade_head
 from deerflow_ext.persistence.transactions import EngineTransactions, ThreadTransactions, transactions_for
 from deerflow_ext.persistence.wal_checkpoints import LOOP_CHECKPOINT_PAGES
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[Any]:
-    engine = create_engine(database_url)
-    try:
-        await upgrade_head(engine)
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 async def test_a_sqlite_transaction_runs_whole_on_the_loop_when_nothing_waits(engine: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from deerflow_ext.persistence import create_engine, upgrade_head
+from deerflow_ext.persistence import create_engine
 from deerflow_ext.persistence.transactions import Transactions, transactions_for
 from deerflow_ext.scheduling import CronDraft, CronStore, Due, ScheduleError, Scheduler, check_schedule, next_tick
 
@@ -33,16 +33,6 @@ class MovableClock:
 
     def seconds_until(self, when: datetime) -> float:
         return max(0.0, (when - self.current).total_seconds())
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[Any]:
-    engine = create_engine(database_url)
-    await upgrade_head(engine)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture
