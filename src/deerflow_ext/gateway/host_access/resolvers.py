@@ -8,6 +8,8 @@ shutdown there is none and the resolvers answer ``None`` (the extension's 503).
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 
 from deerflow_extension_api import (
@@ -17,6 +19,7 @@ from deerflow_extension_api import (
     AgentRuns,
     BatchResultError,
     BatchResultReader,
+    ExtensionPrincipal,
     RunEvidenceReader,
     resolve_principal,
 )
@@ -38,25 +41,31 @@ def service_evidence_reader(store: HostStore, settle_seconds: float = DEFAULT_SE
 def install_host_access(app: FastAPI) -> None:
     """Put the request-scoped resolvers where the contract's ``resolve_*`` look for them."""
 
-    def run_evidence(request: object) -> RunEvidenceReader | None:
+    def serving(request: object, what: str) -> tuple[Any, ExtensionPrincipal] | None:
+        """The serving runtime and the request's principal; None while not serving."""
         runtime = getattr(app.state, "runtime", None)
         if runtime is None:
             return None
         principal = resolve_principal(request)
         if principal is None:
-            raise PermissionError("run evidence requires an authenticated principal")
+            raise PermissionError(f"{what}: an authenticated principal is required")
+        return runtime, principal
+
+    def run_evidence(request: object) -> RunEvidenceReader | None:
+        found = serving(request, "run evidence")
+        if found is None:
+            return None
+        runtime, principal = found
         settle = getattr(app.state, "run_evidence_settle_seconds", DEFAULT_SETTLE_SECONDS)
         return HostRunEvidenceReader(runtime.store, user_id=principal.user_id, settle_seconds=settle)
 
     keys: dict[tuple[str, str, str], str] = {}  # idempotency keys, shared by every handle of this app
 
     def agent_runs(request: object) -> AgentRuns | None:
-        runtime = getattr(app.state, "runtime", None)
-        if runtime is None:
+        found = serving(request, "agent runs")
+        if found is None:
             return None
-        principal = resolve_principal(request)
-        if principal is None:
-            raise PermissionError("agent runs require an authenticated principal")
+        runtime, principal = found
         if principal.is_internal:
             return None  # DeerFlow lends internal callers no handle
         user = request_user(request)
