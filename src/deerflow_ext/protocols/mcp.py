@@ -17,7 +17,10 @@ stops a call by dropping it. A JSON response carries the call's result alone (th
 anything else tied to the request), so a ``tools/call`` whose client asks for progress (a
 ``_meta.progressToken``) and accepts an event stream is answered as one instead, by a second,
 equally stateless, session manager: a ``notifications/progress`` for each step of the run (a
-node's update: ``model``, ``tools``...), then the result.
+node's update: ``model``, ``tools``...), then the result. The common request of all — a
+``tools/call`` that asks for no progress — never reaches the SDK's transport: ``mcp_calls.py``
+answers it with the SDK's types, without the session the transport would build and tear
+down around it (issue 59's cost guard: a call costs what ``runs.wait`` costs).
 """
 
 from __future__ import annotations
@@ -34,11 +37,14 @@ from typing import Any
 import mcp.types as mcp_types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from ..persistence.assistant_tables import BUILT_IN_ASSISTANT_ID
 from ..persistence.assistants import AssistantQuery, AssistantStore
+from .mcp_calls import PlainCall, plain_call, wants_progress
+from .mcp_calls import answer as answer_call
 from .runs import HEARTBEAT, RunCall, RunRefused, ServedRuns, StartedRun, answer_text, node_updates
 
 __all__ = ["MESSAGES_INPUT", "McpEndpoint", "tool_names"]
@@ -147,10 +153,16 @@ class McpEndpoint:
             answer = JSONResponse({"detail": "the Gateway is not serving (starting up or shutting down)"}, 503)
             await answer(scope, receive, send)
             return
-        if _accepts_stream(scope):
-            wants_progress, receive = await _peek_progress(receive)
-            if wants_progress:
+        if scope.get("method") == "POST":
+            body, replay = await _read_body(receive)
+            call = plain_call(scope, body)
+            if call is not None:  # the common request: answered without the SDK's session (mcp_calls.py)
+                result = await self._answer_plain(call, Request(scope, receive))
+                await answer_call(call, result)(scope, receive, send)
+                return
+            if _accepts_stream(scope) and wants_progress(_parsed(body)):
                 manager = stream_manager
+            receive = replay
         await manager.handle_request(scope, receive, send)
 
     async def _assistants(self) -> dict[str, Mapping[str, Any]]:
@@ -181,6 +193,21 @@ class McpEndpoint:
         self, server: Server[Any, Any], name: str, given: dict[str, Any] | None
     ) -> mcp_types.CallToolResult:
         ctx = server.request_context
+        wants = ctx.meta is not None and ctx.meta.progressToken is not None
+        return await self._answer(name, given, ctx if wants else None, ctx.request)
+
+    async def _answer_plain(self, call: PlainCall, request: Request) -> mcp_types.CallToolResult:
+        """:meth:`_answer` as the SDK's tool handler wraps it: an exception is the call's
+        error result, not the request's."""
+        try:
+            return await self._answer(call.name, call.arguments, None, request)
+        except Exception as exc:
+            logger.exception("MCP tools/call %r failed", call.name)
+            return _refusal(str(exc))
+
+    async def _answer(
+        self, name: str, given: dict[str, Any] | None, progress_to: Any, request: Any
+    ) -> mcp_types.CallToolResult:
         if name == BUILT_IN_ASSISTANT_ID:
             # The built-in assistant's row is the oldest, so it always holds its own name: the
             # common call reads no assistant, as a run addressed to it does not.
@@ -202,14 +229,13 @@ class McpEndpoint:
         thread_id = arguments.get("thread_id")
         if thread_id is not None and not isinstance(thread_id, str):
             return _refusal("arguments.thread_id: a string is required")
-        wants_progress = ctx.meta is not None and ctx.meta.progressToken is not None
         call = RunCall(
             assistant_id=assistant_id,
             messages=tuple(messages),
             thread_id=thread_id or None,
-            stream_modes=("updates",) if wants_progress else (),
+            stream_modes=("updates",) if progress_to is not None else (),
         )
-        return await self._run(call, ctx if wants_progress else None, ctx.request)
+        return await self._run(call, progress_to, request)
 
     async def _run(self, call: RunCall, progress_to: Any, request: Any) -> mcp_types.CallToolResult:
         try:
@@ -269,9 +295,9 @@ def _accepts_stream(scope: Scope) -> bool:
     return b"text/event-stream" in accept
 
 
-async def _peek_progress(receive: Receive) -> tuple[bool, Receive]:
-    """Whether the request is a ``tools/call`` asking for progress, read from its body; and a
-    ``receive`` that hands the body to the SDK again. The front layer bounds the body's size."""
+async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's body; and a ``receive`` that hands it to the SDK again. The front layer
+    bounds the body's size."""
     read: list[Message] = []
     while True:
         message = await receive()
@@ -282,14 +308,14 @@ async def _peek_progress(receive: Receive) -> tuple[bool, Receive]:
     async def replay() -> Message:
         return read.pop(0) if read else await receive()
 
-    body = b"".join(bytes(m.get("body", b"")) for m in read if m["type"] == "http.request")
+    return b"".join(bytes(m.get("body", b"")) for m in read if m["type"] == "http.request"), replay
+
+
+def _parsed(body: bytes) -> object:
     try:
-        payload = json.loads(body)
+        return json.loads(body)
     except ValueError:
-        return False, replay
-    params = payload.get("params") if isinstance(payload, dict) and payload.get("method") == "tools/call" else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and meta.get("progressToken") is not None, replay
+        return None
 
 
 async def _ended_or_left(finished: asyncio.Event, request: Any) -> bool:
