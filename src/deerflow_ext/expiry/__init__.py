@@ -9,9 +9,8 @@ work that follows from it:
   prune names) in one transaction each, one process per row (``FOR UPDATE SKIP LOCKED``);
 - ``threads``: :class:`ThreadExpiry`, the one deletion path of the TTL sweep and of
   ``POST /threads/prune`` (rows, then checkpoints through LangGraph's ``prune``);
-- ``sweeper``: :class:`Sweeper`, the background task that runs a sweep every interval;
-- :class:`Expiry` (here): the Gateway's two sweepers, threads and store items, built from
-  the configuration.
+- :class:`Expiry` (here): the Gateway's two sweepers (``background_task.Sweeper``), threads
+  and store items, built from the configuration.
 
 Decisions where LangGraph says little (README, "Threads and store items expire"): a
 thread's time to live counts from its last activity (a run, an update); a thread with a run
@@ -26,15 +25,15 @@ from typing import Any
 
 from langgraph.store.base import TTLConfig
 
+from ..background_task import Sweeper
 from ..config.schema import StoreConfig
 from ..config.ttl import CheckpointerConfig
 from ..persistence.records import ThreadTTL
 from ..persistence.transactions import Transactions
-from .sweeper import Sweeper
 from .thread_rows import Taken
 from .threads import ThreadExpiry
 
-__all__ = ["Expiry", "Sweeper", "Taken", "ThreadExpiry", "default_thread_ttl", "store_ttl_config"]
+__all__ = ["Expiry", "Taken", "ThreadExpiry", "default_thread_ttl", "store_ttl_config"]
 
 
 def default_thread_ttl(config: CheckpointerConfig) -> ThreadTTL | None:
