@@ -153,3 +153,49 @@ async def test_runs_another_process_ends_for_a_dead_one_owe_their_webhooks_too(d
         await store.aclose()
     finally:
         await engine.dispose()
+
+
+async def _four_deliveries(store: HostStore, long_ago: datetime) -> list[str]:
+    """Four rows: delivered and failed long ago, delivered just now, and one still pending
+    that last failed long ago (due again tomorrow)."""
+    thread = await store.create_thread()
+    for index in range(4):
+        await store.create_run(thread.id, f"r-{index}", {}, owner=PROCESS_OWNER)
+        await store.finish_run(
+            f"r-{index}", status="success", outcome="completed", webhook=_row(f"r-{index}", thread.id)
+        )
+    outbox = Outbox(store.transactions)
+    ids = [c.delivery_id for c in sorted(await outbox.claim(datetime.now(UTC), 60, 10), key=lambda c: c.run_id)]
+    await outbox.delivered(ids[0], 200, long_ago)
+    await outbox.attempt_failed(ids[1], 500, "the receiver answered 500", None, long_ago)
+    await outbox.delivered(ids[2], 204, datetime.now(UTC))
+    await outbox.attempt_failed(ids[3], None, "ConnectError", datetime.now(UTC) + timedelta(days=1), long_ago)
+    return ids
+
+
+async def test_settled_rows_are_pruned_once_kept_long_enough_and_pending_ones_never(store: HostStore) -> None:
+    long_ago = datetime.now(UTC) - timedelta(days=10)
+    ids = await _four_deliveries(store, long_ago)
+    outbox = Outbox(store.transactions)
+    assert await outbox.prune_settled(long_ago - timedelta(seconds=1), batch=1) == 0
+    assert await outbox.prune_settled(datetime.now(UTC) - timedelta(days=7), batch=1) == 2  # one a transaction
+    assert sorted(row["delivery_id"] for row in await _outbox(store)) == sorted(ids[2:])
+    assert await outbox.counts() == {"pending": 1, "delivered": 1, "failed": 0}
+
+
+async def test_the_service_prunes_at_start_by_keep_settled_days(store: HostStore) -> None:
+    from deerflow_ext.config.webhooks_config import WebhooksConfig
+    from deerflow_ext.webhooks import WebhookService
+
+    ids = await _four_deliveries(store, datetime.now(UTC) - timedelta(days=3))
+    kept = WebhookService(WebhooksConfig(keep_settled_days=4), store.transactions, {})
+    await kept.start()
+    await kept.stop()
+    assert len(await _outbox(store)) == 4
+    service = WebhookService(WebhooksConfig(keep_settled_days=2), store.transactions, {})
+    await service.start()
+    try:
+        assert sorted(row["delivery_id"] for row in await _outbox(store)) == sorted(ids[2:])
+        assert service.pruner.interval == 3600
+    finally:
+        await service.stop()

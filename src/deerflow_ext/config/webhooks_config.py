@@ -65,7 +65,8 @@ class WebhookUrlPolicyConfig(_Strict):
 
 
 class WebhooksConfig(_Strict):
-    """Outbound webhooks: the URL policy, the headers every delivery carries, signing and retries."""
+    """Outbound webhooks: the URL policy, the headers every delivery carries, signing, retries and
+    how long a settled delivery is kept."""
 
     url: WebhookUrlPolicyConfig = Field(default_factory=WebhookUrlPolicyConfig)
     headers: dict[str, str] = Field(default_factory=dict)
@@ -81,6 +82,14 @@ class WebhooksConfig(_Strict):
     backoff_seconds: float = Field(default=2.0, gt=0, description="Delay before the first retry; doubled each time.")
     max_backoff_seconds: float = Field(default=600.0, gt=0)
     timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="One attempt's bound.")
+    keep_settled_days: float = Field(
+        default=7.0,
+        gt=0,
+        description=(
+            "A delivered or failed delivery is deleted this long after it settled "
+            "(GET /api/webhooks lists it until then)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _templates_name_prefixed_variables(self) -> WebhooksConfig:

@@ -11,7 +11,9 @@ receiver sees (``webhook-id``); ``payload`` is LangGraph's webhook body as of th
 ``status`` is ``pending`` until a 2xx answer (``delivered``) or the last allowed attempt
 (``failed``). ``next_attempt_at`` is when a pending row is next due: a worker claiming a row
 moves it forward by a lease (another process skips it meanwhile), and a failed attempt to
-the backoff's next date. The index on the pair is what the worker's one query per wake reads.
+the backoff's next date. The index on the pair is what the worker's one query per wake reads;
+the one on ``status`` and ``updated_at`` is what the pruning of settled rows reads (migration
+0015), so that an hourly prune does not scan the days of rows it keeps.
 
 No foreign key to ``runs``: a stateless run's thread (and so its run) is deleted as soon as
 the run ended, before its webhook is delivered. Migration 0012 creates the table.
@@ -42,4 +44,5 @@ WEBHOOK_OUTBOX = Table(
     Column("last_error", Text, nullable=True),
     Index("ix_webhook_outbox_due", "status", "next_attempt_at"),
     Index("ix_webhook_outbox_run_id", "run_id"),
+    Index("ix_webhook_outbox_settled", "status", "updated_at"),
 )

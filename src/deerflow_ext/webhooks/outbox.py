@@ -9,6 +9,10 @@ claims it while this one sends it. A process killed mid-attempt leaves the row p
 claimed again once the lease is over, which is why delivery is at-least-once (the receiver
 dedupes on ``webhook-id``). SQLite has one process; its claim writes first, so it holds the
 write lock before it reads.
+
+Settled rows (``delivered``, ``failed``) are the operator's record (``GET /api/webhooks``)
+for ``webhooks.keep_settled_days``; :meth:`Outbox.prune_settled` then deletes them, in
+batches, oldest settled first. A pending row is never pruned, however old: it is still owed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from ..persistence.stored_times import stored_utc
 from ..persistence.transactions import Transactions
@@ -68,6 +72,16 @@ class Outbox:
             values["next_attempt_at"] = retry_at
         await self._tx.write(_settle, delivery_id, values, now)
 
+    async def prune_settled(self, settled_before: datetime, batch: int = 500) -> int:
+        """Delete the rows settled before ``settled_before``, ``batch`` to a transaction;
+        how many were deleted."""
+        deleted = 0
+        while True:
+            count = await self._tx.write(_prune, settled_before, batch)
+            deleted += count
+            if count < batch:
+                return deleted
+
     async def counts(self) -> dict[str, int]:
         return await self._tx.read(_counts)
 
@@ -107,6 +121,21 @@ def _settle(conn: Connection, delivery_id: str, values: dict[str, Any], now: dat
     conn.execute(
         update(_T).where(_T.c.delivery_id == delivery_id, _T.c.status == PENDING).values(**values, updated_at=now)
     )
+
+
+def _prune(conn: Connection, settled_before: datetime, batch: int) -> int:
+    oldest = (
+        select(_T.c.delivery_id)
+        .where(_T.c.status.in_((DELIVERED, FAILED)), _T.c.updated_at < settled_before)
+        .order_by(_T.c.updated_at)
+        .limit(batch)
+    )
+    if conn.dialect.name != "sqlite":
+        oldest = oldest.with_for_update(skip_locked=True)  # two processes pruning take different rows
+    ids = list(conn.execute(oldest).scalars())
+    if ids:
+        conn.execute(delete(_T).where(_T.c.delivery_id.in_(ids)))
+    return len(ids)
 
 
 def _counts(conn: Connection) -> dict[str, int]:

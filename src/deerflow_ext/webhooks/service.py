@@ -1,13 +1,17 @@
 """The Gateway's webhooks, built once from ``config.yaml`` and the environment: what the routes
-ask (:meth:`WebhookService.accept`: a URL checked, or the reason it is refused) and the
-delivery worker the lifespan starts and stops."""
+ask (:meth:`WebhookService.accept`: a URL checked, or the reason it is refused), and the two
+background tasks the lifespan starts and stops: the delivery worker, and the hourly pruning of
+deliveries settled more than ``keep_settled_days`` ago (also once at start, so a Gateway
+restarted more often than hourly still prunes)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..background_task import Sweeper
 from ..config.webhooks_config import WebhooksConfig
 from ..persistence.transactions import Transactions
 from ..url_policy import UrlPolicy, UrlRefusedError
@@ -24,6 +28,8 @@ logger = logging.getLogger("deerflow_ext.webhooks")
 WebhookUrlError = UrlRefusedError
 """A webhook URL refused (by the shared ``url_policy``, or because webhooks are off): the
 name the Gateway's routes catch."""
+
+PRUNE_INTERVAL_SECONDS = 3600.0
 
 DISABLED = "webhook: webhooks are switched off on this Gateway (http.disable_webhooks); leave webhook out"
 
@@ -57,6 +63,8 @@ class WebhookService:
         )
         self.outbox = Outbox(transactions)
         self.courier = Courier(self.outbox, settings, **courier)
+        self._keep_settled = timedelta(days=config.keep_settled_days)
+        self.pruner = Sweeper("webhook outbox", self.prune_settled, PRUNE_INTERVAL_SECONDS)
 
     async def accept(self, url: str) -> None:
         """Check a submitted URL as a delivery would (its name resolved, every address
@@ -76,8 +84,21 @@ class WebhookService:
     ) -> WebhookOrder:
         return WebhookOrder(url, assistant_id, dict(metadata), dict(kwargs), strategy, wake=self.courier.wake)
 
+    async def prune_settled(self) -> int:
+        """Delete the deliveries settled more than ``keep_settled_days`` ago; how many."""
+        pruned = await self.outbox.prune_settled(datetime.now(UTC) - self._keep_settled)
+        if pruned:
+            logger.info("webhooks: deleted %d delivery record(s) settled over %s ago", pruned, self._keep_settled)
+        return pruned
+
     async def start(self) -> None:
         await self.courier.start()
+        try:
+            await self.prune_settled()
+        except Exception:  # an old record outliving its time is no reason not to start
+            logger.exception("webhooks: pruning settled deliveries failed; trying again in an hour")
+        self.pruner.start()
 
     async def stop(self) -> None:
+        await self.pruner.stop()
         await self.courier.stop()
