@@ -12,7 +12,10 @@ cases run on a second Gateway that also loads ``platform_api.hitl_ext`` (LangCha
 inbox and resumes the run with the user's decision. The full-stack plugin case runs on a third
 Gateway with ``plugins_examples/fullstack`` enabled: the page finds it through ``GET
 /api/plugins``, imports its packaged module from the Gateway, mounts its page, and runs its
-conversation action and its page's actions.
+conversation action and its page's actions. The identity case runs on a fourth Gateway with
+the shipped ``examples/auth/auth.py`` (JWT) as its ``auth``: a page signed in as each of two
+users (``?token=``, sent as a bearer token on every request, the stream's included) lists
+and opens only that user's threads.
 
 A console error fails a test: that is how a browser reports a CORS refusal.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 from browser_support import (
     build_page,
@@ -47,6 +52,8 @@ HITL = [{"name": "hitl", "use": "platform_api.hitl_ext:install"}]
 FULLSTACK_SRC = Path(__file__).resolve().parents[2] / "plugins_examples" / "fullstack" / "src"
 NOTES = "example.notes"
 NOTES_TOOL = "ext_example_notes_remember_" + hashlib.sha256(b"example.notes:remember").hexdigest()[:12]
+AUTH_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "auth" / "auth.py"
+AUTH_SECRET = "browser-identity-secret-0123456789abcdef"
 FULLSTACK = [
     {
         "name": "fullstack",
@@ -80,6 +87,22 @@ def notes_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServe
             yield running
         sys.modules.pop("deerflow_fullstack.notes", None)
         sys.modules.pop("deerflow_fullstack", None)
+
+
+@pytest.fixture(scope="module")
+def auth_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SdkServer]:
+    """The JWT example as the Gateway's ``auth``, loaded unchanged next to its config file."""
+    require_browser(page=True)
+    directory = tmp_path_factory.mktemp("browser-auth-gateway")
+    shutil.copy(AUTH_EXAMPLE, directory / "auth.py")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AUTH_JWT_SECRET", AUTH_SECRET)
+        with sdk_server(directory, sections={"auth": {"path": "./auth.py:auth"}}) as running:
+            yield running
+
+
+def user_token(subject: str) -> str:
+    return jwt.encode({"sub": subject, "permissions": []}, AUTH_SECRET, algorithm="HS256")
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +157,9 @@ class Tab:
 
 
 @contextmanager
-def opened_tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Path) -> Iterator[Tab]:
-    """A fresh browser context on the page, talking to ``gateway``."""
+def opened_tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Path, *, query: str = "") -> Iterator[Tab]:
+    """A fresh browser context on the page, talking to ``gateway`` (``query``: more of the
+    page's parameters, ``&token=...``)."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     escaped = loopback_only(context)
     page = context.new_page()
@@ -144,7 +168,7 @@ def opened_tab(browser: Any, gateway: SdkServer, page_origin: str, tmp_path: Pat
     page.on("pageerror", lambda error: errors.append(str(error)))
     # favicon.ico is the only thing our static origin does not have; the browser asks anyway.
     page.route("**/favicon.ico", lambda route: route.fulfill(status=204))
-    page.goto(f"{page_origin}?api={gateway.url}")
+    page.goto(f"{page_origin}?api={gateway.url}{query}")
     try:
         tab = Tab(page, errors, escaped, screenshot_dir(tmp_path))
         tab.wait_loaded()
@@ -442,3 +466,44 @@ def test_the_page_mounts_a_full_stack_plugin_and_invokes_its_actions(
             ("list", 200),
         ]
         assert_clean(tab)
+
+
+def listed(tab: Tab) -> list[str]:
+    return [str(a.get_attribute("data-thread-id")) for a in tab.page.locator("[data-testid=thread]").all()]
+
+
+def test_a_page_signed_in_as_a_user_lists_and_opens_only_their_threads(
+    browser: Any, auth_gateway: SdkServer, page_origin: str, tmp_path: Path
+) -> None:
+    alice_token, bob_token = user_token("alice"), user_token("bob")
+    with opened_tab(browser, auth_gateway, page_origin, tmp_path, query=f"&token={alice_token}") as alice:
+        alice.send("hello from alice")
+        alice.wait_idle()
+        hers = alice.thread_id()
+        alice.page.wait_for_selector(f"[data-testid=thread][data-thread-id='{hers}']", timeout=WAIT_MS)
+        assert listed(alice) == [hers]
+        assert alice.messages()[-1][1].endswith("hello from alice")
+        assert_clean(alice)
+    with opened_tab(browser, auth_gateway, page_origin, tmp_path, query=f"&token={bob_token}") as bob:
+        assert listed(bob) == []  # the same Gateway, the same database: none of alice's
+        bob.send("hello from bob")
+        bob.wait_idle()
+        his = bob.thread_id()
+        bob.page.wait_for_selector(f"[data-testid=thread][data-thread-id='{his}']", timeout=WAIT_MS)
+        assert listed(bob) == [his]
+        bob.shot("signed-in-as-bob")
+        assert_clean(bob)
+    owners = {
+        thread: get_sync_client(
+            url=auth_gateway.url, api_key=None, headers={"Authorization": f"Bearer {bearer}"}
+        ).threads.get(thread)["metadata"]["owner"]
+        for thread, bearer in ((hers, alice_token), (his, bob_token))
+    }
+    assert owners == {hers: "alice", his: "bob"}
+
+    # Bob given alice's thread in the address: the Gateway answers 404, the page shows nothing of hers.
+    with opened_tab(browser, auth_gateway, page_origin, tmp_path, query=f"&token={bob_token}&thread={hers}") as peek:
+        peek.page.wait_for_function("window.__deerflow.errors.length > 0", timeout=WAIT_MS)
+        assert peek.messages() == [] and listed(peek) == [his]
+        assert all("404" in error for error in peek.console_errors), peek.console_errors
+        assert peek.escaped == []

@@ -3,7 +3,7 @@
 // custom events, rejoin after a reload, state history) and the SDK's `Client` for the
 // thread list. It is served from another origin than the Gateway, so every request is a
 // cross-origin one. `?api=<Gateway>/api` says where the Gateway is; the open thread is kept
-// in `?thread=` so that a reload comes back to it.
+// in `?thread=` so that a reload comes back to it; `?token=` is the user's bearer token.
 //
 // When the thread is paused on an interrupt (`stream.interrupt`), the page shows it as an
 // inbox item: for a human-in-the-loop request (LangChain's HumanInTheLoopMiddleware), each
@@ -25,7 +25,11 @@ import { ConversationActions, PluginNav, PluginSurface, usePlugins } from "./plu
 
 const params = new URLSearchParams(window.location.search);
 const apiUrl = params.get("api");
-const client = new Client({ apiUrl });
+// `?token=` signs the page in as one user: every request carries it as a bearer token, as a
+// chat UI on a Gateway with `auth` configured sends its user's.
+const token = params.get("token");
+const authHeaders = token ? { Authorization: `Bearer ${token}` } : {};
+const client = new Client({ apiUrl, defaultHeaders: authHeaders });
 const seen = (window.__deerflow = {
   streamed: [],
   custom: [],
@@ -219,10 +223,11 @@ function App() {
   const [threadId, onThreadId] = useThreadIdInUrl();
   const [refreshKey, setRefreshKey] = useState(0);
   const [draft, setDraft] = useState("");
-  const plugins = usePlugins(apiUrl, seen);
+  const plugins = usePlugins(apiUrl, seen, authHeaders);
   const [openedPlugin, setOpenedPlugin] = useState(null);
   const stream = useStream({
     apiUrl,
+    defaultHeaders: authHeaders,
     assistantId: "lead_agent",
     messagesKey: "messages",
     threadId,

@@ -11,12 +11,12 @@
 // (`actions`) and the conversation actions run (`executed`).
 import { useEffect, useRef, useState } from "react";
 
-function backend(apiUrl, seen, namespace) {
+function backend(apiUrl, seen, namespace, headers) {
   return async (action, payload) => {
     const url = `${apiUrl}/plugins/${encodeURIComponent(namespace)}/actions/${encodeURIComponent(action)}`;
     const response = await fetch(url, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { ...headers, "content-type": "application/json" },
       body: JSON.stringify(payload ?? {}),
     });
     const body = await response.json().catch(() => null);
@@ -28,18 +28,18 @@ function backend(apiUrl, seen, namespace) {
 
 // [{card, module, callBackend}] once listed and imported (module null when the plugin is
 // disabled or has no browser part); null while loading.
-export function usePlugins(apiUrl, seen) {
+export function usePlugins(apiUrl, seen, headers) {
   const [plugins, setPlugins] = useState(null);
   useEffect(() => {
     let cancelled = false;
     (async () => {
-      const response = await fetch(`${apiUrl}/plugins`);
+      const response = await fetch(`${apiUrl}/plugins`, { headers });
       if (!response.ok) throw new Error(`GET /plugins answered ${response.status}`);
       const cards = await response.json();
       seen.plugins = cards.map((card) => card.namespace);
       return Promise.all(
         cards.map(async (card) => {
-          const callBackend = backend(apiUrl, seen, card.namespace);
+          const callBackend = backend(apiUrl, seen, card.namespace, headers);
           if (!card.entry || card.settings?.enabled !== true) return { card, module: null, callBackend };
           const imported = await import(new URL(card.entry, apiUrl).href);
           return { card, module: imported.default, callBackend };
