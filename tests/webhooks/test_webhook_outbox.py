@@ -32,6 +32,16 @@ def _row(run_id: str, thread_id: str, status: str = "success") -> dict:
     )
 
 
+async def _runs_owing_webhooks(store: HostStore, count: int) -> None:
+    """``count`` runs (``r-0``...) that ended on one thread, each owing its webhook."""
+    thread = await store.create_thread()
+    for index in range(count):
+        await store.create_run(thread.id, f"r-{index}", {}, owner=PROCESS_OWNER)
+        await store.finish_run(
+            f"r-{index}", status="success", outcome="completed", webhook=_row(f"r-{index}", thread.id)
+        )
+
+
 async def _outbox(store: HostStore) -> list[dict]:
     def read(conn):  # type: ignore[no-untyped-def]
         return [dict(r._mapping) for r in conn.execute(select(WEBHOOK_OUTBOX))]
@@ -69,12 +79,7 @@ async def test_a_runs_end_and_its_outbox_row_commit_together_or_not_at_all(store
 
 
 async def test_a_claim_owns_its_rows_until_settled_or_its_lease_ends(store: HostStore) -> None:
-    thread = await store.create_thread()
-    for index in range(3):
-        await store.create_run(thread.id, f"r-{index}", {}, owner=PROCESS_OWNER)
-        await store.finish_run(
-            f"r-{index}", status="success", outcome="completed", webhook=_row(f"r-{index}", thread.id)
-        )
+    await _runs_owing_webhooks(store, 3)
     outbox = Outbox(store.transactions)
     now = datetime.now(UTC) + timedelta(seconds=1)
     first = await outbox.claim(now, lease=60, limit=2)
@@ -158,12 +163,7 @@ async def test_runs_another_process_ends_for_a_dead_one_owe_their_webhooks_too(d
 async def _four_deliveries(store: HostStore, long_ago: datetime) -> list[str]:
     """Four rows: delivered and failed long ago, delivered just now, and one still pending
     that last failed long ago (due again tomorrow)."""
-    thread = await store.create_thread()
-    for index in range(4):
-        await store.create_run(thread.id, f"r-{index}", {}, owner=PROCESS_OWNER)
-        await store.finish_run(
-            f"r-{index}", status="success", outcome="completed", webhook=_row(f"r-{index}", thread.id)
-        )
+    await _runs_owing_webhooks(store, 4)
     outbox = Outbox(store.transactions)
     ids = [c.delivery_id for c in sorted(await outbox.claim(datetime.now(UTC), 60, 10), key=lambda c: c.run_id)]
     await outbox.delivered(ids[0], 200, long_ago)
