@@ -21,6 +21,7 @@ class Delivery:
     headers: dict[str, str]
     body: bytes
     answered: int
+    at: float  # time.monotonic() when it was answered
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -54,7 +55,7 @@ class Receiver:
                     else:
                         code = 200
                     headers = {k.lower(): v for k, v in self.headers.items()}
-                    receiver.requests.append(Delivery(self.path, headers, body, code))
+                    receiver.requests.append(Delivery(self.path, headers, body, code, time.monotonic()))
                 self.send_response(code)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
