@@ -69,6 +69,16 @@ def proc_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def proc_sockets(pid: int) -> int:
+    """The process's open sockets (its connections and listeners), not its files: a busy
+    moment may make the database pool open one more connection, which is kept, not leaked."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed between the listing and the read
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    return count
+
+
 @dataclass
 class Gateway:
     """One ``deerflow-ext serve`` subprocess (``--workers N`` when asked)."""
