@@ -4,7 +4,8 @@ as ``lead_agent``, so the LangGraph Platform suite's cases run against it unchan
 It has the lead agent's shape where the suite looks: a LangChain v1 ``create_agent`` on a
 deterministic offline model that calls the ``task`` tool for ``delegate: <task>`` and answers
 anything else, with LangChain's ``HumanInTheLoopMiddleware`` gating ``task`` as the suite's
-``hitl_ext`` extension does on ours. A message with ``gate:<name>`` holds the model call (for a
+``hitl_ext`` extension does on ours, and a ``title`` in its state once it has answered, as the
+lead agent names a thread (a thread search filters on it). A message with ``gate:<name>`` holds the model call (for a
 minute, or until the run is cancelled), as ours holds it at the suite's gate extension, so a case
 can act on a run certainly in progress. It imports nothing of deerflow-ext: the peer runs in a
 virtualenv of its own.
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState, HumanInTheLoopMiddleware
+from langchain.agents.middleware.types import OmitFromInput
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -65,9 +67,28 @@ def task(description: str) -> str:
     return f"done: {description}"
 
 
+class TitledState(AgentState[Any]):
+    title: NotRequired[Annotated[str, OmitFromInput]]
+
+
+class Title(AgentMiddleware[TitledState]):
+    """Names the thread after its first message when the agent has answered, once."""
+
+    state_schema = TitledState
+
+    def after_agent(self, state: TitledState, runtime: Any) -> dict[str, Any] | None:
+        first = next((m for m in state["messages"] if m.type == "human"), None)
+        if state.get("title") or first is None:
+            return None
+        return {"title": str(first.content)[:60]}
+
+
 graph = create_agent(
     RuleModel(),
     tools=[task],
     system_prompt="You are a helpful assistant.",
-    middleware=[HumanInTheLoopMiddleware(interrupt_on={"task": {"allowed_decisions": ["approve", "reject"]}})],
+    middleware=[
+        HumanInTheLoopMiddleware(interrupt_on={"task": {"allowed_decisions": ["approve", "reject"]}}),
+        Title(),
+    ],
 )

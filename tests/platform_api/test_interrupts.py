@@ -165,15 +165,24 @@ def test_resuming_a_thread_that_does_not_exist_is_a_404_even_with_create(served:
         client.threads.get(thread)  # not created
 
 
-def test_a_copy_of_an_interrupted_thread_keeps_its_status_and_interrupts(client: Any) -> None:
+def test_a_copy_of_an_interrupted_thread_keeps_its_status_and_interrupts(client: Any, served: Any) -> None:
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "lead_agent", input=human("delegate: count the stars"))
     original = client.threads.get(thread)
     copy = client.threads.copy(thread)
-    assert copy["status"] == "interrupted"
     ids = [i["id"] for pending in original["interrupts"].values() for i in pending]
-    assert ids and [i["id"] for pending in copy["interrupts"].values() for i in pending] == ids
-    assert copy["thread_id"] in {t["thread_id"] for t in client.threads.search(status="interrupted", limit=1000)}
+    assert ids and [i["id"] for i in client.threads.get_state(copy["thread_id"])["interrupts"]] == ids
+    interrupted = {t["thread_id"] for t in client.threads.search(status="interrupted", limit=1000)}
+    if getattr(served, "is_peer", False):
+        # A divergence: ours makes the copy of an interrupted thread `interrupted`, with its
+        # interrupts, as its state is; LangGraph's server makes it `idle`, with no interrupts
+        # but in its state (a resume of it runs all the same).
+        assert (copy["status"], copy.get("interrupts")) == ("idle", None)
+        assert copy["thread_id"] not in interrupted
+    else:
+        assert copy["status"] == "interrupted"
+        assert [i["id"] for pending in copy["interrupts"].values() for i in pending] == ids
+        assert copy["thread_id"] in interrupted
     values = client.runs.wait(copy["thread_id"], "lead_agent", command={"resume": APPROVE})
     assert len(_tool_messages(values)) == 1
     assert client.threads.get(copy["thread_id"])["status"] == "idle"
@@ -184,7 +193,12 @@ def test_an_empty_or_misspelt_command_is_refused(served: Any) -> None:
     thread = get_sync_client(url=served.url, api_key=None).threads.create()["thread_id"]
     for body in ({"command": {}}, {"command": {"resum": 1}}):
         answer = httpx.post(f"{served.url}/threads/{thread}/runs/wait", json={"assistant_id": "lead_agent", **body})
-        assert answer.status_code == 422, body
+        if getattr(served, "is_peer", False):
+            # A divergence: ours refuses an empty or unknown command with a 422 naming it;
+            # LangGraph's server takes it and the run fails (an error in a 200 answer).
+            assert answer.status_code == 200 and "__error__" in answer.json(), body
+        else:
+            assert answer.status_code == 422 and "command" in answer.json()["detail"], body
 
 
 def test_a_resume_sent_with_an_empty_input_as_agent_chat_ui_sends_it(client: Any, served: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +27,24 @@ def _root() -> str:
     return f"r{uuid.uuid4().hex[:10]}"
 
 
-def test_put_get_replace_and_delete_through_the_sync_client(client: Any) -> None:
+def test_put_get_replace_and_delete_through_the_sync_client(client: Any, platform: Platform) -> None:
     root = _root()
     assert client.store.put_item([root, "u1"], "prefs", {"theme": "dark"}) is None
     item = client.store.get_item([root, "u1"], "prefs")
     assert (item["namespace"], item["key"], item["value"]) == ([root, "u1"], "prefs", {"theme": "dark"})
-    assert item["created_at"] == item["updated_at"]
+    # Made at once (LangGraph's server stamps the two a few microseconds apart).
+    made, updated = (datetime.fromisoformat(item[k]) for k in ("created_at", "updated_at"))
+    assert timedelta(0) <= updated - made < timedelta(seconds=1)
 
     client.store.put_item([root, "u1"], "prefs", {"theme": "light"})
     replaced = client.store.get_item([root, "u1"], "prefs")
-    assert replaced["value"] == {"theme": "light"} and replaced["created_at"] == item["created_at"]
+    assert replaced["value"] == {"theme": "light"}
+    if platform.is_peer:
+        # A divergence: ours keeps a replaced item's created_at (as LangGraph's PostgreSQL
+        # store does); LangGraph's in-memory server stamps it anew.
+        assert replaced["created_at"] > item["created_at"]
+    else:
+        assert replaced["created_at"] == item["created_at"]
 
     client.store.delete_item([root, "u1"], "prefs")
     assert client.store.get_item([root, "u1"], "prefs") is None
@@ -53,27 +62,33 @@ async def test_ttl_index_and_query_are_accepted(aclient: Any) -> None:
     assert [item["key"] for item in found["items"]] == ["k"]
 
 
-async def test_search_by_prefix_filter_and_pages_through_the_async_client(aclient: Any) -> None:
+async def test_search_by_prefix_filter_and_pages_through_the_async_client(aclient: Any, platform: Platform) -> None:
     root = _root()
     for i in range(6):
         await aclient.store.put_item([root, "a" if i % 2 == 0 else "b"], f"k{i}", {"i": i, "kind": "note"})
     await aclient.store.put_item([f"{root}x"], "elsewhere", {"i": 100, "kind": "note"})  # shares text, not a label
 
     everything = (await aclient.store.search_items([root], limit=50))["items"]
-    assert sorted(item["key"] for item in everything) == [f"k{i}" for i in range(6)]
-    assert [item["key"] for item in everything] == [f"k{i}" for i in reversed(range(6))]  # newest first
+    order = [item["key"] for item in everything]
+    assert sorted(order) == [f"k{i}" for i in range(6)]
+    if not platform.is_peer:  # LangGraph promises no order of a search; ours answers newest first
+        assert order == [f"k{i}" for i in reversed(range(6))]
     assert {tuple(item["namespace"]) for item in everything} == {(root, "a"), (root, "b")}
 
-    under_a = (await aclient.store.search_items([root, "a"]))["items"]
-    assert [item["key"] for item in under_a] == ["k4", "k2", "k0"]
+    def keys(found: dict[str, Any]) -> list[str]:
+        return [item["key"] for item in found["items"]]
 
+    def among(chosen: set[str]) -> list[str]:
+        """The chosen keys in the server's order of the search."""
+        return [key for key in order if key in chosen]
+
+    assert keys(await aclient.store.search_items([root, "a"])) == among({"k0", "k2", "k4"})
     ranged = await aclient.store.search_items([root], filter={"i": {"$gte": 2, "$lt": 5}})
-    assert [item["key"] for item in ranged["items"]] == ["k4", "k3", "k2"]
-    assert [i["key"] for i in (await aclient.store.search_items([root], filter={"i": 3}))["items"]] == ["k3"]
+    assert keys(ranged) == among({"k2", "k3", "k4"})
+    assert keys(await aclient.store.search_items([root], filter={"i": 3})) == ["k3"]
     not_three = await aclient.store.search_items([root], filter={"i": {"$ne": 3}, "kind": "note"}, limit=2, offset=1)
-    assert [item["key"] for item in not_three["items"]] == ["k4", "k2"]
-    paged = await aclient.store.search_items([root], limit=2, offset=3)
-    assert [item["key"] for item in paged["items"]] == ["k2", "k1"]
+    assert keys(not_three) == among({"k0", "k1", "k2", "k4", "k5"})[1:3]
+    assert keys(await aclient.store.search_items([root], limit=2, offset=3)) == order[3:5]
 
 
 def test_list_namespaces_by_prefix_suffix_depth_and_page(client: Any) -> None:
@@ -96,27 +111,35 @@ def test_list_namespaces_by_prefix_suffix_depth_and_page(client: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "body", "field"),
+    ("method", "path", "body", "field", "peer_status"),
     [
-        ("PUT", "/store/items", {"namespace": [], "key": "k", "value": {"v": 1}}, "namespace"),
-        ("PUT", "/store/items", {"namespace": ["a", "b.c"], "key": "k", "value": {"v": 1}}, "namespace"),
-        ("PUT", "/store/items", {"namespace": ["a", ""], "key": "k", "value": {"v": 1}}, "namespace"),
-        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": [1, 2]}, "value"),
-        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": "text"}, "value"),
-        ("PUT", "/store/items", {"namespace": ["a"], "key": "k"}, "value"),
-        ("DELETE", "/store/items", {"namespace": [], "key": "k"}, "namespace"),
-        ("POST", "/store/items/search", {"namespace_prefix": ["a.b"]}, "namespace_prefix"),
-        ("POST", "/store/items/search", {"namespace_prefix": ["a"], "filter": {"i": {"$regex": "x"}}}, "filter"),
-        ("POST", "/store/items/search", {"namespace_prefix": ["a"], "limit": -1}, "limit"),
-        ("POST", "/store/namespaces", {"max_depth": 0}, "max_depth"),
+        ("PUT", "/store/items", {"namespace": [], "key": "k", "value": {"v": 1}}, "namespace", 400),
+        ("PUT", "/store/items", {"namespace": ["a", "b.c"], "key": "k", "value": {"v": 1}}, "namespace", 422),
+        ("PUT", "/store/items", {"namespace": ["a", ""], "key": "k", "value": {"v": 1}}, "namespace", 422),
+        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": [1, 2]}, "value", None),
+        ("PUT", "/store/items", {"namespace": ["a"], "key": "k", "value": "text"}, "value", None),
+        ("PUT", "/store/items", {"namespace": ["a"], "key": "k"}, "value", None),
+        ("DELETE", "/store/items", {"namespace": [], "key": "k"}, "namespace", 204),
+        ("POST", "/store/items/search", {"namespace_prefix": ["a.b"]}, "namespace_prefix", 422),
+        ("POST", "/store/items/search", {"namespace_prefix": ["a"], "filter": {"i": {"$regex": "x"}}}, "filter", 200),
+        ("POST", "/store/items/search", {"namespace_prefix": ["a"], "limit": -1}, "limit", 200),
+        ("POST", "/store/namespaces", {"max_depth": 0}, "max_depth", 200),
     ],
 )
 def test_bad_input_is_refused_with_a_422_naming_the_field(
-    platform: Platform, method: str, path: str, body: dict[str, Any], field: str
+    platform: Platform, method: str, path: str, body: dict[str, Any], field: str, peer_status: int | None
 ) -> None:
+    """``peer_status``: what LangGraph's server answers where it does not answer as ours."""
     # Raw requests: the SDK itself refuses some of these before sending them.
     with httpx.Client(base_url=platform.url) as http:
         answer = http.request(method, path, json=body)
+    if platform.is_peer and peer_status is not None:
+        # A divergence: ours refuses every bad store input with a 422 whose JSON detail names
+        # the field; LangGraph's server answers an empty namespace 400, a bad label 422 in
+        # plain text, and takes the rest (an empty delete, an unknown filter operator, a
+        # negative limit, a depth of 0).
+        assert answer.status_code == peer_status, answer.text
+        return
     assert answer.status_code == 422, answer.text
     assert field in str(answer.json()["detail"])
 
