@@ -1,6 +1,8 @@
 """A webhook receiver on loopback for the webhook tests and the chaos case: it records every
 request and answers as the test scripted each path (``fail(path, n)``: 500 to the first ``n``
-requests; ``fail_every``: 500 to every n-th request, whatever its path)."""
+requests; ``fail_every``: 500 to every n-th request, whatever its path). A request whose body
+stops short of its ``Content-Length`` (its sender was killed mid-send) is not a delivery: it
+is neither recorded nor answered, as a real receiver would not take it."""
 
 from __future__ import annotations
 
@@ -44,7 +46,11 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender died mid-request (a chaos kill): nothing arrived
+                    self.close_connection = True
+                    return
                 with receiver._lock:
                     receiver._seen += 1
                     if receiver.fail_every and receiver._seen % receiver.fail_every == 0:
