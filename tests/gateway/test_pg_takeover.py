@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 from sqlalchemy import text
 
-from deerflow_ext.persistence import create_engine, is_sqlite, upgrade_head
+from deerflow_ext.persistence import is_sqlite
 from deerflow_ext.runtime import PostgresThreadCoordinator
 from deerflow_ext.runtime.coordinator import advisory_key
 from deerflow_ext.runtime.pg_coordinator import application_name
@@ -25,16 +25,11 @@ from deerflow_ext.testing import wait_until
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[Any]:
+@pytest.fixture(autouse=True)
+def _postgres_only(database_url: str) -> None:
+    """Before the suite's ``engine`` migrates anything: these cases are PostgreSQL's."""
     if is_sqlite(database_url):
         pytest.skip("advisory locks are a PostgreSQL feature; SQLite uses the local coordinator")
-    made = create_engine(database_url)
-    try:
-        await upgrade_head(made)
-        yield made
-    finally:
-        await made.dispose()
 
 
 @pytest.fixture
