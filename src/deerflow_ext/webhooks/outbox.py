@@ -73,11 +73,12 @@ class Outbox:
         await self._tx.write(_settle, delivery_id, values, now)
 
     async def prune_settled(self, settled_before: datetime, batch: int = 500) -> int:
-        """Delete the rows settled before ``settled_before``, ``batch`` to a transaction;
+        """Delete the rows settled before ``settled_before``, ``batch`` to a transaction,
+        never on the event loop (``write_aside``: how many there are is the data's doing);
         how many were deleted."""
         deleted = 0
         while True:
-            count = await self._tx.write(_prune, settled_before, batch)
+            count = await self._tx.write_aside(_prune, settled_before, batch)
             deleted += count
             if count < batch:
                 return deleted
